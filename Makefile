@@ -1,0 +1,39 @@
+# autograd-tui developer tasks. Every target that needs the project sets up .venv first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.DEFAULT_GOAL := install
+.PHONY: install run test bench lint clean
+
+# Create the virtualenv if it is missing (pip is used as shipped; no self-upgrade).
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV): | $(BIN)/python
+
+# Install the project (editable) with its dev and torch extras; re-run only when
+# pyproject.toml changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev,torch]'
+	touch $@
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/autograd-tui
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache bench/results
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +

@@ -1,0 +1,872 @@
+"""``Engine``: runs a backward pass on real threads, as PyTorch's engine does.
+
+Mirrors ``torch/csrc/autograd/engine.cpp``, function by function:
+
+================================  =============================================
+ours                              engine.cpp
+================================  =============================================
+``Engine.execute``                ``Engine::execute``
+``execute_with_graph_task``       ``Engine::execute_with_graph_task``
+``thread_main``                   ``Engine::thread_main``
+``evaluate_function``             ``Engine::evaluate_function``
+``call_function``                 ``call_function`` (static)
+``compute_dependencies``          ``Engine::compute_dependencies``
+``compute_min_topological_nr``    ``compute_min_topological_nr``
+``validate_outputs``              ``validate_outputs``
+``thread_init``                   ``Engine::thread_init`` (device threads)
+``reentrant_thread_init``         ``Engine::reentrant_thread_init``
+``add_thread_pool_task``          ``Engine::add_thread_pool_task``
+``ready_queue``                   ``Engine::ready_queue``
+``ready_queue_by_index``          ``Engine::ready_queue_by_index``
+``thread_on_exception``           ``Engine::thread_on_exception``
+``queue_callback``                ``Engine::queue_callback``
+================================  =============================================
+
+Thread-locals (``worker_device``, ``current_depth``, ``total_depth``,
+``local_ready_queue``) live in ``Engine._tls``.  The thread that calls
+backward runs the CPU work itself on its own ReadyQueue, reused across calls;
+each ``cuda:N`` device has one long-lived worker thread and queue, started on
+first use (PyTorch starts them all at the first backward; starting lazily
+keeps a CPU-only run free of idle threads in the app's thread pane).
+
+Departures, all deliberate:
+- No CUDA streams, events or stream guards (``leaf_streams``,
+  ``stash_current_streams``): the scheduler's behaviour does not depend on them.
+- No compiled autograd, no ``multithreading_enabled`` switch, no
+  ``checkpoint_valid`` guard, no ThreadLocalState propagation except grad mode.
+- Every step a student should see is reported to observers as an ``Event``
+  (``events.py``); with no observer the cost is one truth test per site.
+- Options that re-create historical designs, each off by default, for the
+  controller's deadlock lessons: ``reentrant="block"`` (a reentrant backward on
+  a worker thread just waits on its future, as before PyTorch's reentrant
+  engine), ``wake_owner=False`` (no dummy task to the owner),
+  ``depth_priority=False`` (ReadyQueue ignores reentrant depth),
+  ``reentrant_pool_size=K`` (at most K pool threads).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import grad_mode
+from .events import Event, Observer, summarize
+from .graph import AccumulateGrad, Edge, GraphRoot, Node
+from .graph_task import (
+    CPU_DEVICE,
+    NO_DEVICE,
+    GraphTask,
+    GraphTaskGuard,
+    get_current_graph_task,
+)
+from .input_buffer import InputBuffer
+from .ready_queue import NodeTask, ReadyQueue
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+#: MAX_DEPTH in engine.h: nested thread_main calls on one thread before a hand-off
+MAX_DEPTH = 60
+
+_generations = itertools.count(1)
+
+
+class ThreadPoolShared:
+    """``ThreadPoolShared``: GraphTasks waiting for a reentrant pool thread."""
+
+    def __init__(self) -> None:
+        self.mutex = threading.Lock()
+        self.work = threading.Condition(self.mutex)
+        self.num_workers = 0
+        self.graphtasks_queue: deque[Callable[[], GraphTask | None]] = deque()
+        self.num_threads = 0
+
+
+class EngineClosed(RuntimeError):
+    pass
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        max_recursion_depth: int = MAX_DEPTH,
+        reentrant: str = "nested",
+        wake_owner: bool = True,
+        depth_priority: bool = True,
+        reentrant_pool_size: int | None = None,
+    ) -> None:
+        if reentrant not in ("nested", "block"):
+            raise ValueError(f"reentrant must be 'nested' or 'block', not {reentrant!r}")
+        if max_recursion_depth < 0:
+            raise ValueError("max_recursion_depth must be >= 0")
+        if reentrant_pool_size is not None and reentrant_pool_size < 0:
+            raise ValueError("reentrant_pool_size must be >= 0 or None")
+        self.max_recursion_depth = max_recursion_depth
+        self.reentrant = reentrant
+        self.wake_owner = wake_owner
+        self.depth_priority = depth_priority
+        self.reentrant_pool_size = reentrant_pool_size
+
+        self._tls = threading.local()
+        self._generation = next(_generations)
+        self._node_ids = itertools.count(1)
+        self._graph_task_ids = itertools.count(1)
+        self._seq = itertools.count()
+        self._observers: tuple[Observer, ...] = ()
+        self.waits: Any = None  # wait tracker installed by the controller
+        self._lock = threading.Lock()
+        self.device_ready_queues: dict[int, ReadyQueue] = {}
+        self.thread_pool_shared = ThreadPoolShared()
+        self._threads: list[threading.Thread] = []
+        self._owner_names = itertools.count(1)
+        self._closed = False
+        # Nested thread_main calls stack Python frames: leave room for the depth limit.
+        if sys.getrecursionlimit() < 20000:
+            sys.setrecursionlimit(20000)
+
+    # --- options, for display and recordings --------------------------------------
+    def options(self) -> dict[str, Any]:
+        return {"max_recursion_depth": self.max_recursion_depth, "reentrant": self.reentrant,
+                "wake_owner": self.wake_owner, "depth_priority": self.depth_priority,
+                "reentrant_pool_size": self.reentrant_pool_size}
+
+    # --- observers and events -----------------------------------------------------------
+    def add_observer(self, observer: Observer) -> None:
+        with self._lock:
+            self._observers = self._observers + (observer,)
+
+    def remove_observer(self, observer: Observer) -> None:
+        with self._lock:
+            self._observers = tuple(o for o in self._observers if o is not observer)
+
+    def make_lock(self, name: str) -> Any:
+        """A lock for engine state; the controller may install instrumented ones."""
+        waits = self.waits
+        return waits.make_lock(name) if waits is not None else threading.Lock()
+
+    def node_id(self, node: Node) -> int:
+        eid = node._eid
+        if eid is None or eid[0] != self._generation:
+            with self._lock:
+                eid = node._eid
+                if eid is None or eid[0] != self._generation:
+                    eid = (self._generation, next(self._node_ids))
+                    node._eid = eid
+        return eid[1]
+
+    def thread_name(self) -> str:
+        name = getattr(self._tls, "name", None)
+        if name is None:
+            n = next(self._owner_names)
+            name = "cpu (owner)" if n == 1 else f"cpu (owner {n})"
+            self._tls.name = name
+        return name
+
+    def _make_event(self, kind: str, gt: GraphTask | None, node: Node | None,
+                    queue: Any, data: dict[str, Any]) -> Event:
+        qname = queue.name if isinstance(queue, ReadyQueue) else queue
+        return Event(next(self._seq), kind, self.thread_name(),
+                     gt.id if gt is not None else None,
+                     self.node_id(node) if node is not None else None, qname, data)
+
+    def _deliver(self, event: Event) -> None:
+        for obs in self._observers:
+            obs(event)
+
+    def _emit(self, kind: str, gt: GraphTask | None, node: Node | None, queue: Any,
+              **data: Any) -> None:
+        self._deliver(self._make_event(kind, gt, node, queue, data))
+
+    # --- queues -------------------------------------------------------------------------
+    def _new_queue(self, name: str, device: str) -> ReadyQueue:
+        return ReadyQueue(name, device, self.depth_priority, engine=self)
+
+    def init_local_ready_queue(self, ready_queue: ReadyQueue | None = None) -> None:
+        tls = self._tls
+        if ready_queue is not None:
+            tls.local_ready_queue = ready_queue
+        elif getattr(tls, "local_ready_queue", None) is None:
+            tls.local_ready_queue = self._new_queue(f"cpu[{self.thread_name()}]", "cpu")
+
+    def ready_queue(self, cpu_ready_queue: ReadyQueue, device: str) -> ReadyQueue:
+        """The queue for ``device``: the GraphTask's CPU queue, or the device's queue."""
+        if device == "cpu":
+            return cpu_ready_queue
+        return self._device_queue(int(device[5:]))
+
+    def ready_queue_by_index(self, cpu_ready_queue: ReadyQueue, device_index: int) -> ReadyQueue:
+        if device_index == CPU_DEVICE:
+            return cpu_ready_queue
+        return self._device_queue(device_index)
+
+    def _device_queue(self, index: int) -> ReadyQueue:
+        q = self.device_ready_queues.get(index)
+        if q is None:
+            with self._lock:
+                if self._closed:
+                    raise EngineClosed("the engine has been shut down")
+                q = self.device_ready_queues.get(index)
+                if q is None:
+                    q = self._new_queue(f"cuda:{index}", f"cuda:{index}")
+                    t = threading.Thread(target=self.thread_init, args=(index, q),
+                                         name=f"autograd cuda:{index}", daemon=True)
+                    self._threads.append(t)
+                    self.device_ready_queues[index] = q
+                    t.start()
+        return q
+
+    def _push(self, queue: ReadyQueue, task: NodeTask, increment: bool = True) -> None:
+        if not self._observers:
+            queue.push(task, increment)
+            return
+        gt = task.base()
+
+        def stamp(size: int, order: list[NodeTask]) -> Event:
+            return self._make_event("push", gt, task.fn, queue, {
+                "depth": task.get_reentrant_depth(),
+                "seq": task.fn._sequence_nr if task.fn is not None else None,
+                "dummy": task.fn is None and not task.is_shutdown_task,
+                "shutdown": task.is_shutdown_task,
+                "size": size,
+                "order": [self.node_id(t.fn) if t.fn is not None else None for t in order],
+                "outstanding": gt.outstanding_tasks if gt is not None else 0,
+            })
+
+        self._deliver(queue.push(task, increment, on_push=stamp))
+
+    def _pop(self, queue: ReadyQueue) -> NodeTask:
+        """``local_ready_queue->pop()``, reporting a wait when the queue is empty."""
+        observing = bool(self._observers)
+        while True:
+            if observing:
+                def stamp(task: NodeTask, size: int) -> Event:
+                    gt = task.base()
+                    return self._make_event("pop", gt, task.fn, queue, {
+                        "dummy": task.fn is None and not task.is_shutdown_task,
+                        "shutdown": task.is_shutdown_task, "size": size,
+                        "expired": gt is None and not task.is_shutdown_task,
+                    })
+
+                task, event = queue.try_pop(stamp)
+            else:
+                task, event = queue.try_pop()
+            if task is not None:
+                if event is not None:
+                    self._deliver(event)
+                return task
+            if observing:
+                self._emit("thread_wait", None, None, queue, on="queue", target=queue.name,
+                           holder=None)
+            queue.wait_not_empty()
+            if observing:
+                self._emit("thread_wake", None, None, queue, on="queue", target=queue.name)
+
+    # --- Engine::execute ------------------------------------------------------------------
+    def execute(
+        self,
+        roots: Sequence[Edge],
+        inputs: Sequence[Tensor | None],
+        keep_graph: bool,
+        create_graph: bool,
+        accumulate_grad: bool,
+        outputs: Sequence[Edge] = (),
+    ) -> list[Tensor | None]:
+        if self._closed:
+            raise EngineClosed("the engine has been shut down; create a new Engine")
+        inputs = list(inputs)
+        validate_outputs(roots, inputs, lambda msg: msg)
+        if not accumulate_grad and not outputs:
+            raise ValueError("grad requires non-empty inputs.")
+
+        self.init_local_ready_queue()
+        tls = self._tls
+        not_reentrant_backward_call = getattr(tls, "worker_device", NO_DEVICE) == NO_DEVICE
+        graph_task = GraphTask(
+            keep_graph=keep_graph,
+            grad_mode=create_graph,
+            reentrant_depth=0 if not_reentrant_backward_call else tls.total_depth + 1,
+            cpu_ready_queue=tls.local_ready_queue,
+            graph_roots=[e.function for e in roots if e.function is not None],
+            engine=self,
+            id=next(self._graph_task_ids),
+        )
+        # A single root needs no GraphRoot: its node is queued directly.
+        skip_dummy_node = len(roots) == 1
+        graph_root: Node = roots[0].function if skip_dummy_node else GraphRoot(roots, inputs)  # type: ignore[assignment]
+        if self._observers:
+            self._emit("graph_task_created", graph_task, None, None,
+                       reentrant_depth=graph_task.reentrant_depth, keep_graph=keep_graph,
+                       create_graph=create_graph, accumulate_grad=accumulate_grad,
+                       roots=[self.node_id(e.function) for e in roots if e.function],
+                       graph_root=self.node_id(graph_root))
+
+        min_topo_nr = compute_min_topological_nr(outputs)
+        self.compute_dependencies(graph_root, graph_task, min_topo_nr)
+        if outputs:
+            graph_task.init_to_execute(graph_root, list(outputs), accumulate_grad, min_topo_nr)
+            if self._observers:
+                self._emit_exec_info(graph_task)
+
+        if skip_dummy_node:
+            input_buffer = InputBuffer(roots[0].function.num_inputs())  # type: ignore[union-attr]
+            input_buffer.add(roots[0].input_nr, inputs[0])
+        else:
+            input_buffer = InputBuffer(0)
+        self.execute_with_graph_task(graph_task, graph_root, input_buffer)
+        fut = graph_task.future_result
+        if not fut.completed() and self._observers:
+            # A pool hand-off (or reentrant="block"): this thread now sleeps on the future.
+            self._emit("thread_wait", graph_task, None, None, on="future",
+                       target=f"GraphTask {graph_task.id}", holder=None)
+            fut.wait()
+            self._emit("thread_wake", graph_task, None, None, on="future",
+                       target=f"GraphTask {graph_task.id}")
+        fut.wait()
+        return fut.value()
+
+    def _emit_exec_info(self, gt: GraphTask) -> None:
+        needed = sorted(self.node_id(n) for n, i in gt.exec_info.items() if i.needed)
+        captures = sorted([self.node_id(n), c.input_idx, c.output_idx]
+                          for n, i in gt.exec_info.items() for c in (i.captures or []))
+        self._emit("exec_info", gt, None, None, needed=needed, captures=captures)
+
+    def compute_dependencies(self, root: Node, task: GraphTask, min_topo_nr: int) -> None:
+        """Count, for every node reachable from ``root``, the edges that lead into it."""
+        queue = [root]
+        dependencies = task.dependencies
+        nodes_in_graph = task.nodes_in_graph
+        observing = bool(self._observers)
+        if observing:
+            self.node_id(root)  # ids in discovery order: deterministic for a given graph
+        while queue:
+            fn = queue.pop()
+            if fn._topological_nr < min_topo_nr:
+                continue  # cannot reach any output of grad(): prune
+            for edge in fn._next_edges:
+                next_ptr = edge.function
+                if next_ptr is not None:
+                    dependencies[next_ptr] = dependencies.get(next_ptr, 0) + 1
+                    if next_ptr not in nodes_in_graph:
+                        nodes_in_graph.add(next_ptr)
+                        queue.append(next_ptr)
+                        if observing:
+                            self.node_id(next_ptr)
+        if observing:
+            self._emit_dependencies(root, task, min_topo_nr)
+
+    def _emit_dependencies(self, root: Node, task: GraphTask, min_topo_nr: int) -> None:
+        nodes = []
+        for n in [root, *sorted(task.nodes_in_graph - {root}, key=self.node_id)]:
+            nodes.append({
+                "id": self.node_id(n), "name": n.name(), "device": n.device(),
+                "seq": n._sequence_nr, "topo": n._topological_nr,
+                "num_inputs": n.num_inputs(), "leaf": isinstance(n, AccumulateGrad),
+                "next": [[self.node_id(e.function) if e.function is not None else None,
+                          e.input_nr] for e in n._next_edges],
+            })
+        deps = {self.node_id(n): c for n, c in task.dependencies.items()}
+        self._emit("dependencies_computed", task, root, None,
+                   dependencies=dict(sorted(deps.items())), nodes=nodes,
+                   min_topo_nr=min_topo_nr)
+
+    # --- Engine::execute_with_graph_task -------------------------------------------------
+    def execute_with_graph_task(self, graph_task: GraphTask, graph_root: Node,
+                                input_buffer: InputBuffer) -> Any:
+        tls = self._tls
+        worker_device = getattr(tls, "worker_device", NO_DEVICE)
+        graph_task.mutex.acquire()
+        queue = self.ready_queue(graph_task.cpu_ready_queue, input_buffer.device())
+        if worker_device == NO_DEVICE:
+            # A CPU thread drives a new (non-reentrant) backward on its own queue.
+            tls.worker_device = CPU_DEVICE
+            graph_task.owner = CPU_DEVICE
+            self._push(queue, NodeTask(graph_task, graph_root, input_buffer))
+            graph_task.mutex.release()
+            try:
+                self.thread_main(graph_task)
+            finally:
+                tls.worker_device = NO_DEVICE
+            return graph_task.future_result
+
+        # A reentrant backward, called from inside a node on this worker thread.
+        graph_task.owner = worker_device
+        self._push(queue, NodeTask(graph_task, graph_root, input_buffer))
+        current_depth = getattr(tls, "current_depth", 0)
+        parent = get_current_graph_task()
+        if self.reentrant == "block":
+            graph_task.mutex.release()
+            if self._observers:
+                self._emit("reentrant_handoff", graph_task, graph_root, queue, mode="block",
+                           depth=graph_task.reentrant_depth, current_depth=current_depth,
+                           parent_graph_task=parent.id if parent else None)
+            return graph_task.future_result  # execute() now blocks on the future
+        if current_depth >= self.max_recursion_depth:
+            # Too deep on this thread: hand the GraphTask to a pool thread.
+            if self._observers:
+                self._emit("reentrant_handoff", graph_task, graph_root, queue, mode="pool",
+                           depth=graph_task.reentrant_depth, current_depth=current_depth,
+                           parent_graph_task=parent.id if parent else None)
+            self.add_thread_pool_task(graph_task)
+            graph_task.mutex.release()
+        else:
+            if self._observers:
+                self._emit("reentrant_handoff", graph_task, graph_root, queue, mode="nested",
+                           depth=graph_task.reentrant_depth, current_depth=current_depth,
+                           parent_graph_task=parent.id if parent else None)
+            tls.total_depth = getattr(tls, "total_depth", 0) + 1
+            tls.current_depth = current_depth + 1
+            graph_task.mutex.release()
+            try:
+                self.thread_main(graph_task)
+            finally:
+                tls.current_depth -= 1
+                tls.total_depth -= 1
+        return graph_task.future_result
+
+    # --- Engine::thread_main ---------------------------------------------------------------
+    def thread_main(self, graph_task: GraphTask | None) -> None:
+        """Pop and run tasks until ``graph_task`` completes (forever if it is None)."""
+        tls = self._tls
+        local_ready_queue: ReadyQueue = tls.local_ready_queue
+        while graph_task is None or not graph_task.future_result.completed():
+            task = self._pop(local_ready_queue)
+            if task.is_shutdown_task:
+                break
+            local_graph_task = task.base()
+            if local_graph_task is None:
+                continue  # its GraphTask is gone: nothing to do
+            fn = task.fn
+            if fn is not None and not local_graph_task.has_error:
+                with grad_mode.AutoGradMode(local_graph_task.grad_mode):
+                    try:
+                        with GraphTaskGuard(local_graph_task):
+                            self.evaluate_function(local_graph_task, fn, task.inputs,
+                                                   local_graph_task.cpu_ready_queue)
+                    except Exception as e:  # noqa: BLE001 - reported through the future
+                        self.thread_on_exception(local_graph_task, fn, e)
+            elif fn is not None and self._observers:
+                self._emit("node_skipped", local_graph_task, fn, None, reason="has_error")
+            del task
+            local_graph_task.decrement_outstanding()
+            if local_graph_task.completed():
+                if local_graph_task.mark_as_completed_and_run_post_processing():
+                    if self._observers:
+                        err = local_graph_task.future_result.error()
+                        self._emit("completion", local_graph_task, None, None,
+                                   error=str(err) if err is not None else None,
+                                   outstanding=local_graph_task.outstanding_tasks)
+                base_owner = local_graph_task.owner
+                # The owner may be asleep in pop(): send it a dummy task to wake it.
+                if tls.worker_device != base_owner and self.wake_owner:
+                    owner_queue = self.ready_queue_by_index(
+                        local_graph_task.cpu_ready_queue, base_owner)
+                    if self._observers:
+                        self._emit("wakeup", local_graph_task, None, owner_queue,
+                                   owner=owner_queue.name)
+                    self._push(owner_queue, NodeTask(local_graph_task, None, InputBuffer(0)))
+
+    def thread_on_exception(self, graph_task: GraphTask, fn: Node, e: Exception) -> None:
+        if self._observers:
+            self._emit("error", graph_task, fn, None, message=str(e),
+                       exc_type=type(e).__name__)
+        if not getattr(e, "_autograd_node", None):
+            try:
+                e._autograd_node = fn.name()  # type: ignore[attr-defined]
+                e.add_note(f"(raised in {fn.name()} during the backward pass)")
+            except AttributeError:  # exceptions without __dict__ / notes
+                pass
+        first = not graph_task.future_completed
+        graph_task.set_exception(e, fn)
+        if first and self._observers:
+            self._emit("completion", graph_task, None, None, error=str(e),
+                       outstanding=graph_task.outstanding_tasks)
+
+    # --- Engine::evaluate_function -----------------------------------------------------------
+    def evaluate_function(self, graph_task: GraphTask, func: Node, inputs: InputBuffer,
+                          cpu_ready_queue: ReadyQueue) -> None:
+        observing = bool(self._observers)
+        exec_info = graph_task.exec_info
+        if exec_info:
+            fn_info = exec_info[func]
+            new_inputs = inputs.buffer
+            if not fn_info.needed:
+                # Tensor pre-hooks always run, but only once: here if the node is skipped.
+                new_inputs = self.call_tensor_pre_hooks(graph_task, func, list(inputs.buffer))
+            if fn_info.captures is not None:
+                with graph_task.mutex:
+                    for capture in fn_info.captures:
+                        graph_task.captured_vars[capture.output_idx] = \
+                            new_inputs[capture.input_idx]
+                        if observing:
+                            self._emit("hook", graph_task, func, None, hook_kind="capture",
+                                       modified=False, name=f"captured_vars[{capture.output_idx}]")
+            if not fn_info.needed:
+                if observing:
+                    self._emit("node_skipped", graph_task, func, None,
+                               reason="captured" if fn_info.captures else "not_needed")
+                return
+
+        if observing:
+            self._emit("node_start", graph_task, func, None, name=func.name(),
+                       depth=graph_task.reentrant_depth,
+                       inputs=[summarize(v) for v in inputs.buffer])
+        outputs = self.call_function(graph_task, func, inputs)
+
+        if not graph_task.keep_graph:
+            func.release_variables()
+        if observing:
+            leaf = None
+            if isinstance(func, AccumulateGrad):
+                leaf = summarize(func.variable._grad)
+            self._emit("node_end", graph_task, func, None, name=func.name(),
+                       outputs=[summarize(o) for o in outputs], leaf_grad=leaf)
+
+        num_outputs = len(outputs)
+        if num_outputs == 0:
+            return
+
+        if grad_mode.is_anomaly_enabled() and grad_mode.is_anomaly_check_nan_enabled():
+            for i, output in enumerate(outputs):
+                if output is not None and _isnan_any(output):
+                    raise RuntimeError(
+                        f"Function '{func.name()}' returned nan values in its {i}th output."
+                    )
+
+        # dependencies, not_ready and the queues are guarded by the GraphTask's mutex.
+        with graph_task.mutex:
+            dependencies = graph_task.dependencies
+            not_ready = graph_task.not_ready
+            next_edges = func._next_edges
+            for i in range(num_outputs):
+                output = outputs[i]
+                next_fn, input_nr = next_edges[i]
+                if next_fn is None:
+                    continue
+                is_ready = False
+                count = dependencies.get(next_fn)
+                if count is None:
+                    raise RuntimeError(f"dependency not found for {next_fn.name()}")
+                count -= 1
+                if count == 0:
+                    del dependencies[next_fn]
+                    is_ready = True
+                else:
+                    dependencies[next_fn] = count
+                if observing:
+                    self._emit("dependency_decrement", graph_task, next_fn, None,
+                               from_node=self.node_id(func), input_nr=input_nr,
+                               remaining=count)
+
+                input_buffer = not_ready.get(next_fn)
+                if input_buffer is None:
+                    # Skip functions that aren't supposed to be executed
+                    if exec_info:
+                        info = exec_info.get(next_fn)
+                        if info is None or not info.should_execute():
+                            if observing:
+                                self._emit("node_skipped", graph_task, next_fn, None,
+                                           reason="not_needed")
+                            continue
+                    # No buffer yet for this node: make one.
+                    input_buffer = InputBuffer(next_fn.num_inputs())
+                    mode = input_buffer.add(input_nr, output)
+                    if observing:
+                        self._emit("buffer_accumulate", graph_task, next_fn, None, slot=input_nr,
+                                   mode=mode, value=summarize(input_buffer.buffer[input_nr]),
+                                   from_node=self.node_id(func))
+                    if is_ready:
+                        queue = self.ready_queue(cpu_ready_queue, input_buffer.device())
+                        self._push(queue, NodeTask(graph_task, next_fn, input_buffer))
+                    else:
+                        not_ready[next_fn] = input_buffer
+                        if observing:
+                            self._emit("not_ready_insert", graph_task, next_fn, None,
+                                       slots=[v is not None for v in input_buffer.buffer])
+                else:
+                    # The node already has a buffer in not_ready: accumulate into it.
+                    mode = input_buffer.add(input_nr, output)
+                    if observing:
+                        self._emit("buffer_accumulate", graph_task, next_fn, None, slot=input_nr,
+                                   mode=mode, value=summarize(input_buffer.buffer[input_nr]),
+                                   from_node=self.node_id(func))
+                    if is_ready:
+                        del not_ready[next_fn]
+                        if observing:
+                            self._emit("not_ready_remove", graph_task, next_fn, None)
+                        queue = self.ready_queue(cpu_ready_queue, input_buffer.device())
+                        self._push(queue, NodeTask(graph_task, next_fn, input_buffer))
+
+    # --- call_function and hooks ----------------------------------------------------------------
+    def call_function(self, graph_task: GraphTask, func: Node,
+                      input_buffer: InputBuffer) -> list[Tensor | None]:
+        inputs = self.call_tensor_pre_hooks(graph_task, func, InputBuffer.variables(input_buffer))
+        inputs = self.call_pre_hooks(graph_task, func, inputs)
+        outputs = func.apply(list(inputs))
+        if not isinstance(outputs, list):
+            outputs = list(outputs)
+        validate_outputs(func._next_edges, outputs,
+                         lambda msg: f"Function {func.name()} returned an {msg}")
+        if func._post_hooks:
+            return self.call_post_hooks(graph_task, func, outputs, inputs)
+        return outputs
+
+    def call_tensor_pre_hooks(self, graph_task: GraphTask, fn: Node,
+                              inputs: list[Tensor | None]) -> list[Tensor | None]:
+        observing = bool(self._observers)
+        if isinstance(fn, AccumulateGrad):
+            groups: Any = [(0, fn.variable._backward_hooks)] if fn.variable._backward_hooks else []
+        else:
+            groups = fn._tensor_pre_hooks.items()
+        for nr, hooks in groups:
+            for hook in list(hooks):
+                result = hook(inputs[nr])
+                if result is not None:
+                    inputs[nr] = result
+                if observing:
+                    self._emit("hook", graph_task, fn, None, hook_kind="tensor_pre",
+                               modified=result is not None, name=_hook_name(hook))
+        for nr, hook in fn._retains_grad_hooks.items():
+            hook(inputs[nr])
+            if observing:
+                self._emit("hook", graph_task, fn, None, hook_kind="retain_grad",
+                           modified=False, name="retain_grad")
+        return inputs
+
+    def call_pre_hooks(self, graph_task: GraphTask, fn: Node,
+                       inputs: list[Tensor | None]) -> list[Tensor | None]:
+        for hook in list(fn._pre_hooks):
+            result = hook(tuple(inputs))
+            if result is not None:
+                inputs = list(result)
+            if self._observers:
+                self._emit("hook", graph_task, fn, None, hook_kind="pre",
+                           modified=result is not None, name=_hook_name(hook))
+        return inputs
+
+    def call_post_hooks(self, graph_task: GraphTask, fn: Node, outputs: list[Tensor | None],
+                        inputs: list[Tensor | None]) -> list[Tensor | None]:
+        for hook in list(fn._post_hooks):
+            result = hook(tuple(outputs), tuple(inputs))
+            if result is not None:
+                outputs = list(result)
+            if self._observers:
+                self._emit("hook", graph_task, fn, None, hook_kind="post",
+                           modified=result is not None, name=_hook_name(hook))
+        return outputs
+
+    # --- final callbacks ------------------------------------------------------------------------
+    def queue_callback(self, callback: Callable[[], Any]) -> None:
+        gt = get_current_graph_task()
+        if gt is None:
+            raise RuntimeError("Final callbacks can only be installed during backward pass.")
+        with gt.final_callbacks_lock:
+            gt.final_callbacks.append(callback)
+
+    # --- threads --------------------------------------------------------------------------------
+    def thread_init(self, device: int, ready_queue: ReadyQueue) -> None:
+        """A device thread: serve ``ready_queue`` until a shutdown task arrives."""
+        tls = self._tls
+        tls.name = f"cuda:{device}"
+        tls.worker_device = device
+        tls.current_depth = 0
+        tls.total_depth = 0
+        _set_thread_engine(self)
+        self.init_local_ready_queue(ready_queue)
+        if self._observers:
+            self._emit("thread_start", None, None, ready_queue, role="device")
+        self.thread_main(None)
+        if self._observers:
+            self._emit("thread_exit", None, None, None)
+
+    def add_thread_pool_task(self, graph_task: GraphTask) -> None:
+        tp = self.thread_pool_shared
+        with tp.mutex:
+            # Tasks may already be waiting for too few idle workers: then add a thread.
+            create_thread = tp.num_workers <= len(tp.graphtasks_queue)
+            if self.reentrant_pool_size is not None and tp.num_threads >= self.reentrant_pool_size:
+                create_thread = False
+            tp.graphtasks_queue.append(weakref.ref(graph_task))
+            if create_thread:
+                tp.num_threads += 1
+                n = tp.num_threads
+        if create_thread:
+            t = threading.Thread(target=self.reentrant_thread_init, args=(n,),
+                                 name=f"autograd reentrant-pool-{n}", daemon=True)
+            with self._lock:
+                self._threads.append(t)
+            t.start()
+        with tp.mutex:
+            tp.work.notify()
+
+    def reentrant_thread_init(self, n: int) -> None:
+        tls = self._tls
+        tls.name = f"reentrant-pool-{n}"
+        _set_thread_engine(self)
+        tp = self.thread_pool_shared
+        if self._observers:
+            self._emit("thread_start", None, None, None, role="pool")
+        while True:
+            with tp.mutex:
+                tp.num_workers += 1
+                if not tp.graphtasks_queue and not self._closed:
+                    waits = self.waits
+                    if waits is not None:
+                        waits.before_wait("pool", tp)
+                    while not tp.graphtasks_queue and not self._closed:
+                        tp.work.wait()
+                    if waits is not None:
+                        waits.after_wait("pool", tp)
+                tp.num_workers -= 1
+                if self._closed:
+                    break
+                task = tp.graphtasks_queue.popleft()
+            graph_task = task()
+            if graph_task is None:
+                continue  # expired: nothing to run
+            tls.worker_device = graph_task.owner
+            tls.local_ready_queue = self.ready_queue_by_index(graph_task.cpu_ready_queue,
+                                                              graph_task.owner)
+            tls.total_depth = graph_task.reentrant_depth
+            tls.current_depth = 0
+            del task
+            self.thread_main(graph_task)
+            del graph_task
+        if self._observers:
+            self._emit("thread_exit", None, None, None)
+
+    # --- shutdown ---------------------------------------------------------------------------------
+    def threads(self) -> list[threading.Thread]:
+        with self._lock:
+            return [t for t in self._threads if t.is_alive()]
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop every device and pool thread; True if all of them exited."""
+        with self._lock:
+            self._closed = True
+            queues = list(self.device_ready_queues.values())
+        for q in queues:
+            q.push(NodeTask(None, None, InputBuffer(0), is_shutdown_task=True),
+                   increment_outstanding_tasks=False)
+        tp = self.thread_pool_shared
+        with tp.mutex:
+            tp.work.notify_all()
+        ok = True
+        for t in list(self._threads):
+            t.join(timeout)
+            ok = ok and not t.is_alive()
+        return ok
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _hook_name(hook: Any) -> str:
+    return getattr(hook, "__qualname__", None) or getattr(hook, "__name__", None) or repr(hook)
+
+
+def _isnan_any(t: Tensor) -> bool:
+    import numpy as np
+
+    return bool(np.isnan(t.data).any()) if t.data.dtype.kind in "fc" else False
+
+
+def compute_min_topological_nr(outputs: Sequence[Edge]) -> int:
+    if not outputs:
+        return 0
+    return min(e.function.topological_nr() for e in outputs if e.function is not None)
+
+
+def validate_outputs(edges: Sequence[Edge], grads: list[Tensor | None],
+                     format_error: Callable[[str], str]) -> None:
+    """Check each gradient against the metadata of the input it flows to; sum a
+    broadcast gradient back to shape and cast its dtype, as PyTorch does."""
+    if len(grads) != len(edges):
+        raise RuntimeError(format_error(
+            f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}"))
+    for i, (edge, grad) in enumerate(zip(edges, grads)):
+        fn = edge.function
+        if fn is None or grad is None:
+            continue
+        metadata = fn._input_metadata[edge.input_nr] if edge.input_nr < len(
+            fn._input_metadata) else None
+        if metadata is None:
+            continue
+        if tuple(grad.shape) != metadata.shape:
+            from .ops import is_expandable_to, sum_to
+
+            if not is_expandable_to(metadata.shape, tuple(grad.shape)):
+                raise RuntimeError(format_error(
+                    f"invalid gradient at index {i} - got {list(grad.shape)} but expected "
+                    f"shape compatible with {list(metadata.shape)}"))
+            grad = sum_to(grad, metadata.shape)
+        if grad.dtype != metadata.dtype and grad.dtype.kind in "fc":
+            grad = grad.to(dtype=metadata.dtype)
+        if grad.device != metadata.device:
+            if grad.ndim == 0:
+                grad = grad.to(metadata.device)
+            else:
+                raise RuntimeError(format_error(
+                    f"invalid gradient at index {i} - expected device {metadata.device} but "
+                    f"got {grad.device}"))
+        grads[i] = grad
+
+
+# --- the engine a thread uses ---------------------------------------------------------------
+_thread_engine = threading.local()
+_default_engine: Engine | None = None
+_default_lock = threading.Lock()
+
+
+def _set_thread_engine(engine: Engine | None) -> None:
+    _thread_engine.engine = engine
+
+
+def get_default_engine() -> Engine:
+    """The engine ``backward()`` uses: the engine of this worker thread, else the default."""
+    eng = getattr(_thread_engine, "engine", None)
+    if eng is not None:
+        return eng
+    global _default_engine
+    with _default_lock:
+        if _default_engine is None or _default_engine._closed:
+            _default_engine = Engine()
+        return _default_engine
+
+
+def set_default_engine(engine: Engine | None) -> Engine | None:
+    """Make ``engine`` the default for every thread; returns the previous one."""
+    global _default_engine
+    with _default_lock:
+        prev, _default_engine = _default_engine, engine
+    return prev
+
+
+class use_engine:  # noqa: N801 - reads like a function: ``with use_engine(eng):``
+    """Run backward passes on the calling thread with ``engine``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def __enter__(self) -> Engine:
+        self._prev = getattr(_thread_engine, "engine", None)
+        _thread_engine.engine = self.engine
+        return self.engine
+
+    def __exit__(self, *exc: object) -> None:
+        _thread_engine.engine = self._prev
+
+
+def shutdown_default_engine() -> bool:
+    global _default_engine
+    with _default_lock:
+        eng, _default_engine = _default_engine, None
+    return eng.close() if eng is not None else True

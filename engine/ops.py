@@ -1,0 +1,675 @@
+"""Forward ops and their backward nodes.
+
+Mirrors ATen's ops and ``tools/autograd/derivatives.yaml``: each op records one
+node named as PyTorch names it (``MulBackward0``, ``SumBackward1``, ...), with
+the same next edges (a Python scalar operand is a constant: its edge is
+invalid, as in PyTorch), so the backward graph has PyTorch's shape and
+sequence numbers.  Every backward formula is written with Tensor ops, so a
+backward run with ``create_graph=True`` records a graph of its own (double
+backward).  As in PyTorch, the reduction of a broadcast gradient to an
+input's shape is not done by the node but by the engine's ``validate_outputs``
+(``at::sum_to``).
+
+Departures: ``functional.linear`` is one ``LinearBackward0`` node with three
+inputs (input, weight, bias), the seeds' LinearFunction, where PyTorch records
+``TBackward0`` + ``AddmmBackward0``; ReLU's double backward goes through a
+mask multiply rather than ``threshold_backward``.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import device as _dev
+from . import grad_mode
+from .graph import Node, collect_next_edges
+from .tensor import Tensor
+
+Grads = list[Tensor | None]
+
+
+# --- helpers -------------------------------------------------------------------
+def _check_same_device(*ts: Any) -> str:
+    devs = {t.device for t in ts if isinstance(t, Tensor) and t.ndim > 0 or
+            isinstance(t, Tensor) and t.requires_grad}
+    devs |= {t.device for t in ts if isinstance(t, Tensor)}
+    if len(devs) > 1:
+        a, b = sorted(devs)[:2]
+        raise RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two "
+            f"devices, {b} and {a}!"
+        )
+    return devs.pop() if devs else "cpu"
+
+
+def _record(out: Tensor, node_cls: type[Node], inputs: Sequence[Any], **saved: Any) -> Tensor:
+    """Attach a backward node to ``out`` if grad mode is on and an input requires grad."""
+    if not grad_mode.is_grad_enabled():
+        return out
+    if not builtins.any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
+        return out
+    node = node_cls()
+    node.set_next_edges(collect_next_edges(*[t if isinstance(t, Tensor) else None
+                                             for t in inputs if not _is_scalar_const(t)]))
+    if saved:
+        node.save(**saved)
+    node.add_input_metadata(out.shape, out.dtype, out.device)
+    out.grad_fn = node
+    out.output_nr = 0
+    return out
+
+
+def _is_scalar_const(x: Any) -> bool:
+    """A Python scalar that PyTorch wraps but still gives an (invalid) edge slot."""
+    return False
+
+
+def _wrap(x: Any, like: Tensor) -> Any:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (int, float, bool, np.number)):
+        return x
+    raise TypeError(f"unsupported operand type: {type(x).__name__}")
+
+
+def _data(x: Any) -> Any:
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _new(data: Any, device: str) -> Tensor:
+    return Tensor(data if isinstance(data, np.ndarray) or device != "cpu" else np.asarray(data),
+                  device=device)
+
+
+def _shape_of(x: Any) -> tuple[int, ...]:
+    return x.shape if isinstance(x, Tensor) else ()
+
+
+def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``at::sum_to``: sum a broadcast gradient back to ``shape`` (differentiably)."""
+    if g.shape == tuple(shape):
+        return g
+    lead = g.ndim - len(shape)
+    dims = list(range(lead))
+    for i, n in enumerate(shape):
+        if n == 1 and g.shape[lead + i] != 1:
+            dims.append(lead + i)
+    r = sum(g, dims, keepdim=True) if dims else g
+    return reshape(r, tuple(shape)) if r.shape != tuple(shape) else r
+
+
+def is_expandable_to(shape: tuple[int, ...], desired: tuple[int, ...]) -> bool:
+    if len(shape) > len(desired):
+        return False
+    for a, b in zip(reversed(shape), reversed(desired)):
+        if a != b and a != 1:
+            return False
+    return True
+
+
+# --- binary arithmetic ---------------------------------------------------------
+class AddBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        g = grads[0]
+        return [g if self.should_compute_output(0) else None,
+                g if self.should_compute_output(1) else None]
+
+
+class SubBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        g = grads[0]
+        return [g if self.should_compute_output(0) else None,
+                neg(g) if self.should_compute_output(1) else None]
+
+
+class RsubBackward1(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [neg(grads[0])]
+
+
+class MulBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        g = grads[0]
+        return [mul(g, s["other"]) if self.should_compute_output(0) else None,
+                mul(g, s["self"]) if self.should_compute_output(1) else None]
+
+
+class DivBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        g, a, b = grads[0], s["self"], s["other"]
+        ga = div(g, b) if self.should_compute_output(0) else None
+        gb = None
+        if self.should_compute_output(1):
+            gb = neg(div(mul(g, a), mul(b, b)))
+        return [ga, gb]
+
+
+class NegBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [neg(grads[0])]
+
+
+class PowBackward0(Node):
+    """``t ** scalar``: ``pow_backward``."""
+
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        e = s["exponent"]
+        if e == 0:
+            return [zeros_like_t(grads[0])]
+        return [mul(grads[0], mul(pow(s["self"], e - 1), e))]
+
+
+class PowBackward1(Node):
+    """``t ** t``: ``pow_backward_self`` and ``pow_backward_exponent``."""
+
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        g, a, e, result = grads[0], s["self"], s["exponent"], s["result"]
+        ga = gb = None
+        if self.should_compute_output(0):
+            ga = mul(g, mul(e, pow(a, sub(e, 1))))
+            ga = where_const(e.data == 0, ga, 0.0)
+        if self.should_compute_output(1):
+            mask = (a.data == 0) & (e.data >= 0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gb = mul(g, where_const(mask, mul(result, log(a)), 0.0))
+        return [ga, gb]
+
+
+class PowBackward2(Node):
+    """``scalar ** t``."""
+
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        base, e, result = s["base"], s["exponent"], s["result"]
+        if base == 0:
+            return [where_const(e.data >= 0, mul(grads[0], 0.0), 0.0)]
+        return [mul(mul(grads[0], result), float(np.log(base)))]
+
+
+def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) -> Tensor:
+    b = _wrap(b, a)
+    dev = _check_same_device(a, b)
+    out = _new(np_fn(a.data, _data(b)), dev)
+    return _record(out, node_cls, (a, b), **save)
+
+
+def add(a: Tensor, b: Any) -> Tensor:
+    return _binary(a, b, np.add, AddBackward0)
+
+
+def sub(a: Tensor, b: Any) -> Tensor:
+    return _binary(a, b, np.subtract, SubBackward0)
+
+
+def rsub(a: Tensor, b: Any) -> Tensor:
+    """``b - a`` for a scalar ``b``: ``RsubBackward1`` with a single edge."""
+    out = _new(np.subtract(_data(b), a.data), a.device)
+    return _record(out, RsubBackward1, (a,))
+
+
+def mul(a: Tensor, b: Any) -> Tensor:
+    b = _wrap(b, a)
+    need = grad_mode.is_grad_enabled() and (a.requires_grad or getattr(b, "requires_grad", 0))
+    return _binary(a, b, np.multiply, MulBackward0,
+                   **({"self": a, "other": b} if need else {}))
+
+
+def div(a: Tensor, b: Any) -> Tensor:
+    b = _wrap(b, a)
+    need = grad_mode.is_grad_enabled() and (a.requires_grad or getattr(b, "requires_grad", 0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _binary(a, b, np.divide, DivBackward0,
+                       **({"self": a, "other": b} if need else {}))
+
+
+def neg(a: Tensor) -> Tensor:
+    return _record(_new(np.negative(a.data), a.device), NegBackward0, (a,))
+
+
+def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001 - torch's name
+    if isinstance(e, Tensor):
+        dev = _check_same_device(a, e)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = _new(np.power(a.data, e.data), dev)
+        need = grad_mode.is_grad_enabled() and (a.requires_grad or e.requires_grad)
+        return _record(out, PowBackward1, (a, e),
+                       **({"self": a, "exponent": e, "result": out} if need else {}))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = _new(np.power(a.data, e), a.device)
+    need = grad_mode.is_grad_enabled() and a.requires_grad
+    return _record(out, PowBackward0, (a,), **({"self": a, "exponent": e} if need else {}))
+
+
+def rpow(a: Tensor, base: Any) -> Tensor:
+    """``base ** a`` for a scalar base."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = _new(np.power(base, a.data), a.device)
+    need = grad_mode.is_grad_enabled() and a.requires_grad
+    return _record(out, PowBackward2, (a,),
+                   **({"base": base, "exponent": a, "result": out} if need else {}))
+
+
+def compare(a: Tensor, b: Any, np_fn: Any) -> Tensor:
+    return _new(np_fn(a.data, _data(b)), a.device)
+
+
+def where_const(mask: Any, t: Tensor, value: float) -> Tensor:
+    """``where(mask, value, t)`` with a constant mask: a multiply, so it stays differentiable."""
+    mask = np.asarray(mask)
+    if not mask.any():
+        return t
+    keep = np.where(mask, 0.0, 1.0).astype(t.dtype)
+    out = mul(t, _new(keep, t.device))
+    if value != 0.0:
+        out = add(out, _new(np.where(mask, value, 0.0).astype(t.dtype), t.device))
+    return out
+
+
+def zeros_like_t(t: Tensor) -> Tensor:
+    return _new(np.zeros_like(t.data), t.device)
+
+
+# --- unary ---------------------------------------------------------------------
+class ExpBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [mul(grads[0], self.saved()["result"])]
+
+
+class LogBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [div(grads[0], self.saved()["self"])]
+
+
+class ReciprocalBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        r = self.saved()["result"]
+        return [neg(mul(grads[0], mul(r, r)))]
+
+
+class ReluBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        r = self.saved()["result"]
+        return [mul(grads[0], _new((r.data > 0).astype(r.dtype), r.device))]
+
+
+class SigmoidBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        r = self.saved()["result"]
+        return [mul(grads[0], mul(r, rsub(r, 1.0)))]
+
+
+class TanhBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        r = self.saved()["result"]
+        return [mul(grads[0], rsub(mul(r, r), 1.0))]
+
+
+def _unary(a: Tensor, fn: Any, node_cls: type[Node], save: str) -> Tensor:
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out = _new(fn(a.data), a.device)
+    if grad_mode.is_grad_enabled() and a.requires_grad:
+        return _record(out, node_cls, (a,), **{save: out if save == "result" else a})
+    return out
+
+
+def exp(a: Tensor) -> Tensor:
+    return _unary(a, np.exp, ExpBackward0, "result")
+
+
+def log(a: Tensor) -> Tensor:
+    return _unary(a, np.log, LogBackward0, "self")
+
+
+def reciprocal(a: Tensor) -> Tensor:
+    return _unary(a, np.reciprocal, ReciprocalBackward0, "result")
+
+
+def relu(a: Tensor) -> Tensor:
+    return _unary(a, lambda x: np.maximum(x, 0).astype(x.dtype), ReluBackward0, "result")
+
+
+def sigmoid(a: Tensor) -> Tensor:
+    return _unary(a, lambda x: 1.0 / (1.0 + np.exp(-x)), SigmoidBackward0, "result")
+
+
+def tanh(a: Tensor) -> Tensor:
+    return _unary(a, np.tanh, TanhBackward0, "result")
+
+
+# --- reductions and shapes -----------------------------------------------------
+def _norm_dims(dim: int | Sequence[int], ndim: int) -> tuple[int, ...]:
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(sorted(d % builtins.max(ndim, 1) for d in dims))
+
+
+def _unsqueeze_shape(g: Tensor, in_shape: tuple[int, ...], dims: tuple[int, ...],
+                     keepdim: bool) -> Tensor:
+    if keepdim or not dims:
+        return g
+    kshape = tuple(1 if i in dims else n for i, n in enumerate(in_shape))
+    return reshape(g, kshape)
+
+
+class SumBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [expand(grads[0], self._self_sizes)]
+
+
+class SumBackward1(Node):
+    def apply(self, grads: Grads) -> Grads:
+        g = _unsqueeze_shape(grads[0], self._self_sizes, self._dims, self._keepdim)
+        return [expand(g, self._self_sizes)]
+
+
+class MeanBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        n = builtins.max(int(np.prod(self._self_sizes)), 1)
+        return [div(expand(grads[0], self._self_sizes), n)]
+
+
+class MeanBackward1(Node):
+    def apply(self, grads: Grads) -> Grads:
+        g = _unsqueeze_shape(grads[0], self._self_sizes, self._dims, self._keepdim)
+        n = int(np.prod([self._self_sizes[d] for d in self._dims])) if self._dims else 1
+        return [div(expand(g, self._self_sizes), builtins.max(n, 1))]
+
+
+def _reduce(a: Tensor, dim: Any, keepdim: bool, np_fn: Any,
+            node0: type[Node], node1: type[Node]) -> Tensor:
+    if dim is None:
+        out = _new(np.asarray(np_fn(a.data)), a.device)
+        out = _record(out, node0, (a,))
+        dims: tuple[int, ...] = tuple(range(a.ndim))
+    else:
+        dims = _norm_dims(dim, a.ndim)
+        out = _new(np.asarray(np_fn(a.data, axis=dims if a.ndim else None, keepdims=keepdim)),
+                   a.device)
+        out = _record(out, node1, (a,))
+    if out.grad_fn is not None:
+        node: Any = out.grad_fn
+        node._self_sizes, node._dims, node._keepdim = a.shape, dims, keepdim
+    return out
+
+
+def sum(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    return _reduce(a, dim, keepdim, np.sum, SumBackward0, SumBackward1)
+
+
+def mean(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return _reduce(a, dim, keepdim, np.mean, MeanBackward0, MeanBackward1)
+
+
+class ViewBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [reshape(grads[0], self._self_sizes)]
+
+
+class ExpandBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [sum_to(grads[0], self._self_sizes)]
+
+
+class TBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [t(grads[0])]
+
+
+class CloneBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [grads[0]]
+
+
+class ToCopyBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [to(grads[0], self._src_device, self._src_dtype)]
+
+
+def _with_sizes(out: Tensor, a: Tensor) -> Tensor:
+    if out.grad_fn is not None:
+        out.grad_fn._self_sizes = a.shape  # type: ignore[attr-defined]
+    return out
+
+
+def reshape(a: Tensor, shape: Sequence[int]) -> Tensor:
+    try:
+        data = a.data.reshape(tuple(shape))
+    except ValueError:
+        raise RuntimeError(
+            f"shape '{list(shape)}' is invalid for input of size {a.numel()}"
+        ) from None
+    return _with_sizes(_record(_new(data, a.device), ViewBackward0, (a,)), a)
+
+
+def expand(a: Tensor, shape: Sequence[int]) -> Tensor:
+    shape = tuple(a.shape[i - (len(shape) - a.ndim)] if n == -1 else n
+                  for i, n in enumerate(shape))
+    if a.shape == shape:
+        return a if not grad_mode.is_grad_enabled() else _with_sizes(
+            _record(_new(a.data, a.device), ExpandBackward0, (a,)), a)
+    try:
+        data = np.broadcast_to(a.data, shape)
+    except ValueError:
+        raise RuntimeError(
+            f"The expanded size of the tensor must match the existing size at non-singleton "
+            f"dimension: expand({list(a.shape)}) to {list(shape)}"
+        ) from None
+    return _with_sizes(_record(_new(np.array(data), a.device), ExpandBackward0, (a,)), a)
+
+
+def t(a: Tensor) -> Tensor:
+    if a.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {a.ndim}D")
+    return _record(_new(a.data.T, a.device), TBackward0, (a,))
+
+
+def clone(a: Tensor) -> Tensor:
+    return _record(_new(np.array(a.data, copy=True), a.device), CloneBackward0, (a,))
+
+
+def to(a: Tensor, device: str | None, dtype: Any = None) -> Tensor:
+    dev = _dev.canonical(device) if device is not None else a.device
+    if dtype is None and isinstance(device, (type, np.dtype)):
+        dev, dtype = a.device, device
+    if dev == a.device and (dtype is None or np.dtype(dtype) == a.dtype):
+        return a
+    data = a.data if dtype is None else a.data.astype(dtype)
+    out = _record(_new(_dev.to_device_array(data, dev), dev), ToCopyBackward0, (a,))
+    if out.grad_fn is not None:
+        out.grad_fn._src_device = a.device  # type: ignore[attr-defined]
+        out.grad_fn._src_dtype = a.dtype  # type: ignore[attr-defined]
+    return out
+
+
+# --- matrix products -----------------------------------------------------------
+class MmBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        g = grads[0]
+        return [mm(g, t(s["mat2"])) if self.should_compute_output(0) else None,
+                mm(t(s["self"]), g) if self.should_compute_output(1) else None]
+
+
+class DotBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        g = grads[0]
+        return [mul(s["tensor"], g) if self.should_compute_output(0) else None,
+                mul(s["self"], g) if self.should_compute_output(1) else None]
+
+
+class MvBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        g = grads[0]
+        ga = gb = None
+        if self.should_compute_output(0):
+            ga = mm(reshape(g, (-1, 1)), reshape(s["vec"], (1, -1)))
+        if self.should_compute_output(1):
+            gb = mv(t(s["self"]), g)
+        return [ga, gb]
+
+
+def _mat(a: Tensor, b: Tensor, fn: Any, node_cls: type[Node], names: tuple[str, str]) -> Tensor:
+    dev = _check_same_device(a, b)
+    out = _new(fn(a.data, b.data), dev)
+    need = grad_mode.is_grad_enabled() and (a.requires_grad or b.requires_grad)
+    return _record(out, node_cls, (a, b), **({names[0]: a, names[1]: b} if need else {}))
+
+
+def mm(a: Tensor, b: Tensor) -> Tensor:
+    if a.ndim != 2 or b.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
+            f"{b.shape[0]}x{b.shape[1]})"
+        )
+    return _mat(a, b, np.matmul, MmBackward0, ("self", "mat2"))
+
+
+def dot(a: Tensor, b: Tensor) -> Tensor:
+    return _mat(a, b, lambda x, y: np.asarray(np.dot(x, y)), DotBackward0, ("self", "tensor"))
+
+
+def mv(a: Tensor, b: Tensor) -> Tensor:
+    return _mat(a, b, np.matmul, MvBackward0, ("self", "vec"))
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    if not isinstance(b, Tensor):
+        raise TypeError("matmul(): argument 'other' must be Tensor")
+    if a.ndim == 1 and b.ndim == 1:
+        if a.shape != b.shape:
+            raise RuntimeError(
+                f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src "
+                f"[{b.shape[0]}] to have the same "
+                f"number of elements, but got {a.shape[0]} and {b.shape[0]} elements respectively"
+            )
+        return dot(a, b)
+    if a.ndim == 2 and b.ndim == 2:
+        return mm(a, b)
+    if a.ndim == 2 and b.ndim == 1:
+        return mv(a, b)
+    if a.ndim == 1 and b.ndim == 2:
+        return reshape(mm(reshape(a, (1, -1)), b), (b.shape[1],))
+    raise RuntimeError(
+        f"matmul of {a.ndim}-D and {b.ndim}-D tensors is not supported by this engine "
+        "(use 1-D or 2-D operands)"
+    )
+
+
+# --- indexing ------------------------------------------------------------------
+class SelectBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [_scatter_zeros(grads[0], self._self_sizes, self._key, SelectBackwardBackward0)]
+
+
+class SliceBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [_scatter_zeros(grads[0], self._self_sizes, self._key, SliceBackwardBackward0)]
+
+
+class SelectBackwardBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [_getitem_raw(grads[0], self._key, SelectBackward0)]
+
+
+class SliceBackwardBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [_getitem_raw(grads[0], self._key, SliceBackward0)]
+
+
+def _scatter_zeros(g: Tensor, sizes: tuple[int, ...], key: tuple[Any, ...],
+                   node_cls: type[Node]) -> Tensor:
+    data = np.zeros(sizes, dtype=g.dtype)
+    data[key] = g.data
+    out = _record(_new(data, g.device), node_cls, (g,))
+    if out.grad_fn is not None:
+        out.grad_fn._key = key  # type: ignore[attr-defined]
+    return out
+
+
+def _getitem_raw(a: Tensor, key: tuple[Any, ...], node_cls: type[Node]) -> Tensor:
+    out = _with_sizes(_record(_new(np.array(a.data[key]), a.device), node_cls, (a,)), a)
+    if out.grad_fn is not None:
+        out.grad_fn._key = key  # type: ignore[attr-defined]
+    return out
+
+
+def index(a: Tensor, key: Any) -> Tensor:
+    """Integer and slice indexing as a chain of ``select``/``slice``, as PyTorch records it."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    out, dim = a, 0
+    for k in key:
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer, slice)):
+            raise TypeError(
+                f"only integers and slices are valid indices here (got {type(k).__name__})"
+            )
+        if dim >= out.ndim:
+            raise IndexError(
+                f"too many indices for tensor of dimension {a.ndim}"
+            )
+        full = (slice(None),) * dim
+        if isinstance(k, slice):
+            if k == slice(None):
+                dim += 1
+                continue
+            out = _getitem_raw(out, full + (k,), SliceBackward0)
+            dim += 1
+        else:
+            n = out.shape[dim]
+            if not -n <= k < n:
+                raise IndexError(
+                    f"index {k} is out of bounds for dimension {dim} with size {n}"
+                )
+            out = _getitem_raw(out, full + (int(k) % n,), SelectBackward0)
+    return out
+
+
+# --- linear --------------------------------------------------------------------
+class LinearBackward0(Node):
+    """One node, three inputs (input, weight, bias): the seeds' LinearFunction."""
+
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        g, x, w = grads[0], s["input"], s["weight"]
+        gx = gw = gb = None
+        g2 = reshape(g, (1, -1)) if g.ndim == 1 else g
+        x2 = reshape(x, (1, -1)) if x.ndim == 1 else x
+        if self.should_compute_output(0):
+            gx = mm(g2, w)
+            if x.ndim == 1:
+                gx = reshape(gx, x.shape)
+        if self.should_compute_output(1):
+            gw = mm(t(g2), x2)
+        if self.should_compute_output(2):
+            gb = g  # validate_outputs sums the batch dimension away
+        return [gx, gw, gb]
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    if x.ndim not in (1, 2) or weight.ndim != 2:
+        raise RuntimeError("linear(): input must be 1-D or 2-D and weight 2-D")
+    dev = _check_same_device(x, weight, *( [bias] if bias is not None else []))
+    if x.shape[-1] != weight.shape[1]:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied "
+            f"({1 if x.ndim == 1 else x.shape[0]}x{x.shape[-1]} and "
+            f"{weight.shape[1]}x{weight.shape[0]})"
+        )
+    data = x.data @ weight.data.T
+    if bias is not None:
+        data = data + bias.data
+    out = _new(np.asarray(data), dev)
+    need = grad_mode.is_grad_enabled()
+    return _record(out, LinearBackward0, (x, weight, bias),
+                   **({"input": x, "weight": weight} if need else {}))

@@ -1,0 +1,213 @@
+"""``NodeTask`` and ``ReadyQueue``.
+
+Mirrors ``torch/csrc/autograd/engine.h`` / ``engine.cpp``: a NodeTask holds a
+*weak* reference to its GraphTask, the node and its InputBuffer; a ReadyQueue
+is a ``std::priority_queue`` ordered by ``CompareNodeTaskTime``: shutdown
+tasks first, then dummy (wake-up) tasks, then higher reentrant depth, then
+higher ``sequence_nr``.  A task whose GraphTask is gone counts as maximal
+depth, so it is drained first.
+
+Ties (several AccumulateGrads, all with the maximal sequence number) are
+broken exactly as libstdc++'s ``push_heap``/``pop_heap`` break them: the heap
+below is a line-by-line port of ``__push_heap``/``__adjust_heap``, not
+``heapq`` (whose sift differs), so our pop order matches PyTorch's.
+
+Departure: ``depth_priority=False`` (an engine option, off by default) drops
+the depth rule, to show the deadlock that rule prevents.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .input_buffer import InputBuffer
+
+if TYPE_CHECKING:
+    from .graph import Node
+    from .graph_task import GraphTask
+
+INT_MAX = 2**31 - 1
+
+
+class NodeTask:
+    __slots__ = ("base", "fn", "inputs", "is_shutdown_task")
+
+    def __init__(self, graph_task: GraphTask | None, fn: Node | None, inputs: InputBuffer,
+                 is_shutdown_task: bool = False) -> None:
+        self.base: Callable[[], GraphTask | None] = (
+            weakref.ref(graph_task) if graph_task is not None else _none
+        )
+        self.fn = fn
+        self.inputs = inputs
+        self.is_shutdown_task = is_shutdown_task
+
+    def get_reentrant_depth(self) -> int:
+        gt = self.base()
+        return gt.reentrant_depth if gt is not None else INT_MAX
+
+
+def _none() -> None:
+    return None
+
+
+def compare_node_task_time(t1: NodeTask, t2: NodeTask) -> bool:
+    """``CompareNodeTaskTime``: True when t1 pops *after* t2."""
+    if t2.is_shutdown_task:
+        return True
+    if t1.fn is None or t1.is_shutdown_task:
+        return False
+    if t2.fn is None:
+        return True
+    d1, d2 = t1.get_reentrant_depth(), t2.get_reentrant_depth()
+    if d1 == d2:
+        return t1.fn._sequence_nr < t2.fn._sequence_nr
+    return d1 < d2
+
+
+def compare_ignoring_depth(t1: NodeTask, t2: NodeTask) -> bool:
+    """The ``depth_priority=False`` variant: sequence number only."""
+    if t2.is_shutdown_task:
+        return True
+    if t1.fn is None or t1.is_shutdown_task:
+        return False
+    if t2.fn is None:
+        return True
+    return t1.fn._sequence_nr < t2.fn._sequence_nr
+
+
+Compare = Callable[[NodeTask, NodeTask], bool]
+
+
+def push_heap(heap: list[Any], value: Any, comp: Compare) -> None:
+    """``std::push_heap`` after ``push_back`` (libstdc++ ``__push_heap``)."""
+    heap.append(value)
+    hole = len(heap) - 1
+    parent = (hole - 1) // 2
+    while hole > 0 and comp(heap[parent], value):
+        heap[hole] = heap[parent]
+        hole = parent
+        parent = (hole - 1) // 2
+    heap[hole] = value
+
+
+def pop_heap(heap: list[Any], comp: Compare) -> Any:
+    """``std::pop_heap`` then ``pop_back`` (libstdc++ ``__pop_heap``/``__adjust_heap``)."""
+    n = len(heap)
+    top = heap[0]
+    if n > 1:
+        last = n - 1
+        value = heap[last]
+        heap[last] = top
+        # __adjust_heap(first, 0, len=last, value)
+        length = last
+        hole = 0
+        child = 0
+        while child < (length - 1) // 2:
+            child = 2 * (child + 1)
+            if comp(heap[child], heap[child - 1]):
+                child -= 1
+            heap[hole] = heap[child]
+            hole = child
+        if (length & 1) == 0 and child == (length - 2) // 2:
+            child = 2 * (child + 1)
+            heap[hole] = heap[child - 1]
+            hole = child - 1
+        # __push_heap(first, hole, top=0, value)
+        parent = (hole - 1) // 2
+        while hole > 0 and comp(heap[parent], value):
+            heap[hole] = heap[parent]
+            hole = parent
+            parent = (hole - 1) // 2
+        heap[hole] = value
+    heap.pop()
+    return top
+
+
+def pop_order(heap: list[Any], comp: Compare) -> list[Any]:
+    """The order in which ``heap`` will pop (a copy is drained; the heap is untouched)."""
+    h = list(heap)
+    return [pop_heap(h, comp) for _ in range(len(h))]
+
+
+class ReadyQueue:
+    """A thread-safe priority queue of NodeTasks.
+
+    ``ReadyQueue::pop`` blocks while the queue is empty; here the engine pops
+    with ``try_pop`` and ``wait_not_empty`` so that it can report the wait as an
+    event *outside* the queue's mutex (a paused thread must never hold it).
+    """
+
+    def __init__(self, name: str, device: str, depth_priority: bool = True,
+                 engine: Any = None) -> None:
+        self.name = name
+        self.device = device
+        self._heap: list[NodeTask] = []
+        self._mutex = threading.Lock()
+        self._not_empty = threading.Condition(self._mutex)
+        self._compare: Compare = (compare_node_task_time if depth_priority
+                                  else compare_ignoring_depth)
+        self._engine = engine
+
+    def push(self, item: NodeTask, increment_outstanding_tasks: bool = True,
+             on_push: Callable[[int, list[NodeTask] | None], Any] | None = None) -> Any:
+        """Push and wake one waiter.  ``on_push(size, order)`` runs under the mutex
+        (the engine uses it to stamp the event's sequence number in order)."""
+        with self._mutex:
+            if increment_outstanding_tasks:
+                gt = item.base()
+                assert gt is not None
+                gt.increment_outstanding()
+            push_heap(self._heap, item, self._compare)
+            result = None
+            if on_push is not None:
+                result = on_push(len(self._heap), pop_order(self._heap, self._compare))
+            self._not_empty.notify()
+        return result
+
+    def try_pop(self, on_pop: Callable[[NodeTask, int], Any] | None = None
+                ) -> tuple[NodeTask | None, Any]:
+        """Pop the first task if there is one (never blocks)."""
+        with self._mutex:
+            if not self._heap:
+                return None, None
+            task = pop_heap(self._heap, self._compare)
+            result = on_pop(task, len(self._heap)) if on_pop is not None else None
+            return task, result
+
+    def pop(self) -> NodeTask:
+        """``ReadyQueue::pop``: block until a task is ready (no events; for tools and tests)."""
+        with self._mutex:
+            while not self._heap:
+                self._not_empty.wait()
+            return pop_heap(self._heap, self._compare)
+
+    def wait_not_empty(self) -> None:
+        """Block until the queue has a task (the ``not_empty_`` condition variable)."""
+        with self._mutex:
+            waits = self._engine.waits if self._engine is not None else None
+            if self._heap:
+                return
+            if waits is not None:
+                waits.before_wait("queue", self)
+            while not self._heap:
+                self._not_empty.wait()
+            if waits is not None:
+                waits.after_wait("queue", self)
+
+    def empty(self) -> bool:
+        with self._mutex:
+            return not self._heap
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def snapshot(self) -> list[NodeTask]:
+        """The tasks in pop order."""
+        with self._mutex:
+            return pop_order(self._heap, self._compare)
+
+    def __repr__(self) -> str:
+        return f"<ReadyQueue {self.name} ({len(self._heap)} tasks)>"

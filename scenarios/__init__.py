@@ -1,0 +1,1 @@
+"""Built-in teaching scenarios; one module per scenario."""

@@ -1,0 +1,48 @@
+"""Shared fixtures: every test leaves no engine thread behind.
+
+Engine threads are named ``autograd cuda:N`` / ``autograd reentrant-pool-N``.
+The default engine's device threads live as long as the engine, as in
+PyTorch; they are shut down at the end of the session, and the session then
+fails if any engine thread is still alive.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import engine
+
+
+def _engine_threads(exclude: set[threading.Thread] = frozenset()) -> list[threading.Thread]:  # type: ignore[assignment]
+    return [t for t in threading.enumerate()
+            if t.name.startswith("autograd ") and t.is_alive() and t not in exclude]
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_engine_threads():
+    """A test may use the default engine; any other Engine it makes it must close."""
+    before = set(_engine_threads())
+    yield
+    default = engine.engine._default_engine
+    allowed = set(default._threads) if default is not None else set()
+    deadline = time.monotonic() + 5.0
+    while True:
+        leaked = [t for t in _engine_threads(before | allowed)]
+        if not leaked or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert not leaked, f"test left engine threads alive: {[t.name for t in leaked]}"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    engine.shutdown_default_engine()
+    deadline = time.monotonic() + 5.0
+    while _engine_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    left = _engine_threads()
+    if left:
+        print(f"\nERROR: engine threads still alive after the suite: {[t.name for t in left]}")
+        session.exitstatus = 1
