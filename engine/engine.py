@@ -189,10 +189,16 @@ class Engine:
 
     def init_local_ready_queue(self, ready_queue: ReadyQueue | None = None) -> None:
         tls = self._tls
+        if not hasattr(tls, "worker_device"):
+            tls.worker_device = NO_DEVICE
+            tls.current_depth = 0
+            tls.total_depth = 0
         if ready_queue is not None:
             tls.local_ready_queue = ready_queue
         elif getattr(tls, "local_ready_queue", None) is None:
-            tls.local_ready_queue = self._new_queue(f"cpu[{self.thread_name()}]", "cpu")
+            name = self.thread_name()
+            qname = "cpu" if name == "cpu (owner)" else f"cpu[{name}]"
+            tls.local_ready_queue = self._new_queue(qname, "cpu")
 
     def ready_queue(self, cpu_ready_queue: ReadyQueue, device: str) -> ReadyQueue:
         """The queue for ``device``: the GraphTask's CPU queue, or the device's queue."""
