@@ -66,6 +66,7 @@ from .graph_task import (
 )
 from .input_buffer import InputBuffer
 from .ready_queue import NodeTask, ReadyQueue
+from .sync import ThreadAborted, Waitable
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -76,12 +77,17 @@ MAX_DEPTH = 60
 _generations = itertools.count(1)
 
 
-class ThreadPoolShared:
+class ThreadPoolShared(Waitable):
     """``ThreadPoolShared``: GraphTasks waiting for a reentrant pool thread."""
+
+    wait_kind = "pool"
+    name = "reentrant pool"
 
     def __init__(self) -> None:
         self.mutex = threading.Lock()
         self.work = threading.Condition(self.mutex)
+        self._cond = self.work
+        self._waiters: list[int] = []
         self.num_workers = 0
         self.graphtasks_queue: deque[Callable[[], GraphTask | None]] = deque()
         self.num_threads = 0
@@ -214,17 +220,17 @@ class Engine:
     def _device_queue(self, index: int) -> ReadyQueue:
         q = self.device_ready_queues.get(index)
         if q is None:
+            created = False
             with self._lock:
                 if self._closed:
                     raise EngineClosed("the engine has been shut down")
                 q = self.device_ready_queues.get(index)
                 if q is None:
                     q = self._new_queue(f"cuda:{index}", f"cuda:{index}")
-                    t = threading.Thread(target=self.thread_init, args=(index, q),
-                                         name=f"autograd cuda:{index}", daemon=True)
-                    self._threads.append(t)
                     self.device_ready_queues[index] = q
-                    t.start()
+                    created = True
+            if created:
+                self._start_thread(f"cuda:{index}", self.thread_init, index, q)
         return q
 
     def _push(self, queue: ReadyQueue, task: NodeTask, increment: bool = True) -> None:
@@ -675,20 +681,41 @@ class Engine:
             gt.final_callbacks.append(callback)
 
     # --- threads --------------------------------------------------------------------------------
+    def _start_thread(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        t = threading.Thread(target=self._thread_body, args=(name, target, *args),
+                             name=f"autograd {name}", daemon=True)
+        with self._lock:
+            self._threads.append(t)
+        if self.waits is not None:
+            self.waits.register_thread(name)  # before it runs, so a step waits for it
+        t.start()
+
+    def _thread_body(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        self._tls.name = name
+        _set_thread_engine(self)
+        waits = self.waits
+        try:
+            if waits is not None:
+                waits.thread_begin(name)
+            target(*args)
+            if self._observers:
+                self._emit("thread_exit", None, None, None)
+        except ThreadAborted:
+            pass  # torn down by the controller
+        finally:
+            if waits is not None:
+                waits.thread_end(name)
+
     def thread_init(self, device: int, ready_queue: ReadyQueue) -> None:
         """A device thread: serve ``ready_queue`` until a shutdown task arrives."""
         tls = self._tls
-        tls.name = f"cuda:{device}"
         tls.worker_device = device
         tls.current_depth = 0
         tls.total_depth = 0
-        _set_thread_engine(self)
         self.init_local_ready_queue(ready_queue)
         if self._observers:
             self._emit("thread_start", None, None, ready_queue, role="device")
         self.thread_main(None)
-        if self._observers:
-            self._emit("thread_exit", None, None, None)
 
     def add_thread_pool_task(self, graph_task: GraphTask) -> None:
         tp = self.thread_pool_shared
@@ -702,36 +729,27 @@ class Engine:
                 tp.num_threads += 1
                 n = tp.num_threads
         if create_thread:
-            t = threading.Thread(target=self.reentrant_thread_init, args=(n,),
-                                 name=f"autograd reentrant-pool-{n}", daemon=True)
-            with self._lock:
-                self._threads.append(t)
-            t.start()
+            self._start_thread(f"reentrant-pool-{n}", self.reentrant_thread_init, n)
         with tp.mutex:
-            tp.work.notify()
+            tp.notify_waiters(self.waits)
 
     def reentrant_thread_init(self, n: int) -> None:
+        """A pool thread: take GraphTasks handed off at the depth limit and run them."""
         tls = self._tls
-        tls.name = f"reentrant-pool-{n}"
-        _set_thread_engine(self)
         tp = self.thread_pool_shared
         if self._observers:
             self._emit("thread_start", None, None, None, role="pool")
         while True:
             with tp.mutex:
                 tp.num_workers += 1
-                if not tp.graphtasks_queue and not self._closed:
-                    waits = self.waits
-                    if waits is not None:
-                        waits.before_wait("pool", tp)
-                    while not tp.graphtasks_queue and not self._closed:
-                        tp.work.wait()
-                    if waits is not None:
-                        waits.after_wait("pool", tp)
+                waited = tp.wait_for(lambda: bool(tp.graphtasks_queue) or self._closed,
+                                     self.waits)
                 tp.num_workers -= 1
-                if self._closed:
-                    break
-                task = tp.graphtasks_queue.popleft()
+                task = tp.graphtasks_queue.popleft() if not self._closed else None
+            if waited and self.waits is not None:
+                self.waits.after_wait("pool", tp)
+            if task is None:
+                break
             graph_task = task()
             if graph_task is None:
                 continue  # expired: nothing to run
@@ -743,8 +761,6 @@ class Engine:
             del task
             self.thread_main(graph_task)
             del graph_task
-        if self._observers:
-            self._emit("thread_exit", None, None, None)
 
     # --- shutdown ---------------------------------------------------------------------------------
     def threads(self) -> list[threading.Thread]:
@@ -761,7 +777,7 @@ class Engine:
                    increment_outstanding_tasks=False)
         tp = self.thread_pool_shared
         with tp.mutex:
-            tp.work.notify_all()
+            tp.notify_waiters(self.waits, None)
         ok = True
         for t in list(self._threads):
             t.join(timeout)

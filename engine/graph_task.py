@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .sync import Waitable
+
 if TYPE_CHECKING:
     from .graph import Edge, Node
     from .input_buffer import InputBuffer
@@ -53,12 +55,17 @@ class GraphTaskGuard:
         _current.task = self._prev
 
 
-class Future:
+class Future(Waitable):
     """``at::ivalue::Future``: completed with a value or an error, waited on by the owner."""
 
-    def __init__(self, name: str = "future", waits: Any = None) -> None:
+    wait_kind = "future"
+
+    def __init__(self, name: str = "future", waits: Any = None,
+                 graph_task_id: int | None = None) -> None:
         self.name = name
+        self.graph_task_id = graph_task_id
         self._cond = threading.Condition(threading.Lock())
+        self._waiters: list[int] = []
         self._completed = False
         self._value: Any = None
         self._error: BaseException | None = None
@@ -67,41 +74,30 @@ class Future:
     def completed(self) -> bool:
         return self._completed
 
-    def mark_completed(self, value: Any) -> None:
+    def _complete(self, value: Any, error: BaseException | None, strict: bool) -> None:
         with self._cond:
             if self._completed:
-                raise RuntimeError("Future already completed")
-            self._value = value
+                if strict:
+                    raise RuntimeError("Future already completed")
+                return
+            self._value, self._error = value, error
             self._completed = True
-            self._cond.notify_all()
+            self.notify_waiters(self._waits, None)
+
+    def mark_completed(self, value: Any) -> None:
+        self._complete(value, None, strict=True)
 
     def set_error(self, error: BaseException) -> None:
-        with self._cond:
-            if self._completed:
-                raise RuntimeError("Future already completed")
-            self._error = error
-            self._completed = True
-            self._cond.notify_all()
+        self._complete(None, error, strict=True)
 
     def set_error_if_needed(self, error: BaseException) -> None:
-        with self._cond:
-            if self._completed:
-                return
-            self._error = error
-            self._completed = True
-            self._cond.notify_all()
+        self._complete(None, error, strict=False)
 
     def wait(self) -> None:
         with self._cond:
-            if self._completed:
-                return
-            waits = self._waits
-            if waits is not None:
-                waits.before_wait("future", self)
-            while not self._completed:
-                self._cond.wait()
-            if waits is not None:
-                waits.after_wait("future", self)
+            waited = self.wait_for(lambda: self._completed, self._waits)
+        if waited and self._waits is not None:
+            self._waits.after_wait("future", self)
 
     def has_error(self) -> bool:
         return self._error is not None
@@ -165,7 +161,7 @@ class GraphTask:
         if not self.id:
             self.id = next(_graph_task_ids)
         waits = self.engine.waits if self.engine is not None else None
-        self.future_result = Future(f"GraphTask {self.id}", waits)
+        self.future_result = Future(f"GraphTask {self.id}", waits, self.id)
         self.mutex = self.engine.make_lock(f"GraphTask {self.id} mutex") if self.engine else \
             threading.Lock()
         self.final_callbacks_lock = threading.Lock()

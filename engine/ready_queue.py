@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .input_buffer import InputBuffer
+from .sync import Waitable
 
 if TYPE_CHECKING:
     from .graph import Node
@@ -132,7 +133,8 @@ def pop_order(heap: list[Any], comp: Compare) -> list[Any]:
     return [pop_heap(h, comp) for _ in range(len(h))]
 
 
-class ReadyQueue:
+class ReadyQueue(Waitable):
+    wait_kind = "queue"
     """A thread-safe priority queue of NodeTasks.
 
     ``ReadyQueue::pop`` blocks while the queue is empty; here the engine pops
@@ -147,6 +149,8 @@ class ReadyQueue:
         self._heap: list[NodeTask] = []
         self._mutex = threading.Lock()
         self._not_empty = threading.Condition(self._mutex)
+        self._cond = self._not_empty
+        self._waiters: list[int] = []
         self._compare: Compare = (compare_node_task_time if depth_priority
                                   else compare_ignoring_depth)
         self._engine = engine
@@ -164,7 +168,7 @@ class ReadyQueue:
             result = None
             if on_push is not None:
                 result = on_push(len(self._heap), pop_order(self._heap, self._compare))
-            self._not_empty.notify()
+            self.notify_waiters(self._engine.waits if self._engine is not None else None)
         return result
 
     def try_pop(self, on_pop: Callable[[NodeTask, int], Any] | None = None
@@ -186,16 +190,11 @@ class ReadyQueue:
 
     def wait_not_empty(self) -> None:
         """Block until the queue has a task (the ``not_empty_`` condition variable)."""
+        waits = self._engine.waits if self._engine is not None else None
         with self._mutex:
-            waits = self._engine.waits if self._engine is not None else None
-            if self._heap:
-                return
-            if waits is not None:
-                waits.before_wait("queue", self)
-            while not self._heap:
-                self._not_empty.wait()
-            if waits is not None:
-                waits.after_wait("queue", self)
+            waited = self.wait_for(lambda: bool(self._heap), waits)
+        if waited and waits is not None:
+            waits.after_wait("queue", self)  # outside the mutex: the controller may park us
 
     def empty(self) -> bool:
         with self._mutex:
