@@ -199,14 +199,20 @@ def test_completion_on_a_device_thread_wakes_the_owner():
         tw, tloss = _ends_on_device(torch, dtype=torch.float64)
         tloss.backward()
         np.testing.assert_allclose(w.grad.to("cpu").numpy(), tw.grad.numpy(), rtol=1e-9)
-        # w's AccumulateGrad runs last, on cuda:1, so cuda:1 completes the GraphTask
-        # and must wake the owner, asleep in pop(), with a dummy task.
+        # The owner ran the first nodes; the devices ran the rest.  Whichever device
+        # thread brings outstanding_tasks to 0 completes the GraphTask and must wake
+        # the owner, asleep in pop(), with a dummy task.  (Which device that is depends
+        # on the interleaving; tests/test_controller.py pins one with a schedule.)
         threads = [e.thread for e in obs.events if e.kind == "node_start"]
         assert threads[0] == "cpu (owner)" and "cuda:0" in threads and threads[-1] == "cuda:1"
         completion = [e for e in obs.events if e.kind == "completion"]
         wake = [e for e in obs.events if e.kind == "wakeup"]
-        assert len(completion) == 1 and completion[0].thread == "cuda:1"
-        assert len(wake) == 1 and wake[0].thread == "cuda:1" and wake[0].data["owner"] == "cpu"
+        assert len(completion) == 1
+        if completion[0].thread == "cpu (owner)":  # possible, if the owner is slowest
+            assert not wake
+            return
+        assert len(wake) == 1 and wake[0].thread == completion[0].thread
+        assert wake[0].data["owner"] == "cpu"
         dummy_push = [e for e in obs.events if e.kind == "push" and e.data["dummy"]]
         dummy_pop = [e for e in obs.events if e.kind == "pop" and e.data["dummy"]]
         assert [e.queue for e in dummy_push] == ["cpu"]
