@@ -12,6 +12,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .engine import get_default_engine
+from .grad_mode import (  # noqa: F401 - re-exported: torch.autograd.set_detect_anomaly, ...
+    detect_anomaly,
+    enable_grad,
+    no_grad,
+    set_detect_anomaly,
+    set_grad_enabled,
+)
 from .graph import Edge, Identity, gradient_edge
 from .tensor import Tensor, ones_like, zeros_like
 
@@ -118,7 +125,9 @@ def _run_backward(
         if grad_fn is None and tensor._grad_accumulator is not None:
             grad_fn = tensor._grad_accumulator()
         if accumulate_grad:
-            tensor.retain_grad() if tensor.requires_grad else None
+            # As in THPEngine_run_backward: before the requires_grad check, so a
+            # tensor that does not require grad fails in retain_grad() here.
+            tensor.retain_grad()
         if not tensor.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
         if grad_fn is None:
@@ -169,8 +178,9 @@ def grad(
     only_inputs: bool = True,
     allow_unused: bool | None = None,
     materialize_grads: bool = False,
-) -> tuple[Tensor | None, ...]:
-    """Return the gradients of ``outputs`` with respect to ``inputs`` (no ``.grad`` is touched)."""
+) -> tuple[Tensor | None, ...] | dict[Any, Tensor | None]:
+    """Return the gradients of ``outputs`` with respect to ``inputs`` (no ``.grad`` is touched);
+    a dict of inputs gives a dict of gradients with the same keys, as in PyTorch."""
     if materialize_grads and allow_unused is False:
         raise ValueError(
             "Expected allow_unused to be True or not passed when materialize_grads=True, "
@@ -191,9 +201,11 @@ def grad(
     assert result is not None
     if materialize_grads:
         result = tuple(
-            r if r is not None else zeros_like(inp, requires_grad=create_graph and False)
+            r if r is not None else zeros_like(inp, requires_grad=create_graph)
             for r, inp in zip(result, inputs_tuple)
         )
+    if type(inputs) is dict:
+        return dict(zip(inputs.keys(), result))  # type: ignore[return-value]
     return result
 
 

@@ -21,21 +21,22 @@ from .tensor import Tensor
 
 
 class FunctionCtx:
+    """What ``forward``/``backward`` get as ``ctx``.  As in PyTorch, when the call
+    records a graph the ctx *is* the backward node (``y.grad_fn.k`` reads what
+    ``forward`` stored in ``ctx.k``)."""
+
     def __init__(self) -> None:
         self.needs_input_grad: tuple[bool, ...] = ()
-        self._to_save: tuple[Tensor | None, ...] = ()
-        self._node: BackwardCFunction | None = None
+        self.to_save: tuple[Tensor | None, ...] = ()
         self.materialize_grads = True
         self._non_differentiable: set[int] = set()
 
     def save_for_backward(self, *tensors: Tensor | None) -> None:
-        self._to_save = tensors
+        self.to_save = tensors
 
     @property
     def saved_tensors(self) -> tuple[Tensor | None, ...]:
-        if self._node is not None:
-            return self._node.saved().get("saved", ())
-        return self._to_save
+        return self.to_save
 
     def mark_non_differentiable(self, *tensors: Tensor) -> None:
         self._non_differentiable |= {id(t) for t in tensors}
@@ -44,29 +45,39 @@ class FunctionCtx:
         self.materialize_grads = value
 
 
-class BackwardCFunction(Node):
-    """The node of a custom Function; its name is ``<Function>Backward``."""
+class BackwardCFunction(Node, FunctionCtx):
+    """The node of a custom Function, and its ``ctx``; its name is ``<Function>Backward``."""
 
     _function_cls: type[Function]
 
-    def __init__(self, function_cls: type[Function], ctx: FunctionCtx) -> None:
-        super().__init__()
+    def __init__(self, function_cls: type[Function]) -> None:
+        Node.__init__(self)
+        FunctionCtx.__init__(self)
         self._function_cls = function_cls
-        self.ctx = ctx
         self._tensor_positions: list[int] = []
         self._num_args = 0
+        self._recorded = False  # the saved tensors have moved into the node
+
+    @property
+    def ctx(self) -> BackwardCFunction:
+        return self
+
+    @property
+    def saved_tensors(self) -> tuple[Tensor | None, ...]:
+        if self._recorded:
+            return self.saved().get("saved", ())
+        return self.to_save
 
     def name(self) -> str:
         return f"{self._function_cls.__name__}Backward"
 
     def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
-        ctx = self.ctx
-        if ctx.materialize_grads:
+        if self.materialize_grads:
             grads = [
                 g if g is not None else Tensor(np.zeros(m.shape, dtype=m.dtype), device=m.device)
                 for g, m in zip(grads, self._input_metadata)
             ]
-        result = self._function_cls.backward(ctx, *grads)
+        result = self._function_cls.backward(self, *grads)
         if not isinstance(result, tuple):
             result = (result,)
         num = self._num_args
@@ -77,6 +88,14 @@ class BackwardCFunction(Node):
                 raise RuntimeError(
                     f"function {self.name()} returned an incorrect number of gradients "
                     f"(expected {num}, got {len(result)})"
+                )
+        tensor_positions = set(self._tensor_positions)
+        for pos, g in enumerate(result):
+            if pos not in tensor_positions and g is not None:
+                raise RuntimeError(
+                    f"function {self.name()} returned a gradient different than None at "
+                    f"position {pos + 1}, but the corresponding forward input was not a "
+                    "Variable"
                 )
         out: list[Tensor | None] = []
         for pos in self._tensor_positions:
@@ -114,21 +133,21 @@ class Function(metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args: Any) -> Any:
-        ctx = FunctionCtx()
+        # As in THPFunction_apply, the ctx (the future node) always exists and takes a
+        # sequence number, whether or not a graph is recorded.
+        node = BackwardCFunction(cls)
         tensor_positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        is_executable = grad_mode.is_grad_enabled() and any(ctx.needs_input_grad)
-        node = None
+        node.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        is_executable = grad_mode.is_grad_enabled() and any(node.needs_input_grad)
         if is_executable:
-            node = BackwardCFunction(cls, ctx)
             node.set_next_edges(collect_next_edges(*[args[i] for i in tensor_positions]))
             node._tensor_positions = tensor_positions
             node._num_args = len(args)
         with grad_mode.no_grad():
-            raw = cls.forward(ctx, *args)
+            raw = cls.forward(node, *args)
         single = not isinstance(raw, tuple)
         outputs = (raw,) if single else raw
-        if node is None:
+        if not is_executable:
             return raw
         wrapped = []
         inputs_by_id = {id(a) for a in args if isinstance(a, Tensor)}
@@ -136,18 +155,25 @@ class Function(metaclass=FunctionMeta):
             if not isinstance(out, Tensor):
                 wrapped.append(out)
                 continue
+            non_differentiable = id(out) in node._non_differentiable
             if id(out) in inputs_by_id:
                 out = Tensor(out.data, device=out.device)  # an input returned as-is: new view
             node.add_input_metadata(out.shape, out.dtype, out.device)
-            if id(raw if single else outputs[i]) in ctx._non_differentiable or \
-                    out.dtype.kind not in "fc":
+            if non_differentiable or out.dtype.kind not in "fc":
                 wrapped.append(out)
                 continue
             out.grad_fn = node
             out.output_nr = i
             wrapped.append(out)
-        node.save(saved=tuple(ctx._to_save))
-        ctx._node = node
+        for i, t in enumerate(node.to_save):  # _save_variables
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(
+                    f"save_for_backward can only save variables, but argument {i} is of "
+                    f"type {type(t).__name__}"
+                )
+        node.save(saved=tuple(node.to_save))
+        node.to_save = ()
+        node._recorded = True
         return wrapped[0] if single else tuple(wrapped)
 
 

@@ -83,12 +83,23 @@ class RemovableHandle:
             pass
 
 
+class _SequenceNr(int):
+    """An int that can be called: the engine and the ReadyQueue compare
+    ``node._sequence_nr`` as an int, and ``node._sequence_nr()`` is PyTorch's method."""
+
+    __slots__ = ()
+
+    def __call__(self) -> int:
+        return int(self)
+
+
 class Node:
     """A backward function: ``apply`` maps gradients of its forward outputs
     (its *inputs*) to gradients of its forward inputs (one per ``next_edge``)."""
 
     def __init__(self, next_edges: Sequence[Edge] = (), sequence_nr: int | None = None) -> None:
-        self._sequence_nr = _next_sequence_nr() if sequence_nr is None else sequence_nr
+        self._sequence_nr = _SequenceNr(
+            _next_sequence_nr() if sequence_nr is None else sequence_nr)
         self._next_edges: list[Edge] = []
         self._topological_nr = 0
         self._has_parent = False
@@ -113,11 +124,9 @@ class Node:
     def name(self) -> str:
         return type(self).__name__
 
-    def _sequence_nr(self) -> int:  # noqa: D401 - torch's spelling
-        return self._sequence_nr
-
+    # ``_sequence_nr()`` (torch's spelling) is the callable int set in __init__.
     def sequence_nr(self) -> int:
-        return self._sequence_nr
+        return int(self._sequence_nr)
 
     def topological_nr(self) -> int:
         return self._topological_nr

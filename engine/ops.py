@@ -89,6 +89,234 @@ def _shape_of(x: Any) -> tuple[int, ...]:
     return x.shape if isinstance(x, Tensor) else ()
 
 
+# --- memory layout (strides), as PyTorch computes it -----------------------------
+# Which node ``reshape`` records depends on the input's strides (``view`` when
+# contiguous, ``_reshape_alias`` when ``computeStride`` finds a view, else
+# ``clone`` + ``_unsafe_view``), so NumPy arrays carry PyTorch's strides: views
+# (``t``, select, slice, reshape) are NumPy views with the same strides, and the
+# outputs of elementwise ops and ``clone`` get the strides TensorIterator and
+# ``empty_like`` would give them.  Only NumPy (CPU and simulated-device) arrays
+# are restrided; CuPy arrays keep their own layout.
+def _estrides(arr: np.ndarray) -> tuple[int, ...]:
+    """Strides in elements."""
+    return tuple(s // arr.itemsize for s in arr.strides)
+
+
+def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    out = []
+    z = 1
+    for n in reversed(shape):
+        out.append(z)
+        z *= builtins.max(n, 1)
+    return tuple(reversed(out))
+
+
+def _is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """``TensorImpl::compute_contiguous``: size-1 dimensions are ignored."""
+    if 0 in shape:
+        return True
+    z = 1
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1:
+            if s != z:
+                return False
+            z *= n
+    return True
+
+
+def _is_non_overlapping_and_dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """``TensorImpl::compute_non_overlapping_and_dense``."""
+    if _is_contiguous(shape, strides):
+        return True
+    if len(shape) == 1:
+        return shape[0] < 2 or strides[0] == 1
+    perm = sorted(range(len(shape)),
+                  key=lambda d: (shape[d] < 2, strides[d] if shape[d] >= 2 else 0))
+    require = 1
+    for d in perm:
+        if shape[d] < 2:
+            return True
+        if strides[d] != require:
+            return False
+        require *= shape[d]
+    return True
+
+
+def compute_stride(oldshape: Sequence[int], oldstride: Sequence[int],
+                   newshape: Sequence[int]) -> tuple[int, ...] | None:
+    """``at::detail::computeStride``: the strides of ``newshape`` as a view, or None."""
+    if not oldshape:
+        return (1,) * len(newshape)
+    numel = int(np.prod(oldshape))
+    if numel == 0:
+        return tuple(oldstride) if tuple(oldshape) == tuple(newshape) else \
+            _contiguous_strides(newshape)
+    newstride = [0] * len(newshape)
+    view_d = len(newshape) - 1
+    chunk_base_stride = oldstride[-1]
+    tensor_numel = 1
+    view_numel = 1
+    for tensor_d in range(len(oldshape) - 1, -1, -1):
+        tensor_numel *= oldshape[tensor_d]
+        if tensor_d == 0 or (oldshape[tensor_d - 1] != 1 and
+                             oldstride[tensor_d - 1] != tensor_numel * chunk_base_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or newshape[view_d] == 1):
+                newstride[view_d] = view_numel * chunk_base_stride
+                view_numel *= newshape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = oldstride[tensor_d - 1]
+                tensor_numel = 1
+                view_numel = 1
+    if view_d != -1:
+        return None
+    return tuple(newstride)
+
+
+def _infer_size(shape: Sequence[int], numel: int) -> tuple[int, ...]:
+    """``infer_size``: resolve one ``-1``."""
+    shape = tuple(int(n) for n in shape)
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = int(np.prod([n for n in shape if n != -1])) if shape else 1
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape = tuple(numel // known if n == -1 else n for n in shape)
+    if int(np.prod(shape)) != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+
+def _strided_view(arr: Any, shape: Sequence[int], strides: Sequence[int]) -> Any:
+    """A view of ``arr`` with the given shape and strides (in elements)."""
+    if not isinstance(arr, np.ndarray):
+        return arr.reshape(tuple(shape))
+    return np.lib.stride_tricks.as_strided(
+        arr, tuple(shape), tuple(s * arr.itemsize for s in strides))
+
+
+def _restride(arr: Any, strides: Sequence[int] | None) -> Any:
+    """``arr``'s values laid out with ``strides`` (None: contiguous); a copy if needed."""
+    if not isinstance(arr, np.ndarray):
+        return arr
+    if strides is None:
+        strides = _contiguous_strides(arr.shape)
+    strides = tuple(strides)
+    if _estrides(arr) == strides:
+        return arr
+    if arr.size == 0:
+        return np.empty(arr.shape, dtype=arr.dtype)
+    size = 1 + builtins.sum((n - 1) * s for n, s in zip(arr.shape, strides))
+    out = _strided_view(np.empty(size, dtype=arr.dtype), arr.shape, strides)
+    out[...] = arr
+    return out
+
+
+def _contig(arr: Any) -> Any:
+    return _restride(np.asarray(arr) if isinstance(arr, np.generic) else arr, None)
+
+
+def _elementwise_strides(shape: tuple[int, ...], operands: Sequence[Any]) -> tuple[int, ...]:
+    """The output strides TensorIterator gives an out-of-place elementwise op.
+
+    ``operands`` are the inputs in order (NumPy arrays; Python scalars are
+    wrapped 0-dim tensors).  Port of ``compute_fast_setup_type`` and
+    ``reorder_dimensions`` / ``allocate_or_resize_outputs``."""
+    infos = [(tuple(o.shape), _estrides(o)) if isinstance(o, np.ndarray) else ((), ())
+             for o in operands]
+    nd = len(shape)
+    if builtins.all(s == infos[0][0] for s, _ in infos):  # all_ops_same_shape_
+        if builtins.all(_is_contiguous(s, st) for s, st in infos):
+            return _contiguous_strides(shape)
+        if builtins.all(_is_non_overlapping_and_dense(s, st) for s, st in infos) and \
+                builtins.all(st == infos[-1][1] for _, st in infos):
+            return infos[-1][1]
+    if nd <= 1:
+        return _contiguous_strides(shape)
+    aligned = []
+    for s, st in infos:
+        off = nd - len(s)
+        v = [0] * nd
+        for i in range(len(s)):
+            v[off + i] = 0 if s[i] == 1 and shape[off + i] != 1 else st[i]
+        aligned.append(v)
+
+    def should_swap(d0: int, d1: int) -> int:
+        for v in aligned:
+            s0, s1 = v[d0], v[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 < s1:
+                return -1
+            if s0 > s1:
+                return 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    perm = list(range(nd - 1, -1, -1))  # perm[0] is the fastest-moving dimension
+    for i in range(1, nd):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            c = should_swap(perm[dim0], perm[dim1])
+            if c > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif c < 0:
+                break
+    if perm == list(range(nd - 1, -1, -1)):
+        return _contiguous_strides(shape)
+    out = [0] * nd
+    running = 1
+    for d in perm:
+        out[d] = running
+        running *= shape[d]
+    return tuple(out)
+
+
+def _elementwise(result: Any, *operands: Any) -> Any:
+    """Lay ``result`` (an elementwise op's output) out as PyTorch would."""
+    if not isinstance(result, np.ndarray):
+        return np.asarray(result) if isinstance(result, np.generic) else result
+    return _restride(result, _elementwise_strides(result.shape, operands))
+
+
+def _infer_dense_strides(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:
+    """``infer_dense_strides``: dense strides keeping the input's dimension order."""
+    nd = len(shape)
+    perm = list(range(nd - 1, -1, -1))
+
+    def should_swap(d0: int, d1: int) -> int:
+        s0, s1 = strides[d0], strides[d1]
+        if s0 == 0 or s1 == 0:
+            return 0
+        if s0 < s1:
+            return -1
+        if s0 > s1:
+            return 1
+        return 1 if shape[d0] > shape[d1] else 0
+
+    for i in range(1, nd):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            c = should_swap(perm[dim0], perm[dim1])
+            if c > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif c < 0:
+                break
+    out = [0] * nd
+    running = 1
+    for d in perm:
+        out[d] = running
+        if shape[d] > 1:
+            running *= shape[d]
+    return tuple(out)
+
+
 def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """``at::sum_to``: sum a broadcast gradient back to ``shape`` (differentiably)."""
     if g.shape == tuple(shape):
@@ -197,7 +425,7 @@ class PowBackward2(Node):
 def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) -> Tensor:
     b = _wrap(b, a)
     dev = _check_same_device(a, b)
-    out = _new(np_fn(a.data, _data(b)), dev)
+    out = _new(_elementwise(np_fn(a.data, _data(b)), a.data, _data(b)), dev)
     return _record(out, node_cls, (a, b), **save)
 
 
@@ -211,7 +439,8 @@ def sub(a: Tensor, b: Any) -> Tensor:
 
 def rsub(a: Tensor, b: Any) -> Tensor:
     """``b - a`` for a scalar ``b``: ``RsubBackward1`` with a single edge."""
-    out = _new(np.subtract(_data(b), a.data), a.device)
+    # ATen: sub(wrapped_scalar(b), a): the scalar is the first operand
+    out = _new(_elementwise(np.subtract(_data(b), a.data), _data(b), a.data), a.device)
     return _record(out, RsubBackward1, (a,))
 
 
@@ -231,19 +460,19 @@ def div(a: Tensor, b: Any) -> Tensor:
 
 
 def neg(a: Tensor) -> Tensor:
-    return _record(_new(np.negative(a.data), a.device), NegBackward0, (a,))
+    return _record(_new(_elementwise(np.negative(a.data), a.data), a.device), NegBackward0, (a,))
 
 
 def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001 - torch's name
     if isinstance(e, Tensor):
         dev = _check_same_device(a, e)
         with np.errstate(divide="ignore", invalid="ignore"):
-            out = _new(np.power(a.data, e.data), dev)
+            out = _new(_elementwise(np.power(a.data, e.data), a.data, e.data), dev)
         need = grad_mode.is_grad_enabled() and (a.requires_grad or e.requires_grad)
         return _record(out, PowBackward1, (a, e),
                        **({"self": a, "exponent": e, "result": out} if need else {}))
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = _new(np.power(a.data, e), a.device)
+        out = _new(_elementwise(np.power(a.data, e), a.data), a.device)
     need = grad_mode.is_grad_enabled() and a.requires_grad
     return _record(out, PowBackward0, (a,), **({"self": a, "exponent": e} if need else {}))
 
@@ -251,7 +480,7 @@ def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001 - torch's name
 def rpow(a: Tensor, base: Any) -> Tensor:
     """``base ** a`` for a scalar base."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = _new(np.power(base, a.data), a.device)
+        out = _new(_elementwise(np.power(base, a.data), base, a.data), a.device)
     need = grad_mode.is_grad_enabled() and a.requires_grad
     return _record(out, PowBackward2, (a,),
                    **({"base": base, "exponent": a, "result": out} if need else {}))
@@ -314,7 +543,7 @@ class TanhBackward0(Node):
 
 def _unary(a: Tensor, fn: Any, node_cls: type[Node], save: str) -> Tensor:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = _new(fn(a.data), a.device)
+        out = _new(_elementwise(fn(a.data), a.data), a.device)
     if grad_mode.is_grad_enabled() and a.requires_grad:
         return _record(out, node_cls, (a,), **{save: out if save == "result" else a})
     return out
@@ -385,12 +614,12 @@ class MeanBackward1(Node):
 def _reduce(a: Tensor, dim: Any, keepdim: bool, np_fn: Any,
             node0: type[Node], node1: type[Node]) -> Tensor:
     if dim is None:
-        out = _new(np.asarray(np_fn(a.data)), a.device)
+        out = _new(_contig(np_fn(a.data)), a.device)
         out = _record(out, node0, (a,))
         dims: tuple[int, ...] = tuple(range(a.ndim))
     else:
         dims = _norm_dims(dim, a.ndim)
-        out = _new(np.asarray(np_fn(a.data, axis=dims if a.ndim else None, keepdims=keepdim)),
+        out = _new(_contig(np_fn(a.data, axis=dims if a.ndim else None, keepdims=keepdim)),
                    a.device)
         out = _record(out, node1, (a,))
     if out.grad_fn is not None:
@@ -427,6 +656,27 @@ class CloneBackward0(Node):
         return [grads[0]]
 
 
+class ReshapeAliasBackward0(Node):
+    """``_reshape_alias``: what ``reshape`` records for a non-contiguous view."""
+
+    def apply(self, grads: Grads) -> Grads:
+        return [reshape(grads[0], self._self_sizes)]
+
+
+class UnsafeViewBackward0(Node):
+    """``_unsafe_view``: what ``reshape`` records after copying (``clone`` + view)."""
+
+    def apply(self, grads: Grads) -> Grads:
+        return [reshape(grads[0], self._self_sizes)]
+
+
+class AliasBackward0(Node):
+    """``alias``: indexing that selects everything (``x[:, :]``, ``x[()]``)."""
+
+    def apply(self, grads: Grads) -> Grads:
+        return [grads[0]]
+
+
 class ToCopyBackward0(Node):
     def apply(self, grads: Grads) -> Grads:
         return [to(grads[0], self._src_device, self._src_dtype)]
@@ -439,13 +689,27 @@ def _with_sizes(out: Tensor, a: Tensor) -> Tensor:
 
 
 def reshape(a: Tensor, shape: Sequence[int]) -> Tensor:
-    try:
-        data = a.data.reshape(tuple(shape))
-    except ValueError:
-        raise RuntimeError(
-            f"shape '{list(shape)}' is invalid for input of size {a.numel()}"
-        ) from None
-    return _with_sizes(_record(_new(data, a.device), ViewBackward0, (a,)), a)
+    """``at::reshape``: ``view`` if contiguous, else ``_reshape_alias`` if the new
+    shape is viewable (``computeStride``), else ``clone`` + ``_unsafe_view``."""
+    shape = _infer_size(shape, a.numel())
+    data = a.data
+    if not isinstance(data, np.ndarray):  # CuPy: no stride bookkeeping
+        return _with_sizes(_record(_new(data.reshape(shape), a.device), ViewBackward0, (a,)), a)
+    old_strides = _estrides(data)
+    strides = compute_stride(a.shape, old_strides, shape)
+    if _is_contiguous(a.shape, old_strides):
+        assert strides is not None
+        node_cls: type[Node] = ViewBackward0
+    elif strides is not None:
+        node_cls = ReshapeAliasBackward0
+    else:
+        a = _clone(a, contiguous=True)
+        data = a.data
+        strides = compute_stride(a.shape, _estrides(data), shape)
+        assert strides is not None
+        node_cls = UnsafeViewBackward0
+    out = _new(_strided_view(data, shape, strides), a.device)
+    return _with_sizes(_record(out, node_cls, (a,)), a)
 
 
 def expand(a: Tensor, shape: Sequence[int]) -> Tensor:
@@ -471,7 +735,25 @@ def t(a: Tensor) -> Tensor:
 
 
 def clone(a: Tensor) -> Tensor:
-    return _record(_new(np.array(a.data, copy=True), a.device), CloneBackward0, (a,))
+    return _clone(a, contiguous=False)
+
+
+def _clone(a: Tensor, contiguous: bool) -> Tensor:
+    """``clone(memory_format=preserve)`` keeps dense strides (else the dimension order);
+    ``contiguous=True`` is ``MemoryFormat::Contiguous``."""
+    data = a.data
+    if isinstance(data, np.ndarray):
+        st = _estrides(data)
+        if contiguous:
+            strides: tuple[int, ...] | None = None
+        elif _is_non_overlapping_and_dense(data.shape, st):
+            strides = st
+        else:
+            strides = _infer_dense_strides(data.shape, st)
+        copy = _restride(np.array(data, copy=True), strides)
+    else:
+        copy = data.copy()
+    return _record(_new(copy, a.device), CloneBackward0, (a,))
 
 
 def to(a: Tensor, device: str | None, dtype: Any = None) -> Tensor:
@@ -517,9 +799,41 @@ class MvBackward0(Node):
         return [ga, gb]
 
 
+class UnsqueezeBackward0(Node):
+    def apply(self, grads: Grads) -> Grads:
+        return [reshape(grads[0], self._self_sizes)]
+
+
+class SqueezeBackward4(Node):
+    """``squeeze_(dim)``, in place on the ``mm`` result of a 1-D @ 2-D ``matmul``."""
+
+    def apply(self, grads: Grads) -> Grads:
+        return [reshape(grads[0], self._self_sizes)]
+
+
+def _unsqueeze0(a: Tensor) -> Tensor:
+    """``unsqueeze(0)``: a view; the new dimension's stride is size(0) * stride(0)."""
+    data = a.data
+    if isinstance(data, np.ndarray):
+        st = _estrides(data)
+        view = _strided_view(data, (1, *a.shape), (a.shape[0] * st[0] if st else 1, *st))
+    else:
+        view = data.reshape((1, *a.shape))
+    return _with_sizes(_record(_new(view, a.device), UnsqueezeBackward0, (a,)), a)
+
+
+def _squeeze0(a: Tensor) -> Tensor:
+    data = a.data
+    if isinstance(data, np.ndarray):
+        view = _strided_view(data, a.shape[1:], _estrides(data)[1:])
+    else:
+        view = data.reshape(a.shape[1:])
+    return _with_sizes(_record(_new(view, a.device), SqueezeBackward4, (a,)), a)
+
+
 def _mat(a: Tensor, b: Tensor, fn: Any, node_cls: type[Node], names: tuple[str, str]) -> Tensor:
     dev = _check_same_device(a, b)
-    out = _new(fn(a.data, b.data), dev)
+    out = _new(_contig(fn(a.data, b.data)), dev)
     need = grad_mode.is_grad_enabled() and (a.requires_grad or b.requires_grad)
     return _record(out, node_cls, (a, b), **({names[0]: a, names[1]: b} if need else {}))
 
@@ -559,7 +873,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if a.ndim == 2 and b.ndim == 1:
         return mv(a, b)
     if a.ndim == 1 and b.ndim == 2:
-        return reshape(mm(reshape(a, (1, -1)), b), (b.shape[1],))
+        # at::matmul: a.unsqueeze(0).mm(b).squeeze_(0)
+        return _squeeze0(mm(_unsqueeze0(a), b))
     raise RuntimeError(
         f"matmul of {a.ndim}-D and {b.ndim}-D tensors is not supported by this engine "
         "(use 1-D or 2-D operands)"
@@ -598,15 +913,27 @@ def _scatter_zeros(g: Tensor, sizes: tuple[int, ...], key: tuple[Any, ...],
 
 
 def _getitem_raw(a: Tensor, key: tuple[Any, ...], node_cls: type[Node]) -> Tensor:
-    out = _with_sizes(_record(_new(np.array(a.data[key]), a.device), node_cls, (a,)), a)
+    # a view, with the base's strides, as select/slice return (``...`` keeps a 0-d result
+    # an array)
+    out = _with_sizes(_record(_new(a.data[key + (Ellipsis,)], a.device), node_cls, (a,)), a)
     if out.grad_fn is not None:
         out.grad_fn._key = key  # type: ignore[attr-defined]
     return out
 
 
+def _is_full_slice(k: slice, n: int) -> bool:
+    """``applySlice``'s shortcut: start 0, stop past the end, step 1 select everything."""
+    return (k.start in (None, 0) and (k.stop is None or k.stop >= n)
+            and k.step in (None, 1))
+
+
 def index(a: Tensor, key: Any) -> Tensor:
-    """Integer and slice indexing as a chain of ``select``/``slice``, as PyTorch records it."""
-    if not isinstance(key, tuple):
+    """Integer and slice indexing as a chain of ``select``/``slice``, as PyTorch records it.
+
+    A lone slice (``x[:]``) always records a slice; inside a tuple, a slice that
+    selects everything is skipped, and if nothing is left the result is an alias."""
+    multi = isinstance(key, tuple)
+    if not multi:
         key = (key,)
     out, dim = a, 0
     for k in key:
@@ -620,7 +947,7 @@ def index(a: Tensor, key: Any) -> Tensor:
             )
         full = (slice(None),) * dim
         if isinstance(k, slice):
-            if k == slice(None):
+            if multi and _is_full_slice(k, out.shape[dim]):
                 dim += 1
                 continue
             out = _getitem_raw(out, full + (k,), SliceBackward0)
@@ -632,6 +959,8 @@ def index(a: Tensor, key: Any) -> Tensor:
                     f"index {k} is out of bounds for dimension {dim} with size {n}"
                 )
             out = _getitem_raw(out, full + (int(k) % n,), SelectBackward0)
+    if out is a:
+        out = _record(_new(a.data[...], a.device), AliasBackward0, (a,))
     return out
 
 
@@ -669,7 +998,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     data = x.data @ weight.data.T
     if bias is not None:
         data = data + bias.data
-    out = _new(np.asarray(data), dev)
+    out = _new(_contig(data), dev)
     need = grad_mode.is_grad_enabled()
     return _record(out, LinearBackward0, (x, weight, bias),
                    **({"input": x, "weight": weight} if need else {}))

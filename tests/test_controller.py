@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graphs import GRAPHS
 from graphs import (
+    GRAPHS,
     deep_reentrant,
     device_last,
     linear_relu,
