@@ -122,16 +122,6 @@ def reentrant_on_device(depth: float = 4.0) -> list[np.ndarray]:
     return _grads(v, x)
 
 
-GRAPHS: dict[str, Callable[[], Any]] = {
-    "linear-relu": linear_relu,
-    "diamond": diamond,
-    "chain": chain,
-    "fan-in": fan_in,
-    "tied-leaves": tied_leaves,
-    "multi-device": multi_device,
-    "reentrant": reentrant,
-    "reentrant-on-device": reentrant_on_device,
-}
 
 
 # --- programs that deadlock under one engine variant -------------------------------------
@@ -212,3 +202,25 @@ def waits_on_device_thread() -> list[np.ndarray]:
     y.grad_fn.register_prehook(lambda grads: sig.set())
     WaitsForDevice.apply(y.to("cpu")).sum().backward()
     return _grads(x)
+
+
+def two_devices() -> list[np.ndarray]:
+    """Two independent branches, one on cuda:0 and one on cuda:1, summed on the CPU."""
+    x0 = engine.tensor([1.0, 2.0], requires_grad=True, device="cuda:0")
+    x1 = engine.tensor([3.0, 4.0], requires_grad=True, device="cuda:1")
+    loss = (x0 * 2).to("cpu").sum() + (x1 * 3).to("cpu").sum()
+    loss.backward()
+    return _grads(x0, x1)
+
+
+GRAPHS: dict[str, Callable[[], Any]] = {
+    "linear-relu": linear_relu,
+    "diamond": diamond,
+    "chain": chain,
+    "fan-in": fan_in,
+    "tied-leaves": tied_leaves,
+    "multi-device": multi_device,
+    "two-devices": two_devices,
+    "reentrant": reentrant,
+    "reentrant-on-device": reentrant_on_device,
+}

@@ -12,6 +12,7 @@ from graphs import (
     multi_device,
     reentrant_on_device,
     reentrant_on_owner,
+    two_devices,
     user_lock_across_backward,
     waits_on_device_thread,
 )
@@ -169,27 +170,30 @@ def test_pausing_one_thread_lets_the_others_run_until_they_need_it():
 
 
 def test_paused_lock_holder_is_reported_as_a_pause_not_a_deadlock():
-    """Serialized: pause the thread that holds a GraphTask's mutex while another wants it."""
+    """Serialized: pause cuda:1 while it holds the GraphTask's mutex; the owner then
+    blocks on that mutex.  That is a pause, not a deadlock."""
     ctl = Controller(engine.Engine())
     try:
-        ctl.start(multi_device)
-        # run until cuda:0 is inside evaluate_function's locked region (it has just
-        # decremented a dependency), then make cpu/cuda:1 want the same mutex.
+        ctl.start(two_devices)
+        # cuda:1 has just decremented a dependency: it is inside the locked region.
         r = ctl.run_until(breakpoint_on(kind="dependency_decrement", thread="cuda:1"))
         assert r.status == "breakpoint"
         ctl.pause("cuda:1")
-        for _ in range(200):
-            r = ctl.step_any()
-            if r.status != "stepped":
-                break
+        r = ctl.run(max_steps=500)
         assert r.status == "paused"
-        assert not r.report.real
-        assert "you paused cuda:1" in r.report.explanation
+        assert not r.report.real and r.report.kind == "paused"
         states = ctl.thread_states()
-        assert states["cuda:1"].user_paused
+        assert states["cuda:1"].user_paused and states["cuda:1"].state == "paused"
+        owner = states["cpu (owner)"]
+        assert owner.state == "waiting" and owner.waiting_on == "lock 'GraphTask 1 mutex'"
+        assert owner.holder == "cuda:1"
+        assert "cpu (owner) is waiting on lock 'GraphTask 1 mutex' held by cuda:1 (held by " \
+               "cuda:1, which you paused)" in r.report.explanation
+        assert not any(e.kind == "deadlock" for e in ctl.events)
         ctl.resume("cuda:1")
         assert ctl.run().status == "finished"
         assert ctl.program_error is None
+        np.testing.assert_allclose(ctl.program_result[1], [3.0, 3.0])
     finally:
         ctl.close()
 
