@@ -246,7 +246,10 @@ class Engine:
                 "dummy": task.fn is None and not task.is_shutdown_task,
                 "shutdown": task.is_shutdown_task,
                 "size": size,
-                "order": [self.node_id(t.fn) if t.fn is not None else None for t in order],
+                "order": [[t.base().id if t.base() is not None else None,
+                           self.node_id(t.fn) if t.fn is not None else None,
+                           t.get_reentrant_depth(),
+                           t.fn._sequence_nr if t.fn is not None else None] for t in order],
                 "outstanding": gt.outstanding_tasks if gt is not None else 0,
             })
 
@@ -465,7 +468,10 @@ class Engine:
             elif fn is not None and self._observers:
                 self._emit("node_skipped", local_graph_task, fn, None, reason="has_error")
             del task
-            local_graph_task.decrement_outstanding()
+            outstanding = local_graph_task.decrement_outstanding()
+            if self._observers:
+                self._emit("outstanding_decrement", local_graph_task, fn, None,
+                           outstanding=outstanding)
             if local_graph_task.completed():
                 if local_graph_task.mark_as_completed_and_run_post_processing():
                     if self._observers:

@@ -46,7 +46,9 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "dummy": ("bool", "a wake-up task with no node"),
         "shutdown": ("bool", "a shutdown task"),
         "size": ("int", "queue length after the push"),
-        "order": ("list[int|null]", "node ids in the order the queue will pop them"),
+        "order": ("list[[int|null,int|null,int,int|null]]",
+                  "the queue after the push, in pop order: [graph_task, node, depth, seq] "
+                  "per task (node null for a dummy task)"),
         "outstanding": ("int", "the GraphTask's outstanding_tasks after the push"),
     },
     "pop": {
@@ -65,6 +67,10 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "mode": ("str", "first | add | undefined"),
         "value": ("dict|null", "summary of the slot after accumulation"),
         "from_node": ("int", "the node whose output flowed"),
+    },
+    "outstanding_decrement": {
+        "outstanding": ("int", "the GraphTask's outstanding_tasks after thread_main finished a "
+                               "task (node null for a dummy task)"),
     },
     "not_ready_insert": {"slots": ("list[bool]", "which slots are filled")},
     "not_ready_remove": {},
@@ -202,6 +208,8 @@ def format_event(e: Event, names: dict[int, str] | None = None) -> str:
         body = f"end {nm(e.node)} -> ({outs})"
         if d.get("leaf_grad") is not None:
             body += f" .grad = {short_value(d['leaf_grad'])}"
+    elif k == "outstanding_decrement":
+        body = f"outstanding_tasks -> {d['outstanding']}"
     elif k == "node_skipped":
         body = f"skip {nm(e.node)} ({d['reason']})"
     elif k == "hook":

@@ -45,14 +45,16 @@ LINEAR_RELU_STEPS = [
     ("graph_task_created", None), ("dependencies_computed", "Sum"),
     ("push", "Sum"), ("pop", "Sum"), ("node_start", "Sum"), ("node_end", "Sum"),
     ("dependency_decrement", "Select", 0), ("buffer_accumulate", "Select", "first"),
-    ("push", "Select"), ("pop", "Select"), ("node_start", "Select"), ("node_end", "Select"),
+    ("push", "Select"), ("outstanding_decrement", "Sum", 1),
+    ("pop", "Select"), ("node_start", "Select"), ("node_end", "Select"),
     ("dependency_decrement", "Add", 0), ("buffer_accumulate", "Add", "first"),
-    ("push", "Add"), ("pop", "Add"), ("node_start", "Add"), ("node_end", "Add"),
+    ("push", "Add"), ("outstanding_decrement", "Select", 1),
+    ("pop", "Add"), ("node_start", "Add"), ("node_end", "Add"),
     # Add's two outputs: ReLU and Linear2 both become ready
     ("dependency_decrement", "Relu", 0), ("buffer_accumulate", "Relu", "first"),
     ("push", "Relu"),
     ("dependency_decrement", "Linear2", 0), ("buffer_accumulate", "Linear2", "first"),
-    ("push", "Linear2"),
+    ("push", "Linear2"), ("outstanding_decrement", "Add", 2),
     # Linear2 was created after ReLU: higher sequence number, so it pops first
     ("pop", "Linear2"), ("node_start", "Linear2"), ("node_end", "Linear2"),
     # Linear1 still waits for ReLU: its buffer goes into not_ready
@@ -60,17 +62,20 @@ LINEAR_RELU_STEPS = [
     ("not_ready_insert", "Linear1"),
     ("dependency_decrement", "Acc", 0), ("buffer_accumulate", "Acc", "first"), ("push", "Acc"),
     ("dependency_decrement", "Acc", 0), ("buffer_accumulate", "Acc", "first"), ("push", "Acc"),
+    ("outstanding_decrement", "Linear2", 3),
     # AccumulateGrads have the maximal sequence number: they run as soon as they are ready
-    ("pop", "Acc"), ("node_start", "Acc"), ("node_end", "Acc"),
-    ("pop", "Acc"), ("node_start", "Acc"), ("node_end", "Acc"),
+    ("pop", "Acc"), ("node_start", "Acc"), ("node_end", "Acc"), ("outstanding_decrement", "Acc", 2),
+    ("pop", "Acc"), ("node_start", "Acc"), ("node_end", "Acc"), ("outstanding_decrement", "Acc", 1),
     ("pop", "Relu"), ("node_start", "Relu"), ("node_end", "Relu"),
     # ReLU's gradient is added into Linear1's buffer, which leaves not_ready
     ("dependency_decrement", "Linear1", 0), ("buffer_accumulate", "Linear1", "add"),
-    ("not_ready_remove", "Linear1"), ("push", "Linear1"),
+    ("not_ready_remove", "Linear1"), ("push", "Linear1"), ("outstanding_decrement", "Relu", 1),
     ("pop", "Linear1"), ("node_start", "Linear1"), ("node_end", "Linear1"),
     *[s for _ in range(3) for s in (("dependency_decrement", "Acc", 0),
                                     ("buffer_accumulate", "Acc", "first"), ("push", "Acc"))],
-    *[s for _ in range(3) for s in (("pop", "Acc"), ("node_start", "Acc"), ("node_end", "Acc"))],
+    ("outstanding_decrement", "Linear1", 3),
+    *[s for n in (2, 1, 0) for s in (("pop", "Acc"), ("node_start", "Acc"), ("node_end", "Acc"),
+                                     ("outstanding_decrement", "Acc", n))],
     ("completion", None),
 ]
 
@@ -107,6 +112,8 @@ def test_step_the_worked_example_one_event_at_a_time():
                 got += (e.data["remaining"],)
             elif e.kind == "buffer_accumulate":
                 got += (e.data["mode"],)
+            elif e.kind == "outstanding_decrement":
+                got += (e.data["outstanding"],)
             assert got == expected
             # Between steps the owner waits at its gate, right after the event it reported.
             st = ctl.thread_states()[owner]
