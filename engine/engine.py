@@ -128,6 +128,7 @@ class Engine:
         self.waits: Any = None  # wait tracker installed by the controller
         self._lock = threading.Lock()
         self.device_ready_queues: dict[int, ReadyQueue] = {}
+        self.cpu_ready_queues: dict[str, ReadyQueue] = {}  # one per thread that called backward
         self.thread_pool_shared = ThreadPoolShared()
         self._threads: list[threading.Thread] = []
         self._owner_names = itertools.count(1)
@@ -205,6 +206,8 @@ class Engine:
             name = self.thread_name()
             qname = "cpu" if name == "cpu (owner)" else f"cpu[{name}]"
             tls.local_ready_queue = self._new_queue(qname, "cpu")
+            with self._lock:
+                self.cpu_ready_queues[qname] = tls.local_ready_queue
 
     def ready_queue(self, cpu_ready_queue: ReadyQueue, device: str) -> ReadyQueue:
         """The queue for ``device``: the GraphTask's CPU queue, or the device's queue."""
@@ -750,6 +753,12 @@ class Engine:
             self._emit("thread_start", None, None, None, role="pool")
         while True:
             with tp.mutex:
+                idle = not tp.graphtasks_queue and not self._closed
+            observing = idle and bool(self._observers)
+            if observing:
+                self._emit("thread_wait", None, None, None, on="pool", target="reentrant pool",
+                           holder=None)
+            with tp.mutex:
                 tp.num_workers += 1
                 waited = tp.wait_for(lambda: bool(tp.graphtasks_queue) or self._closed,
                                      self.waits)
@@ -757,6 +766,8 @@ class Engine:
                 task = tp.graphtasks_queue.popleft() if not self._closed else None
             if waited and self.waits is not None:
                 self.waits.after_wait("pool", tp)
+            if observing and task is not None:
+                self._emit("thread_wake", None, None, None, on="pool", target="reentrant pool")
             if task is None:
                 break
             graph_task = task()

@@ -245,19 +245,10 @@ def test_without_wake_owner_the_owner_is_never_woken():
                        and e.thread.startswith("cpu"))
         gt_pushes = [e for e in obs.events if e.kind == "push" and e.queue == owner_q]
         assert gt_pushes
-        queue = _find_queue(eng, owner_q, t)
+        queue = eng.cpu_ready_queues[owner_q]
         queue.push(NodeTask(None, None, InputBuffer(0), is_shutdown_task=True), False)
         t.join(5.0)
         assert not t.is_alive()
-
-
-def _find_queue(eng, name, thread):
-    import gc
-
-    for obj in gc.get_objects():
-        if isinstance(obj, engine.engine.ReadyQueue) and obj.name == name and obj._engine is eng:
-            return obj
-    raise AssertionError(f"queue {name} not found")
 
 
 def test_error_in_device_node_reaches_caller_and_engine_recovers():
