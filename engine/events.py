@@ -106,11 +106,12 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "thread_start": {"role": ("str", "device | pool | owner")},
     "thread_exit": {},
     "thread_wait": {
-        "on": ("str", "queue | future | lock | pool"),
+        "on": ("str", "queue | future | lock | pool | signal"),
         "target": ("str", "what it waits on (queue name, 'GraphTask N', lock name)"),
         "holder": ("str|null", "for a lock: the thread that holds it"),
     },
-    "thread_wake": {"on": ("str", "queue | future | lock | pool"), "target": ("str", "")},
+    "thread_wake": {"on": ("str", "queue | future | lock | pool | signal"),
+                    "target": ("str", "what it waited on")},
     "error": {
         "message": ("str", "the exception, as the caller will see it"),
         "exc_type": ("str", "exception class name"),

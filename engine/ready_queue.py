@@ -134,13 +134,15 @@ def pop_order(heap: list[Any], comp: Compare) -> list[Any]:
 
 
 class ReadyQueue(Waitable):
-    wait_kind = "queue"
     """A thread-safe priority queue of NodeTasks.
 
     ``ReadyQueue::pop`` blocks while the queue is empty; here the engine pops
     with ``try_pop`` and ``wait_not_empty`` so that it can report the wait as an
     event *outside* the queue's mutex (a paused thread must never hold it).
     """
+
+    wait_kind = "queue"
+
 
     def __init__(self, name: str, device: str, depth_priority: bool = True,
                  engine: Any = None) -> None:

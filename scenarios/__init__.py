@@ -1,1 +1,180 @@
-"""Built-in teaching scenarios; one module per scenario."""
+"""Built-in teaching scenarios; one module per scenario.
+
+A scenario is a Python module (built in, or a file a person writes and runs by
+path) that declares:
+
+- ``NAME`` (short, lower-case, dashes), ``TITLE``, ``SUMMARY`` (one line);
+- ``NOTES``: Markdown teaching notes (what it shows, what to watch for at
+  which step, a question to ask a student, the PyTorch source it mirrors);
+- ``PARAMS``: ``{name: Param(default, help)}`` (the type is the default's type);
+- ``ENGINE``: default engine options (``engine.Engine(**ENGINE)``), which the
+  command line's ``--engine k=v`` overrides;
+- ``THREADS``: the engine threads it involves (for ``list``);
+- ``EXPECT``: ``"complete"`` or ``"deadlock"``;
+- ``program(**params)``: builds the forward graph and calls backward on the
+  calling thread (the controller runs it on the owner thread); returns the
+  gradients that matter as ``{name: Tensor}``;
+- optionally ``torch_program(torch, **params)``: the same with real PyTorch,
+  returning ``{name: torch.Tensor}``, so tests can check our gradients.
+
+``get(name)`` returns a built-in scenario, ``load(name_or_path)`` either.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import pkgutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+
+class ScenarioError(Exception):
+    """A scenario that cannot be loaded or run as asked: one clear message."""
+
+
+@dataclass(frozen=True)
+class Param:
+    default: Any
+    help: str = ""
+
+    @property
+    def type(self) -> type:
+        return type(self.default)
+
+
+@dataclass
+class Scenario:
+    name: str
+    title: str
+    summary: str
+    notes: str
+    params: dict[str, Param]
+    engine: dict[str, Any]
+    threads: tuple[str, ...]
+    expect: str
+    program: Callable[..., Any]
+    torch_program: Callable[..., Any] | None
+    source: str  # module name or file path
+
+    def resolve_params(self, given: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Defaults overridden by ``given`` (strings are converted to the default's type)."""
+        out = {k: p.default for k, p in self.params.items()}
+        for k, v in (given or {}).items():
+            if k not in self.params:
+                known = ", ".join(sorted(self.params)) or "none"
+                raise ScenarioError(
+                    f"{self.source}: unknown parameter {k!r} (parameters: {known})")
+            out[k] = convert(v, self.params[k].type, f"{self.source}: parameter {k!r}")
+        return out
+
+    def run(self, params: dict[str, Any] | None = None) -> Any:
+        return self.program(**self.resolve_params(params))
+
+
+def convert(value: Any, typ: type, what: str) -> Any:
+    """Convert a command-line string (or a value) to ``typ`` with a clear error."""
+    if isinstance(value, typ) and not (typ is int and isinstance(value, bool)):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            if typ is bool:
+                if text.lower() in ("1", "true", "yes", "on"):
+                    return True
+                if text.lower() in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError
+            if typ is type(None):
+                return None if text.lower() in ("none", "null", "") else int(text)
+            return typ(text)
+        except ValueError:
+            pass
+    elif typ is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    raise ScenarioError(f"{what} must be {typ.__name__}, not {value!r}")
+
+
+def _from_module(mod: ModuleType, source: str) -> Scenario:
+    missing = [a for a in ("NAME", "program") if not hasattr(mod, a)]
+    if missing:
+        raise ScenarioError(f"{source}: not a scenario: it defines no {' and no '.join(missing)}"
+                            " (see docs/scenarios.md for the form)")
+    if not callable(mod.program):
+        raise ScenarioError(f"{source}: 'program' must be a function")
+    params = getattr(mod, "PARAMS", {})
+    if not isinstance(params, dict) or not all(isinstance(p, Param) for p in params.values()):
+        raise ScenarioError(f"{source}: PARAMS must map names to scenarios.Param(...)")
+    expect = getattr(mod, "EXPECT", "complete")
+    if expect not in ("complete", "deadlock"):
+        raise ScenarioError(f"{source}: EXPECT must be 'complete' or 'deadlock'")
+    return Scenario(
+        name=str(mod.NAME), title=str(getattr(mod, "TITLE", mod.NAME)),
+        summary=str(getattr(mod, "SUMMARY", "")), notes=str(getattr(mod, "NOTES", "")),
+        params=dict(params), engine=dict(getattr(mod, "ENGINE", {})),
+        threads=tuple(getattr(mod, "THREADS", ("cpu (owner)",))), expect=expect,
+        program=mod.program, torch_program=getattr(mod, "torch_program", None), source=source,
+    )
+
+
+def _builtin_modules() -> list[str]:
+    pkg = Path(__file__).parent
+    return sorted(m.name for m in pkgutil.iter_modules([str(pkg)]) if not m.name.startswith("_"))
+
+
+def builtins() -> list[Scenario]:
+    """Every built-in scenario, the default (linear-relu) first, then by name."""
+    out = [_from_module(importlib.import_module(f"scenarios.{m}"), f"scenarios.{m}")
+           for m in _builtin_modules()]
+    out.sort(key=lambda s: (s.name != DEFAULT, s.name))
+    return out
+
+
+def names() -> list[str]:
+    return [s.name for s in builtins()]
+
+
+DEFAULT = "linear-relu"
+
+
+def get(name: str) -> Scenario:
+    for s in builtins():
+        if s.name == name:
+            return s
+    close = difflib.get_close_matches(name, names(), n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(close)}?" if close else "; `autograd-tui list` shows them"
+    raise ScenarioError(f"no scenario named {name!r}{hint}")
+
+
+def load_path(path: str | Path) -> Scenario:
+    """Import a scenario file written by a person (its errors become one message)."""
+    p = Path(path)
+    if not p.exists():
+        raise ScenarioError(f"{p}: no such file")
+    if p.is_dir():
+        raise ScenarioError(f"{p}: is a directory, not a scenario file")
+    modname = f"_user_scenario_{abs(hash(str(p.resolve())))}"
+    spec = importlib.util.spec_from_file_location(modname, p)
+    if spec is None or spec.loader is None:
+        raise ScenarioError(f"{p}: cannot be imported as Python (use a .py file)")
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except SyntaxError as e:
+        raise ScenarioError(f"{p}:{e.lineno}: syntax error: {e.msg}") from None
+    except Exception as e:  # noqa: BLE001 - a user file: report, don't crash
+        raise ScenarioError(f"{p}: importing it raised {type(e).__name__}: {e}") from None
+    sys.modules.pop(modname, None)
+    return _from_module(mod, str(p))
+
+
+def load(name_or_path: str) -> Scenario:
+    """A built-in scenario by name, or a scenario file by path (``*.py`` or with a ``/``)."""
+    if name_or_path.endswith(".py") or "/" in name_or_path or Path(name_or_path).is_file():
+        return load_path(name_or_path)
+    return get(name_or_path)
