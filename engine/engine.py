@@ -388,9 +388,9 @@ class Engine:
                 "next": [[self.node_id(e.function) if e.function is not None else None,
                           e.input_nr] for e in n._next_edges],
             })
-        deps = {self.node_id(n): c for n, c in task.dependencies.items()}
+        deps = sorted([self.node_id(n), c] for n, c in task.dependencies.items())
         self._emit("dependencies_computed", task, root, None,
-                   dependencies=dict(sorted(deps.items())), nodes=nodes,
+                   dependencies=deps, nodes=nodes,
                    min_topo_nr=min_topo_nr)
 
     # --- Engine::execute_with_graph_task -------------------------------------------------

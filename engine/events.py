@@ -31,7 +31,7 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "graph_root": ("int", "id of the node queued first (GraphRoot, or the single root)"),
     },
     "dependencies_computed": {
-        "dependencies": ("dict[int,int]", "node id -> number of edges into it"),
+        "dependencies": ("list[[int,int]]", "[node id, number of edges into it], by node id"),
         "nodes": ("list[dict]", "every node reached: id, name, device, seq, topo, num_inputs, "
                                 "next [[id or null, input_nr]], leaf (bool)"),
         "min_topo_nr": ("int", "pruning bound from the outputs of grad()"),
@@ -217,7 +217,7 @@ def format_event(e: Event, names: dict[int, str] | None = None) -> str:
         body = f"hook {d['hook_kind']} {d['name']} on {nm(e.node)}"
         body += " (modified)" if d["modified"] else ""
     elif k == "dependencies_computed":
-        deps = ", ".join(f"{nm(int(n))}:{c}" for n, c in d["dependencies"].items())
+        deps = ", ".join(f"{nm(int(n))}:{c}" for n, c in d["dependencies"])
         body = f"dependencies {{{deps}}}"
     elif k == "graph_task_created":
         body = f"new GraphTask (depth {d['reentrant_depth']}, roots {d['roots']})"

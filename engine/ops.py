@@ -225,6 +225,11 @@ def _elementwise_strides(shape: tuple[int, ...], operands: Sequence[Any]) -> tup
     ``operands`` are the inputs in order (NumPy arrays; Python scalars are
     wrapped 0-dim tensors).  Port of ``compute_fast_setup_type`` and
     ``reorder_dimensions`` / ``allocate_or_resize_outputs``."""
+    # fast path: same shapes, all contiguous (NumPy's C_CONTIGUOUS flag ignores
+    # size-1 dimensions, as ``is_contiguous`` does)
+    if builtins.all(isinstance(o, np.ndarray) and o.shape == shape and o.flags.c_contiguous
+                    for o in operands):
+        return _contiguous_strides(shape)
     infos = [(tuple(o.shape), _estrides(o)) if isinstance(o, np.ndarray) else ((), ())
              for o in operands]
     nd = len(shape)
@@ -422,9 +427,25 @@ class PowBackward2(Node):
         return [mul(mul(grads[0], result), float(np.log(base)))]
 
 
+def _check_broadcast(a: Any, b: Any) -> None:
+    """``infer_size``'s error for shapes that do not broadcast, in PyTorch's words."""
+    sa, sb = _shape_of(a), _shape_of(b)
+    nd = builtins.max(len(sa), len(sb))
+    for i in range(nd - 1, -1, -1):
+        off = nd - 1 - i
+        x = sa[len(sa) - 1 - off] if len(sa) - 1 - off >= 0 else 1
+        y = sb[len(sb) - 1 - off] if len(sb) - 1 - off >= 0 else 1
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(
+                f"The size of tensor a ({x}) must match the size of tensor b ({y}) "
+                f"at non-singleton dimension {i}"
+            )
+
+
 def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) -> Tensor:
     b = _wrap(b, a)
     dev = _check_same_device(a, b)
+    _check_broadcast(a, b)
     out = _new(_elementwise(np_fn(a.data, _data(b)), a.data, _data(b)), dev)
     return _record(out, node_cls, (a, b), **save)
 
@@ -466,6 +487,7 @@ def neg(a: Tensor) -> Tensor:
 def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001 - torch's name
     if isinstance(e, Tensor):
         dev = _check_same_device(a, e)
+        _check_broadcast(a, e)
         with np.errstate(divide="ignore", invalid="ignore"):
             out = _new(_elementwise(np.power(a.data, e.data), a.data, e.data), dev)
         need = grad_mode.is_grad_enabled() and (a.requires_grad or e.requires_grad)
@@ -480,7 +502,8 @@ def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001 - torch's name
 def rpow(a: Tensor, base: Any) -> Tensor:
     """``base ** a`` for a scalar base."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = _new(_elementwise(np.power(base, a.data), base, a.data), a.device)
+        # pow(Scalar, Tensor)'s meta function allocates a contiguous output
+        out = _new(_contig(np.power(base, a.data)), a.device)
     need = grad_mode.is_grad_enabled() and a.requires_grad
     return _record(out, PowBackward2, (a,),
                    **({"base": base, "exponent": a, "result": out} if need else {}))
@@ -607,7 +630,9 @@ class MeanBackward0(Node):
 class MeanBackward1(Node):
     def apply(self, grads: Grads) -> Grads:
         g = _unsqueeze_shape(grads[0], self._self_sizes, self._dims, self._keepdim)
-        n = int(np.prod([self._self_sizes[d] for d in self._dims])) if self._dims else 1
+        # a 0-dim input reduced over dim 0 / -1 has one element
+        n = int(np.prod([self._self_sizes[d] for d in self._dims
+                         if d < len(self._self_sizes)]))
         return [div(expand(g, self._self_sizes), builtins.max(n, 1))]
 
 

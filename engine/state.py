@@ -182,7 +182,7 @@ def _dependencies_computed(s: EngineState, e: Event) -> None:
                                     n["num_inputs"], tuple((a, b) for a, b in n["next"]),
                                     n["leaf"])
         s.node_states[n["id"]] = NodeState("not_reached", None, gt.id)
-    for node, count in e.data["dependencies"].items():
+    for node, count in e.data["dependencies"]:
         s.dependencies[(gt.id, int(node))] = count
 
 

@@ -105,7 +105,7 @@ def test_step_the_worked_example_one_event_at_a_time():
             e = r.events[0]
             if e.kind == "dependencies_computed":
                 labels = _labeler(e)
-                assert e.data["dependencies"][
+                assert dict(e.data["dependencies"])[
                     next(i for i, v in labels.items() if v == "Linear1")] == 2
             got = (e.kind, labels.get(e.node) if e.node is not None else None)
             if e.kind == "dependency_decrement":
