@@ -126,6 +126,7 @@ class Engine:
         self._seq = itertools.count()
         self._observers: tuple[Observer, ...] = ()
         self.waits: Any = None  # wait tracker installed by the controller
+        self.record_values = False  # events carry whole tensors, not just summaries
         self._lock = threading.Lock()
         self.device_ready_queues: dict[int, ReadyQueue] = {}
         self.cpu_ready_queues: dict[str, ReadyQueue] = {}  # one per thread that called backward
@@ -181,6 +182,9 @@ class Engine:
         return Event(next(self._seq), kind, self.thread_name(),
                      gt.id if gt is not None else None,
                      self.node_id(node) if node is not None else None, qname, data)
+
+    def _summarize(self, t: Any) -> Any:
+        return summarize(t, full=self.record_values)
 
     def _deliver(self, event: Event) -> None:
         for obs in self._observers:
@@ -536,7 +540,7 @@ class Engine:
         if observing:
             self._emit("node_start", graph_task, func, None, name=func.name(),
                        depth=graph_task.reentrant_depth,
-                       inputs=[summarize(v) for v in inputs.buffer])
+                       inputs=[self._summarize(v) for v in inputs.buffer])
         outputs = self.call_function(graph_task, func, inputs)
 
         if not graph_task.keep_graph:
@@ -544,9 +548,9 @@ class Engine:
         if observing:
             leaf = None
             if isinstance(func, AccumulateGrad):
-                leaf = summarize(func.variable._grad)
+                leaf = self._summarize(func.variable._grad)
             self._emit("node_end", graph_task, func, None, name=func.name(),
-                       outputs=[summarize(o) for o in outputs], leaf_grad=leaf)
+                       outputs=[self._summarize(o) for o in outputs], leaf_grad=leaf)
 
         num_outputs = len(outputs)
         if num_outputs == 0:
@@ -599,7 +603,7 @@ class Engine:
                     mode = input_buffer.add(input_nr, output)
                     if observing:
                         self._emit("buffer_accumulate", graph_task, next_fn, None, slot=input_nr,
-                                   mode=mode, value=summarize(input_buffer.buffer[input_nr]),
+                                   mode=mode, value=self._summarize(input_buffer.buffer[input_nr]),
                                    from_node=self.node_id(func))
                     if is_ready:
                         queue = self.ready_queue(cpu_ready_queue, input_buffer.device())
@@ -614,7 +618,7 @@ class Engine:
                     mode = input_buffer.add(input_nr, output)
                     if observing:
                         self._emit("buffer_accumulate", graph_task, next_fn, None, slot=input_nr,
-                                   mode=mode, value=summarize(input_buffer.buffer[input_nr]),
+                                   mode=mode, value=self._summarize(input_buffer.buffer[input_nr]),
                                    from_node=self.node_id(func))
                     if is_ready:
                         del not_ready[next_fn]

@@ -157,16 +157,26 @@ class ListObserver:
         return [e.kind for e in self.events]
 
 
-def summarize(t: Any, n: int = 4) -> dict[str, Any] | None:
-    """A small, JSON-safe summary of a tensor: shape, dtype, first values, norm."""
+def summarize(t: Any, n: int = 4, full: bool = False) -> dict[str, Any] | None:
+    """A small, JSON-safe summary of a tensor: shape, dtype, first values, norm
+    (and with ``full``, every value as nested lists under ``data``)."""
     if t is None:
         return None
     data = np.asarray(getattr(t, "data", t))
     flat = data.reshape(-1)
     vals = [float(v) if np.isfinite(v) else repr(float(v)) for v in flat[:n].astype(float)]
     norm = float(np.linalg.norm(flat.astype(float))) if flat.size else 0.0
-    return {"shape": list(data.shape), "dtype": str(data.dtype), "values": vals,
-            "norm": norm if math.isfinite(norm) else repr(norm)}
+    out = {"shape": list(data.shape), "dtype": str(data.dtype), "values": vals,
+           "norm": norm if math.isfinite(norm) else repr(norm)}
+    if full:
+        out["data"] = _json_safe(data.astype(float).tolist())
+    return out
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, list):
+        return [_json_safe(v) for v in x]
+    return x if math.isfinite(x) else repr(x)
 
 
 def short_value(s: dict[str, Any] | None) -> str:

@@ -256,6 +256,10 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Record
             except StateError as err:
                 raise TraceError(f"{p}, line {lineno}: the event contradicts the state: {err}") \
                     from None
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+                what = f"missing field {err}" if isinstance(err, KeyError) else str(err)
+                raise TraceError(f"{p}, line {lineno}: malformed {e.kind} event ({what})") \
+                    from None
         events.append(e)
     if lineno == 0:
         raise TraceError(f"{p}: empty file: not a recording")

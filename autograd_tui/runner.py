@@ -1,0 +1,176 @@
+"""A run: a scenario on a fresh engine under a controller, recorded as it goes.
+
+The one place where scenarios, the engine, the controller, the history and the
+recording meet; the app and the command line both drive a ``Run``.  Also the
+re-execution replay: run a recording's scenario again under its recorded
+schedule and compare event for event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import engine
+import scenarios
+from engine import trace
+from engine.control import Controller, StepResult
+from engine.events import Event, summarize
+from engine.state import History
+from scenarios import Scenario, ScenarioError
+
+ENGINE_OPTIONS = {
+    "max_recursion_depth": int, "reentrant": str, "wake_owner": bool,
+    "depth_priority": bool, "reentrant_pool_size": int,
+}
+
+
+def engine_options(scenario: Scenario, overrides: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    opts = dict(scenario.engine)
+    for k, v in (overrides or {}).items():
+        if k not in ENGINE_OPTIONS:
+            raise ScenarioError(f"unknown engine option {k!r} (options: "
+                                f"{', '.join(ENGINE_OPTIONS)})")
+        if k == "reentrant_pool_size" and (v is None or (isinstance(v, str) and v.lower()
+                                                         in ("none", "null", ""))):
+            opts[k] = None
+        else:
+            opts[k] = scenarios.convert(v, ENGINE_OPTIONS[k], f"engine option {k!r}")
+    return opts
+
+
+class Run:
+    """One scenario run.  ``events`` and ``history`` grow as the engine moves."""
+
+    def __init__(self, scenario: Scenario, params: dict[str, Any] | None = None, *,
+                 policy: str = "round-robin", seed: int = 0, serialized: bool = True,
+                 engine_overrides: dict[str, Any] | None = None,
+                 full_tensors: bool = False) -> None:
+        self.scenario = scenario
+        self.params = scenario.resolve_params(params)
+        self.policy, self.seed, self.serialized = policy, seed, serialized
+        self.options = engine_options(scenario, engine_overrides)
+        try:
+            self.engine = engine.Engine(**self.options)
+        except (TypeError, ValueError) as e:
+            raise ScenarioError(f"bad engine options for {scenario.name}: {e}") from None
+        self.engine.record_values = full_tensors
+        self.full_tensors = full_tensors
+        try:
+            self.controller = Controller(self.engine, serialized=serialized, policy=policy,
+                                         seed=seed)
+        except ValueError as e:
+            raise ScenarioError(str(e)) from None
+        self.history = History()
+        self.controller.subscribe(self.history.append)
+        self.result: dict[str, Any] | None = None
+        self._started = False
+
+    # --- driving ---------------------------------------------------------------------
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            self.controller.start(self._program)
+
+    def _program(self) -> Any:
+        out = self.scenario.program(**self.params)
+        self.result = dict(out) if isinstance(out, dict) else {"result": out}
+        return self.result
+
+    def run(self, max_steps: int | None = None) -> StepResult:
+        self.start()
+        if self.serialized:
+            return self.controller.run(max_steps)
+        return self.controller.wait()
+
+    @property
+    def events(self) -> list[Event]:
+        return self.history.events
+
+    @property
+    def error(self) -> BaseException | None:
+        return self.controller.program_error
+
+    @property
+    def finished(self) -> bool:
+        return self.controller.finished
+
+    def gradients(self) -> dict[str, np.ndarray]:
+        out = {}
+        for k, v in (self.result or {}).items():
+            if isinstance(v, engine.Tensor):
+                out[k] = v.detach().to("cpu").numpy()
+        return out
+
+    def header(self) -> dict[str, Any]:
+        return trace.make_header(
+            scenario=self.scenario.name if self.scenario.source.startswith("scenarios.")
+            else self.scenario.source,
+            params=self.params, engine_options=self.engine.options(), policy=self.policy,
+            seed=self.seed, serialized=self.serialized, events=self.events,
+            full_tensors=self.full_tensors)
+
+    def footer(self) -> dict[str, Any]:
+        grads = {k: summarize(v) for k, v in self.gradients().items()}
+        status = "deadlock" if self.controller.report is not None else (
+            "error" if self.error is not None else "completed" if self.finished else "running")
+        return {"schedule": self.controller.schedule_string(), "gradients": grads,
+                "status": status, "error": str(self.error) if self.error else None}
+
+    def save(self, path: str | Path) -> int:
+        return trace.save(path, self.header(), self.events, self.footer())
+
+    def close(self) -> bool:
+        return self.controller.close()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class Divergence:
+    index: int
+    expected: Event | None
+    got: Event | None
+
+    def __str__(self) -> str:
+        return (f"first divergence at event {self.index}: expected {self.expected}, "
+                f"got {self.got}")
+
+
+def reexecute(rec: trace.Recording) -> tuple[Run, Divergence | None]:
+    """Run the recording's scenario again under its recorded schedule; compare events."""
+    name = rec.scenario
+    if not name:
+        raise ScenarioError("the recording names no scenario: it can only be viewed")
+    scenario = scenarios.load(name)
+    sched = rec.header.get("schedule") or {}
+    serialized = sched.get("serialized", True)
+    if not serialized:
+        raise ScenarioError("the recording was made free-running: its schedule cannot be "
+                            "replayed exactly; view it instead")
+    schedule = rec.footer.get("schedule", "")
+    run = Run(scenario, {k: v for k, v in (rec.header["scenario"].get("params") or {}).items()},
+              policy=f"schedule:{schedule}", engine_overrides=rec.header.get("engine") or {},
+              full_tensors=rec.header.get("tensors") == "full")
+    try:
+        run.run()
+    except Exception:
+        run.close()
+        raise
+    got = run.events
+    for i, (a, b) in enumerate(zip(rec.events, got)):
+        if a != b:
+            return run, Divergence(i, a, b)
+    if len(got) != len(rec.events):
+        i = min(len(got), len(rec.events))
+        return run, Divergence(i, rec.events[i] if i < len(rec.events) else None,
+                               got[i] if i < len(got) else None)
+    return run, None

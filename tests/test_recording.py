@@ -1,0 +1,222 @@
+"""Recordings: round trips, view and re-execution replay, seek, and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+import scenarios
+from autograd_tui.runner import Run, reexecute
+from engine import trace
+from engine.events import Event
+from engine.state import EngineState, History, fold
+
+pytestmark = pytest.mark.timeout(300)
+
+SCHEDULES = [("round-robin", 0), ("random", 0), ("random", 1)]
+
+
+def record(scenario, policy="round-robin", seed=0, path=None, **kw):
+    """Run a scenario, keeping a copy of the live state after every event."""
+    live: list[EngineState] = []
+    state = EngineState()
+
+    def capture(e: Event) -> None:
+        state.apply(e)
+        live.append(state.copy())
+
+    run = Run(scenario, policy=policy, seed=seed, **kw)
+    run.controller.subscribe(capture)
+    try:
+        r = run.run()
+        assert r.status in ("finished", "deadlock"), r
+        if path is not None:
+            run.save(path)
+    finally:
+        assert run.close()
+    return run, live
+
+
+@pytest.mark.parametrize("policy,seed", SCHEDULES)
+@pytest.mark.parametrize("name", scenarios.names())
+def test_round_trip_view_and_reexecution(name, policy, seed, tmp_path):
+    scenario = scenarios.get(name)
+    path = tmp_path / f"{name}.jsonl.gz"
+    run, live = record(scenario, policy, seed, path)
+    rec = trace.load(path)
+    assert rec.scenario == name
+    assert rec.events == sorted(run.events, key=lambda e: e.seq)
+    assert rec.footer["schedule"] == run.controller.schedule_string()
+    # View replay: the folded state at every index is the live state at that index.
+    assert rec.state_at(0) == EngineState()
+    for i, want in enumerate(live):
+        assert rec.state_at(i + 1) == want, (name, i)
+    # Re-execution replay: the real engine, under the recorded schedule, again.
+    again, divergence = reexecute(rec)
+    try:
+        assert divergence is None, str(divergence)
+        assert again.events == run.events
+    finally:
+        assert again.close()
+
+
+def test_backward_seek_equals_forward_fold(tmp_path):
+    run, live = record(scenarios.get("linear-relu"), "random", 3)
+    h = History(run.events, every=7)
+    n = len(run.events)
+    order = list(range(n + 1))
+    random.Random(0).shuffle(order)
+    for i in order + list(range(n, -1, -1)):  # random jumps, then step back from the end
+        assert h.state_at(i) == fold(run.events[:i])
+        if i:
+            assert h.state_at(i) == live[i - 1]
+
+
+def test_full_tensors_are_stored_whole(tmp_path):
+    p = tmp_path / "full.jsonl"
+    record(scenarios.get("linear-relu"), path=p, full_tensors=True)
+    rec = trace.load(p)
+    assert rec.header["tensors"] == "full"
+    ends = [e for e in rec.events if e.kind == "node_end" and e.data["outputs"]]
+    assert all("data" in o for e in ends for o in e.data["outputs"] if o is not None)
+
+
+# --- bad input ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def good(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("rec") / "good.jsonl"
+    record(scenarios.get("linear-relu"), path=p)
+    return p
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> Path:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+def _resave(tmp_path: Path, good: Path, change) -> Path:
+    """A recording whose events were changed and then saved with a valid checksum."""
+    rec = trace.load(good)
+    events = change(list(rec.events))
+    p = tmp_path / "changed.jsonl"
+    trace.save(p, rec.header, events, {"schedule": rec.footer["schedule"]})
+    return p
+
+
+def _drop_first(kind):
+    def change(events):
+        i = next(i for i, e in enumerate(events) if e.kind == kind)
+        return events[:i] + events[i + 1:]
+    return change
+
+
+def _duplicate_decrement(events):
+    i = next(i for i, e in enumerate(events) if e.kind == "dependency_decrement")
+    e = events[i]
+    dup = Event(e.seq, e.kind, e.thread, e.graph_task, e.node, e.queue,
+                {**e.data, "remaining": -1})
+    shifted = [Event(x.seq + 1, x.kind, x.thread, x.graph_task, x.node, x.queue, x.data)
+               for x in events[i + 1:]]
+    return events[:i + 1] + [Event(e.seq + 1, *[getattr(dup, f) for f in
+                                                 ("kind", "thread", "graph_task", "node",
+                                                  "queue", "data")])] + [
+        Event(x.seq + 1, x.kind, x.thread, x.graph_task, x.node, x.queue, x.data)
+        for x in shifted]
+
+
+BAD = {
+    "truncated": (lambda t, g: _write(t, "t.jsonl", g.read_bytes()[: len(g.read_bytes()) // 2]),
+                  "line"),
+    "missing footer": (lambda t, g: _write(t, "f.jsonl", b"".join(
+        g.read_bytes().splitlines(keepends=True)[:-1])), "missing footer"),
+    "wrong version": (lambda t, g: _write(t, "v.jsonl", g.read_bytes().replace(
+        b'"version":1', b'"version":7', 1)), "version 7 is not understood; this program "
+        "reads version(s) 1"),
+    "reordered lines": (lambda t, g: _write(t, "r.jsonl", _swap(g.read_bytes(), 5, 6)),
+                        "events out of order"),
+    "pop from an empty queue": (lambda t, g: _resave(t, g, _drop_first("push")),
+                                "contradicts the state: event 3: pop from queue cpu, which is "
+                                "empty"),
+    "decrement below zero": (lambda t, g: _resave(t, g, _duplicate_decrement),
+                             "contradicts the state"),
+    "empty file": (lambda t, g: _write(t, "e.jsonl", b""), "empty file"),
+    "directory": (lambda t, g: t, "is a directory"),
+    "missing path": (lambda t, g: t / "nope.jsonl", "no such file"),
+    "gzip that is not gzip": (lambda t, g: _write(t, "n.jsonl.gz", g.read_bytes()),
+                              "named .gz but it is not a gzip file"),
+    "damaged gzip": (lambda t, g: _write(t, "d.jsonl.gz", gzip.compress(g.read_bytes())[:-30]),
+                     "gzip data is damaged or truncated"),
+    "not a recording": (lambda t, g: _write(t, "x.jsonl", b'{"hello": 1}\n'),
+                        "missing header"),
+    "unknown format": (lambda t, g: _write(t, "u.jsonl", b'{"format": "other"}\n'),
+                       "unknown format 'other'"),
+    "not JSON": (lambda t, g: _write(t, "j.jsonl", b"garbage\n"), "line 1: not JSON"),
+}
+
+
+def _swap(data: bytes, i: int, j: int) -> bytes:
+    lines = data.splitlines(keepends=True)
+    lines[i], lines[j] = lines[j], lines[i]
+    return b"".join(lines)
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_recordings_give_one_clear_message(case, good, tmp_path):
+    make, expected = BAD[case]
+    p = make(tmp_path, good)
+    before = p.read_bytes() if p.is_file() else None
+    with pytest.raises(trace.TraceError) as err:
+        trace.load(p)
+    msg = str(err.value)
+    assert expected in msg
+    assert str(p) in msg and "\n" not in msg
+    if before is not None:
+        assert p.read_bytes() == before  # loading never changes the file
+
+
+def test_one_corrupted_byte_anywhere_is_detected(good, tmp_path):
+    data = good.read_bytes()
+    header_end = data.index(b"\n") + 1
+    rng = random.Random(1)
+    for _ in range(40):
+        i = rng.randrange(header_end, len(data) - 1)
+        if data[i:i + 1] == b"\n":
+            continue
+        bad = bytearray(data)
+        bad[i] = (bad[i] + rng.randrange(1, 255)) % 256
+        p = _write(tmp_path, "c.jsonl", bytes(bad))
+        with pytest.raises(trace.TraceError):
+            trace.load(p)
+
+
+def test_saving_never_loses_what_was_there(good, tmp_path):
+    target = tmp_path / "keep.jsonl"
+    target.write_bytes(b"precious")
+    rec = trace.load(good)
+    bad_event = Event(10**9, "push", "t", None, None, "q", {"x": float("nan")})
+    with pytest.raises(trace.TraceError, match="cannot write"):
+        trace.save(target, rec.header, rec.events + [bad_event])
+    assert target.read_bytes() == b"precious"
+    assert list(tmp_path.iterdir()) == [target]  # no temporary file left behind
+    with pytest.raises(trace.TraceError, match="folder .* does not exist"):
+        trace.save(tmp_path / "no" / "such" / "dir.jsonl", rec.header, rec.events)
+    with pytest.raises(trace.TraceError, match="it is a directory"):
+        trace.save(tmp_path, rec.header, rec.events)
+
+
+def test_loading_executes_no_code(tmp_path, good):
+    """A recording is data: strings that look like code stay strings."""
+    rec = trace.load(good)
+    header = dict(rec.header)
+    header["scenario"] = {"name": "__import__('os').system('touch PWNED')", "params": {}}
+    p = tmp_path / "evil.jsonl"
+    trace.save(p, header, rec.events, {"schedule": ""})
+    loaded = trace.load(p)
+    assert loaded.scenario.startswith("__import__")
+    assert not (Path.cwd() / "PWNED").exists()
+    assert json.loads(p.read_text().splitlines()[0])["format"] == trace.FORMAT
