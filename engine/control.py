@@ -142,6 +142,8 @@ class Signal(Waitable):
         return self._flag
 
     def wait(self, timeout: float | None = None) -> bool:
+        """Block until set.  Under a controller a timeout is not honoured (time does not
+        pass for a paused run): a wait that nothing can satisfy is reported instead."""
         waits = _current_tracker()
         if waits is not None:
             waits.emit_wait("thread_wait", "signal", self)
@@ -392,7 +394,8 @@ class Controller:
 
         self._program = threading.Thread(target=body, name=f"autograd {name}", daemon=True)
         self._program.start()
-        self._wait_quiescent()
+        if self.serialized:
+            self._wait_quiescent()  # it is parked at its first gate
 
     @property
     def finished(self) -> bool:
@@ -699,6 +702,9 @@ class Controller:
 
     def wait(self, timeout: float = 30.0) -> StepResult:
         """Free-running mode: wait for the program to end, or for nothing to move."""
+        if self.serialized:
+            raise RuntimeError("wait() is for free-running mode; in serialized mode nothing "
+                               "moves unless you step: use run() or run_until()")
         deadline = time.monotonic() + timeout
         with self._cv:
             while not self._program_done:
@@ -917,8 +923,10 @@ class Controller:
             if start is None:
                 return "Nothing can move, but no thread is waiting on anything." + self._hint()
             what = self._describe_obj(start.waiting_on)
-            text = (f"Deadlock: {start.name} waits on {what}, and no thread can ever wake it: "
-                    "no node is running anywhere and no task is queued for it.")
+            inside = start.current_node()
+            where = f" (inside {inside})" if inside else ""
+            text = (f"Deadlock: {start.name}{where} waits on {what}, and no other thread can "
+                    "ever wake it: none is running a node and no task is queued for it.")
             done = [(gid, thr) for gid, thr in sorted(self._completed.items())
                     if thr != self._gt_owner.get(gid)]
             for gid, thr in done:
@@ -958,7 +966,7 @@ class Controller:
         if ku == "queue":
             why = g.edges[u, v].get("why")
             if why == "pops":
-                return f"queue {nu} is popped only by {nv}"
+                return f"queue {nu} is popped by {nv}"
             return f"only {nv}, blocked inside a node, could push to queue {nu}"
         if ku == "lock":
             return f"lock '{nu}' is held by {nv}"

@@ -37,6 +37,9 @@ class Tensor:
         self._retains_grad = False
         self._requires_grad = False
         if requires_grad:
+            if getattr(data, "dtype", None) is not None and data.dtype.kind not in "fc":
+                raise RuntimeError(
+                    "Only Tensors of floating point and complex dtype can require gradients")
             self.requires_grad_(True)
 
     # --- autograd metadata --------------------------------------------------------
@@ -58,9 +61,7 @@ class Tensor:
                 )
             return self
         if requires_grad and self.data.dtype.kind not in "fc":
-            raise RuntimeError(
-                "only Tensors of floating point and complex dtype can require gradients"
-            )
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self._requires_grad = bool(requires_grad)
         return self
 

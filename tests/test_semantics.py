@@ -1602,8 +1602,6 @@ def test_requires_grad_false_on_non_leaf_error():
     same(s, "raise")
 
 
-@pytest.mark.xfail(strict=True, reason="engine/tensor.py (not ours): message differs from "
-                   "torch's 'only Tensors of floating point dtype can require gradients'")
 def test_requires_grad_on_integer_tensor_error():
     def s(m):
         x = m.tensor([1, 2])
@@ -1612,8 +1610,6 @@ def test_requires_grad_on_integer_tensor_error():
     same(s, "raise")
 
 
-@pytest.mark.xfail(strict=True, reason="engine/tensor.py (not ours): torch's constructor says "
-                   "'Only Tensors of floating point and complex dtype ...' (capital O)")
 def test_requires_grad_integer_tensor_constructor_error():
     def s(m):
         m.tensor([1, 2], requires_grad=True)

@@ -1,0 +1,372 @@
+"""Export a run's events to Chrome's Trace Event Format (Perfetto, chrome://tracing).
+
+Not in PyTorch.  ``to_chrome_trace(events, header)`` turns a list of engine
+events (a live run's ``Run.events`` or a loaded ``Recording.events``) into the
+JSON *object* format of the Trace Event Format::
+
+    {"traceEvents": [...], "displayTimeUnit": "ms", "metadata": {...}}
+
+and ``write_chrome_trace(path, events, header)`` writes it (atomically; gzip if
+the name ends in ``.gz``).  Open the file in https://ui.perfetto.dev or
+chrome://tracing.  What is drawn (``docs/trace-format.md`` has the details):
+
+* one process, "autograd engine" (pid 1), and one track (tid) per engine thread,
+  named by ``thread_name`` metadata events, in order of first appearance;
+* **slices** ("X") on the thread's track: each node's execution from
+  ``node_start`` to ``node_end`` (or ``error``), named after the node; around it
+  the thread_main *task* from ``pop`` to ``outstanding_decrement``; and the
+  thread's waits from ``thread_wait`` to ``thread_wake``;
+* **instant events** ("i", thread scope) for the other events: ``push``,
+  ``pop``, ``dependency_decrement``, ``buffer_accumulate``, ``not_ready_*``,
+  ``graph_task_created``, ``completion``, ``wakeup``, ``reentrant_handoff``, ...;
+* **counters** ("C"): each ReadyQueue's length (``push``/``pop`` ``size``) and each
+  GraphTask's ``outstanding_tasks`` (``push``, ``outstanding_decrement``,
+  ``completion``);
+* **flow arrows** ("s" -> "f", ``bp: "e"``): each reentrant hand-off, from the
+  ``reentrant_handoff`` event on the parent's thread to the first ``pop`` of the
+  new GraphTask's task on the thread that runs it, and each wake-up task, from the
+  ``wakeup`` event to the owner's ``pop`` of the dummy task.
+
+Events carry no wall-clock time.  The timestamp of an event is its ``seq``,
+read as microseconds: the picture shows *logical* time (one event = 1 µs), and a
+slice's duration is the number of events it spans.  ``metadata["clock"]`` says so.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .events import Event
+from .trace import TraceError
+
+PID = 1
+PROCESS_NAME = "autograd engine"
+CLOCK_NOTE = ("logical: ts is the event's seq number shown as microseconds (1 µs = one "
+              "engine event); durations count events, not wall-clock time")
+
+# Sort rank at equal ts: slices first (so instants and flows at the same ts nest in
+# them), then instants, counters, and flows last (they bind to what is already open).
+_RANK = {"M": -1, "X": 0, "B": 0, "i": 1, "C": 2, "s": 3, "f": 3}
+
+
+class _Slice:
+    __slots__ = ("cat", "key", "name", "ts", "args")
+
+    def __init__(self, cat: str, key: Any, name: str, ts: int, args: dict[str, Any]) -> None:
+        self.cat, self.key, self.name, self.ts, self.args = cat, key, name, ts, args
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.out: list[dict[str, Any]] = []
+        self.tids: dict[str, int] = {}
+        self.names: dict[int, str] = {}
+        self.stacks: dict[int, list[_Slice]] = {}
+        self.flow_ids = 0
+        # GraphTask id -> (flow id, name) of a reentrant hand-off waiting for its first pop
+        self.handoffs: dict[int, tuple[int, str]] = {}
+        # (GraphTask id, queue) -> [flow id] of wake-up tasks waiting for their dummy pop
+        self.wakeups: dict[tuple[int | None, str | None], list[int]] = {}
+        self.counts = {"slices": 0, "instants": 0, "counters": 0, "flows": 0,
+                       "reentrant_flows": 0, "wakeup_flows": 0, "unfinished_slices": 0}
+        self.last_ts = 0
+
+    # --- helpers ----------------------------------------------------------------------------
+    def tid(self, thread: str) -> int:
+        t = self.tids.get(thread)
+        if t is None:
+            t = self.tids[thread] = len(self.tids) + 1
+            self.stacks[t] = []
+        return t
+
+    def node_name(self, node: int | None) -> str:
+        if node is None:
+            return "wake-up task"
+        return self.names.get(node, f"node {node}")
+
+    def instant(self, e: Event, tid: int, name: str, args: dict[str, Any]) -> None:
+        self.counts["instants"] += 1
+        self.out.append({"ph": "i", "s": "t", "name": name, "cat": e.kind, "pid": PID,
+                         "tid": tid, "ts": e.seq, "args": args})
+
+    def counter(self, name: str, cat: str, tid: int, ts: int, key: str, value: int) -> None:
+        self.counts["counters"] += 1
+        self.out.append({"ph": "C", "name": name, "cat": cat, "pid": PID, "tid": tid,
+                         "ts": ts, "args": {key: value}})
+
+    def flow(self, ph: str, fid: int, name: str, cat: str, tid: int, ts: int) -> None:
+        ev: dict[str, Any] = {"ph": ph, "id": fid, "name": name, "cat": cat, "pid": PID,
+                              "tid": tid, "ts": ts}
+        if ph == "f":
+            ev["bp"] = "e"
+        self.out.append(ev)
+
+    def open(self, tid: int, cat: str, key: Any, name: str, ts: int,
+             args: dict[str, Any]) -> None:
+        self.stacks[tid].append(_Slice(cat, key, name, ts, args))
+
+    def _emit_slice(self, tid: int, s: _Slice, end: int, unfinished: bool) -> None:
+        if unfinished:
+            s.args["unfinished"] = True
+            self.counts["unfinished_slices"] += 1
+        self.counts["slices"] += 1
+        self.out.append({"ph": "X", "name": s.name, "cat": s.cat, "pid": PID, "tid": tid,
+                         "ts": s.ts, "dur": max(end - s.ts, 0), "args": s.args})
+
+    def close(self, tid: int, cat: str, key: Any, ts: int) -> _Slice | None:
+        """Close the innermost open ``cat`` slice with ``key`` (and anything opened inside
+        it and left open, marked unfinished).  None if there is no such slice."""
+        stack = self.stacks[tid]
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i].cat == cat and stack[i].key == key:
+                break
+        else:
+            return None
+        while len(stack) > i + 1:
+            self._emit_slice(tid, stack.pop(), ts, True)
+        s = stack.pop()
+        self._emit_slice(tid, s, ts, False)
+        return s
+
+    def close_all(self, tid: int, ts: int) -> None:
+        stack = self.stacks[tid]
+        while stack:
+            self._emit_slice(tid, stack.pop(), ts, True)
+
+    # --- one event --------------------------------------------------------------------------
+    def add(self, e: Event) -> None:
+        tid = self.tid(e.thread)
+        d = e.data
+        k = e.kind
+        ts = e.seq
+        self.last_ts = max(self.last_ts, ts)
+        gt = e.graph_task
+        base: dict[str, Any] = {"seq": e.seq, "graph_task": gt, "node": e.node}
+        if e.queue is not None:
+            base["queue"] = e.queue
+
+        if k == "dependencies_computed":
+            for n in d.get("nodes", ()):
+                self.names[n["id"]] = n["name"]
+            self.instant(e, tid, f"dependencies computed: GraphTask {gt}",
+                         {**base, "nodes": len(d.get("nodes", ())),
+                          "dependencies": d.get("dependencies", [])[:64],
+                          "min_topo_nr": d.get("min_topo_nr")})
+        elif k == "node_start":
+            name = d.get("name") or self.node_name(e.node)
+            if e.node is not None:
+                self.names[e.node] = name
+            self.open(tid, "node", e.node, name, ts,
+                      {**base, "depth": d.get("depth"), "inputs": d.get("inputs")})
+        elif k == "node_end":
+            s = self.close(tid, "node", e.node, ts)
+            if s is not None:
+                s.args["outputs"] = d.get("outputs")
+                if d.get("leaf_grad") is not None:
+                    s.args["leaf_grad"] = d["leaf_grad"]
+                s.args["end_seq"] = e.seq
+        elif k == "error":
+            s = self.close(tid, "node", e.node, ts) if e.node is not None else None
+            if s is not None:
+                s.args["error"] = f"{d.get('exc_type')}: {d.get('message')}"
+                s.args["end_seq"] = e.seq
+            self.instant(e, tid, f"error {d.get('exc_type')} in {self.node_name(e.node)}",
+                         {**base, **d})
+        elif k == "push":
+            what = ("shutdown task" if d.get("shutdown") else self.node_name(e.node))
+            self.instant(e, tid, f"push {what} -> {e.queue}",
+                         {**base, **{f: d.get(f) for f in
+                                     ("depth", "seq", "dummy", "shutdown", "size",
+                                      "outstanding")}})
+            self.counter(f"ReadyQueue {e.queue}", "queue", tid, ts, "size", d.get("size", 0))
+            if gt is not None and not d.get("shutdown"):
+                self.counter(f"GraphTask {gt} outstanding_tasks", "graph_task", tid, ts,
+                             "outstanding_tasks", d.get("outstanding", 0))
+        elif k == "pop":
+            shutdown, expired, dummy = d.get("shutdown"), d.get("expired"), d.get("dummy")
+            what = "shutdown task" if shutdown else self.node_name(e.node)
+            self.instant(e, tid, f"pop {what} <- {e.queue}" + (" (expired)" if expired else ""),
+                         {**base, "dummy": dummy, "shutdown": shutdown, "size": d.get("size"),
+                          "expired": expired})
+            self.counter(f"ReadyQueue {e.queue}", "queue", tid, ts, "size", d.get("size", 0))
+            if not shutdown and not expired:
+                self.open(tid, "task", (gt, e.node),
+                          "wake-up task" if e.node is None else f"task {what}", ts,
+                          {**base, "dummy": dummy})
+            if shutdown:
+                return
+            if dummy:
+                pending = self.wakeups.get((gt, e.queue))
+                if pending:
+                    self.flow("f", pending.pop(0), "wake-up task", "wakeup", tid, ts)
+            elif gt in self.handoffs:
+                fid, name = self.handoffs.pop(gt)  # type: ignore[arg-type]
+                self.flow("f", fid, name, "reentrant", tid, ts)
+        elif k == "outstanding_decrement":
+            s = self.close(tid, "task", (gt, e.node), ts)
+            if s is not None:
+                s.args["end_seq"] = e.seq
+            if gt is not None:
+                self.counter(f"GraphTask {gt} outstanding_tasks", "graph_task", tid, ts,
+                             "outstanding_tasks", d.get("outstanding", 0))
+        elif k == "thread_wait":
+            target = f"{d.get('on')} {d.get('target')}"
+            if d.get("holder"):
+                target += f" (held by {d['holder']})"
+            self.open(tid, "wait", None, f"wait on {target}", ts, {**base, **d})
+        elif k == "thread_wake":
+            s = self.close(tid, "wait", None, ts)
+            if s is not None:
+                s.args["end_seq"] = e.seq
+        elif k == "thread_exit":
+            self.close_all(tid, ts)
+            self.instant(e, tid, "thread exit", base)
+        elif k == "reentrant_handoff":
+            mode = d.get("mode")
+            self.instant(e, tid, f"reentrant {mode}: GraphTask {gt} (depth {d.get('depth')})",
+                         {**base, **d})
+            if gt is not None:
+                self.flow_ids += 1
+                name = f"reentrant {mode} hand-off"
+                self.flow("s", self.flow_ids, name, "reentrant", tid, ts)
+                self.handoffs[gt] = (self.flow_ids, name)
+                self.counts["flows"] += 1
+                self.counts["reentrant_flows"] += 1
+        elif k == "wakeup":
+            owner = d.get("owner", e.queue)
+            self.instant(e, tid, f"wake-up task -> {owner}", {**base, **d})
+            self.flow_ids += 1
+            self.flow("s", self.flow_ids, "wake-up task", "wakeup", tid, ts)
+            self.wakeups.setdefault((gt, owner), []).append(self.flow_ids)
+            self.counts["flows"] += 1
+            self.counts["wakeup_flows"] += 1
+        elif k == "completion":
+            err = d.get("error")
+            self.instant(e, tid, f"GraphTask {gt} " + ("failed" if err else "completed"),
+                         {**base, **d})
+            if gt is not None and "outstanding" in d:
+                self.counter(f"GraphTask {gt} outstanding_tasks", "graph_task", tid, ts,
+                             "outstanding_tasks", d["outstanding"])
+        else:
+            self.instant(e, tid, self._instant_name(e), {**base, **d})
+
+    def _instant_name(self, e: Event) -> str:
+        d = e.data
+        k = e.kind
+        n = self.node_name(e.node)
+        if k == "dependency_decrement":
+            return f"dependencies[{n}] -> {d.get('remaining')}"
+        if k == "buffer_accumulate":
+            return f"buffer {n}[{d.get('slot')}] {d.get('mode')}"
+        if k == "not_ready_insert":
+            return f"not_ready += {n}"
+        if k == "not_ready_remove":
+            return f"not_ready -= {n}"
+        if k == "node_skipped":
+            return f"skip {n} ({d.get('reason')})"
+        if k == "hook":
+            return f"hook {d.get('hook_kind')} {d.get('name')}"
+        if k == "graph_task_created":
+            return f"GraphTask {e.graph_task} created (depth {d.get('reentrant_depth')})"
+        if k == "thread_start":
+            return f"thread start ({d.get('role')})"
+        if k == "exec_info":
+            return f"exec_info: GraphTask {e.graph_task}"
+        if k == "deadlock":
+            return "deadlock"
+        return k
+
+    def finish(self) -> None:
+        end = self.last_ts + 1
+        for tid in list(self.stacks):
+            self.close_all(tid, end)
+        # flows whose end never came (a truncated run, or a pop reported before the
+        # hand-off): drop their start, which no viewer could bind
+        lost_handoffs = {fid for fid, _ in self.handoffs.values()}
+        lost_wakeups = {fid for fids in self.wakeups.values() for fid in fids}
+        lost = lost_handoffs | lost_wakeups
+        if lost:
+            self.out = [ev for ev in self.out if not (ev["ph"] == "s" and ev["id"] in lost)]
+            self.counts["reentrant_flows"] -= len(lost_handoffs)
+            self.counts["wakeup_flows"] -= len(lost_wakeups)
+            self.counts["flows"] -= len(lost)
+
+
+def to_chrome_trace(events: Iterable[Event], header: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
+    """The events as a Trace Event Format object (see the module docstring)."""
+    evs = sorted(events, key=lambda e: e.seq)
+    b = _Builder()
+    for e in evs:
+        b.add(e)
+    b.finish()
+    body = sorted(b.out, key=lambda ev: (ev["ts"], _RANK[ev["ph"]], -ev.get("dur", 0)))
+    meta: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "ts": 0,
+         "args": {"name": PROCESS_NAME}},
+    ]
+    for thread, tid in b.tids.items():
+        meta.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": tid, "ts": 0,
+                     "args": {"name": thread}})
+        meta.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid, "ts": 0,
+                     "args": {"sort_index": tid}})
+    h = header or {}
+    metadata: dict[str, Any] = {
+        "source": "autograd-tui",
+        "clock": CLOCK_NOTE,
+        "events": len(evs),
+        "first_seq": evs[0].seq if evs else None,
+        "last_seq": evs[-1].seq if evs else None,
+        "threads": dict(b.tids),
+        **b.counts,
+    }
+    for key in ("format", "version", "program", "scenario", "engine", "schedule", "tensors"):
+        if key in h:
+            metadata["recording_" + key if key in ("format", "version") else key] = h[key]
+    return {"traceEvents": meta + body, "displayTimeUnit": "ms", "metadata": metadata}
+
+
+def write_chrome_trace(path: str | os.PathLike[str], events: Iterable[Event],
+                       header: dict[str, Any] | None = None) -> int:
+    """Write ``to_chrome_trace(events, header)`` to ``path`` (gzip if it ends in ``.gz``),
+    atomically: on failure any existing file is left as it was.  Returns the number of
+    bytes written.  Raises ``TraceError`` with one clear message if it cannot write."""
+    p = Path(path)
+    if p.is_dir():
+        raise TraceError(f"{p}: cannot write: it is a directory")
+    try:
+        data = json.dumps(to_chrome_trace(events, header), separators=(",", ":"),
+                          allow_nan=False).encode()
+    except ValueError as e:
+        raise TraceError(f"{p}: cannot write: {e}") from None
+    if p.name.endswith(".gz"):
+        data = gzip.compress(data, mtime=0)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except FileNotFoundError:
+        raise TraceError(f"{p}: cannot write: the folder {p.parent} does not exist") from None
+    except NotADirectoryError:
+        raise TraceError(f"{p}: cannot write: {p.parent} is not a folder") from None
+    except PermissionError:
+        raise TraceError(f"{p}: cannot write: permission denied in {p.parent}") from None
+    except OSError as e:
+        raise TraceError(f"{p}: cannot write: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, p)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise TraceError(f"{p}: cannot write: {e.strerror or e}") from None
+        raise
+    return len(data)
