@@ -1,32 +1,598 @@
-"""The Textual app. For now a placeholder until the visual debugger lands."""
+"""The Textual app: watch, pause, step and rewind a backward pass.
+
+Data flows one way: engine threads append events to the ``Session`` (under a
+lock, never touching a widget); a timer (about 30 times a second) notices new
+events and redraws the panes from ``EngineState`` at the shown index.  Steps
+and runs go through the controller from worker threads, so the UI never waits
+on the engine.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Header, Static
+from textual.containers import Horizontal, ScrollableContainer, Vertical
+from textual.reactive import reactive
+from textual.widgets import DataTable, Footer, Header, Static
 
-PLACEHOLDER_TEXT = (
-    "autograd-tui — the engine is ready; the visual debugger is coming. Press q to quit."
+from autograd_tui import render
+from autograd_tui.screens import (
+    HELP,
+    BreakpointsScreen,
+    ExportScreen,
+    GotoScreen,
+    ScenarioScreen,
+    TextScreen,
 )
+from autograd_tui.session import Session
+from engine.events import format_event
 
-HELP_TEXT = "q: quit    ?: this help"
+MIN_WIDTH, MIN_HEIGHT = 80, 24
+LIST_VIEW_ABOVE = 60  # nodes: larger graphs open in the compact list view
+REFRESH_HZ = 30
+LOG_ROWS = 400  # the event log shows this many events around the shown index
+
+KIND_STYLE = {
+    "push": "green", "pop": "cyan", "node_start": "bold", "node_end": "bold",
+    "dependency_decrement": "yellow", "buffer_accumulate": "magenta",
+    "not_ready_insert": "bold magenta", "not_ready_remove": "magenta",
+    "completion": "bold green", "error": "bold red", "deadlock": "bold red",
+    "wakeup": "bold blue", "reentrant_handoff": "bold blue", "thread_wait": "dim",
+    "thread_wake": "dim", "hook": "blue", "node_skipped": "dim",
+}
+
+# Kept for the placeholder test and as the app's one-line purpose.
+PLACEHOLDER_TEXT = "autograd-tui: step through PyTorch's autograd engine."
 
 
-class AutogradApp(App[None]):
-    """Placeholder app: a header, an explanation, and a footer with the key bindings."""
+class Timeline(Static):
+    """A scrub bar of the whole run: where the shown event sits."""
+
+    def show(self, index: int, total: int, status: str) -> None:
+        width = max(self.size.width - 24, 10)
+        pos = 0 if total == 0 else round(index / total * (width - 1))
+        bar = Text("▕")
+        bar.append("━" * pos, style="bold")
+        bar.append("●", style="bold yellow")
+        bar.append("─" * max(width - pos - 1, 0), style="dim")
+        bar.append("▏ ")
+        bar.append(f"{index}/{total}", style="bold")
+        bar.append(f"  {status}", style="bold red" if status == "deadlock" else "")
+        self.update(bar)
+
+
+class AutogradApp(App[int]):
+    """One screen: graph, threads, queues, not_ready, GraphTasks, events, timeline."""
 
     TITLE = "autograd-tui"
     CSS_PATH = "app.tcss"
     BINDINGS = [
+        Binding("space", "toggle_run", "Run/Pause"),
+        Binding("n", "step", "Step"),
+        Binding("left", "back", "Back"),
+        Binding("right", "forward", "Fwd"),
+        Binding("c", "continue", "Continue"),
+        Binding("b", "breakpoints", "Breakpts"),
+        Binding("p", "pause_thread", "Pause thr"),
+        Binding("g", "goto", "Go to"),
+        Binding("home", "first", "First", show=False),
+        Binding("end", "last", "Last", show=False),
+        Binding("v", "toggle_view", "View"),
+        Binding("d", "details", "Details"),
+        Binding("r", "restart", "Restart"),
+        Binding("s", "scenarios", "Scenarios"),
+        Binding("e", "export", "Export"),
+        Binding("t", "notes", "Notes"),
+        Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
-        Binding("question_mark", "show_help", "Help", key_display="?"),
+        *[Binding(str(k), f"step_thread({k})", f"Step {k}", show=False) for k in range(1, 10)],
+        Binding("shift+left", "pan(-8, 0)", show=False),
+        Binding("shift+right", "pan(8, 0)", show=False),
+        Binding("shift+up", "pan(0, -4)", show=False),
+        Binding("shift+down", "pan(0, 4)", show=False),
     ]
 
+    cursor: reactive[int] = reactive(0)
+
+    def __init__(self, scenario: str | None = None, *, params: dict[str, Any] | None = None,
+                 policy: str = "round-robin", seed: int = 0,
+                 engine_overrides: dict[str, Any] | None = None,
+                 recording: Any = None) -> None:
+        super().__init__()
+        self._scenario_name = scenario or "linear-relu"
+        self._params = params or {}
+        self._policy, self._seed = policy, seed
+        self._engine_overrides = engine_overrides or {}
+        self._recording = recording
+        self.session: Session | None = None
+        self._follow = True  # the shown index follows the newest event
+        self._seen = -1
+        self._auto_running = False
+        self._stepped_thread = False
+        self._list_view = False
+        self._details_node: int | None = None
+        self._last_drawn: tuple[int, int] | None = None
+        self._announced_deadlock = False
+        self._log_range = (0, 0)
+        self._mounted = False
+
+    # --- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(PLACEHOLDER_TEXT, id="placeholder")
+        yield Static("", id="banner")
+        with Horizontal(id="main"):
+            with Vertical(id="graph-pane"):
+                with ScrollableContainer(id="graph-scroll", can_focus=False):
+                    yield Static("", id="graph")
+                yield DataTable(id="node-list", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="details")
+            with Vertical(id="side"):
+                with Vertical(id="threads-pane", classes="pane"):
+                    yield DataTable(id="threads", cursor_type="row", show_cursor=True)
+                yield Static("", id="queues", classes="pane")
+                yield Static("", id="not-ready", classes="pane")
+                yield Static("", id="graph-tasks", classes="pane")
+        with Vertical(id="bottom"):
+            yield DataTable(id="events", cursor_type="row", zebra_stripes=True)
+            yield Timeline("", id="timeline")
+        yield Static("", id="too-small")
         yield Footer()
 
-    def action_show_help(self) -> None:
-        self.notify(HELP_TEXT, title="Help")
+    def on_mount(self) -> None:
+        self.query_one("#graph-pane").border_title = "graph"
+        self.query_one("#threads-pane").border_title = "threads (1-9 step, p pause)"
+        self.query_one("#queues").border_title = "ready queues (pop order)"
+        self.query_one("#not-ready").border_title = "not_ready"
+        self.query_one("#graph-tasks").border_title = "GraphTasks"
+        self.query_one("#events").border_title = "events"
+        threads = self.query_one("#threads", DataTable)
+        threads.add_columns("#", "thread", "state", "node", "depth")
+        nodes = self.query_one("#node-list", DataTable)
+        nodes.add_columns("id", "node", "device", "state", "deps", "seq", "where")
+        log = self.query_one("#events", DataTable)
+        log.add_columns("seq", "event")
+        self._check_size()
+        self._mounted = True
+        self._open()
+        self.set_interval(1 / REFRESH_HZ, self._tick)
+
+    def _open(self) -> None:
+        """Start the session: a live run of the scenario, or the recording."""
+        from scenarios import ScenarioError
+
+        self._close_session()
+        self._seen, self._last_drawn, self._announced_deadlock = -1, None, False
+        self._follow, self._details_node = True, None
+        self.cursor = 0
+        try:
+            if self._recording is not None:
+                self.session = Session.from_recording(self._recording)
+            else:
+                import scenarios
+                from autograd_tui.runner import Run
+
+                run = Run(scenarios.load(self._scenario_name), self._params,
+                          policy=self._policy, seed=self._seed,
+                          engine_overrides=self._engine_overrides)
+                self.session = Session.from_run(run)
+        except ScenarioError as e:
+            self.session = None
+            self.notify(str(e), title="cannot open", severity="error", timeout=10)
+        self._update_title()
+        self._tick(force=True)
+        if self.session is not None and self.session.live:
+            self.notify("n steps, space runs, ? shows every key", timeout=4)
+
+    def _close_session(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+    # --- the refresh loop -----------------------------------------------------------------
+    def _tick(self, force: bool = False) -> None:
+        s = self.session
+        if s is None:
+            return
+        n = s.count()
+        if n != self._seen or force:
+            self._seen = n
+            if self._follow:
+                self.cursor = n
+            self._append_log(n)
+        self._draw(force)
+        if s.status == "deadlock" and not self._announced_deadlock:
+            self._announced_deadlock = True
+            self.notify("Deadlock detected: see the banner and the red threads.",
+                        title="deadlock", severity="error", timeout=8)
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self._draw()
+
+    def _draw(self, force: bool = False) -> None:
+        s = self.session
+        if s is None or not self._mounted:
+            return
+        key = (self.cursor, self._seen)
+        if key == self._last_drawn and not force:
+            self._draw_threads()
+            return
+        self._last_drawn = key
+        state = s.state_at(self.cursor)
+        last = state.last_event
+        highlight = last.node if last is not None else None
+        # graph
+        pane = self.query_one("#graph-pane")
+        big = len(state.nodes) > LIST_VIEW_ABOVE
+        pane.set_class(self._list_view or big, "list")
+        pane.border_title = (f"graph: {len(state.nodes)} nodes"
+                             + ("  (list view: v toggles)" if self._list_view or big else ""))
+        if self._list_view or big:
+            self._draw_list(state)
+        else:
+            self.query_one("#graph", Static).update(render.graph_text(state, highlight))
+        # side panes
+        self.query_one("#queues", Static).update(render.queues_text(state))
+        self.query_one("#not-ready", Static).update(render.not_ready_text(state))
+        self.query_one("#graph-tasks", Static).update(render.graph_tasks_text(state))
+        node = self._details_node if self._details_node is not None else highlight
+        details = self.query_one("#details", Static)
+        if details.has_class("shown") and node is not None:
+            details.update(render.node_details(state, node))
+        self._draw_threads(state)
+        self._draw_banner()
+        self.query_one(Timeline).show(self.cursor, self._seen, s.status)
+        self._select_log_row()
+        self._update_title()
+
+    def _draw_list(self, state: Any) -> None:
+        table = self.query_one("#node-list", DataTable)
+        rows = render.list_rows(state)
+        table.clear()
+        for r in rows:
+            st = r[3].replace(" ", "_")
+            style = render.STATE_STYLE.get(st, ("", ""))[0]
+            table.add_row(*[Text(c, style=style) if i in (1, 3) else c
+                            for i, c in enumerate(r)], key=r[0])
+
+    def _draw_threads(self, state: Any = None) -> None:
+        s = self.session
+        if s is None:
+            return
+        if state is None:
+            if not s.live:
+                return
+            state = s.state_at(self.cursor)
+        live = s.thread_states() if s.live and self.cursor == self._seen else {}
+        table = self.query_one("#threads", DataTable)
+        rows = render.threads_rows(state, live)
+        cycle = set()
+        if s.status == "deadlock" and s.report is not None:
+            cyc = s.report.cycle if hasattr(s.report, "cycle") else s.report.get("cycle", [])
+            cycle = {c.split(" ", 1)[1] for c in cyc if c.startswith("thread ")}
+        key = (tuple(rows), frozenset(cycle))
+        if key == getattr(self, "_threads_key", None):
+            return
+        self._threads_key = key
+        cursor = table.cursor_row
+        table.clear()
+        for i, (name, what, node, depth) in enumerate(rows, 1):
+            style = "bold red" if name in cycle else (
+                "yellow" if "paused" in what else "dim" if what.startswith("finished") else "")
+            table.add_row(str(i), Text(name, style=style), Text(what, style=style), node, depth,
+                          key=name)
+        if rows:
+            table.move_cursor(row=min(cursor, len(rows) - 1))
+
+    def _draw_banner(self) -> None:
+        s = self.session
+        banner = self.query_one("#banner", Static)
+        if s is None:
+            return
+        if s.status == "deadlock" and s.report is not None:
+            text = s.report.explanation if hasattr(s.report, "explanation") else \
+                s.report.get("explanation", "")
+            banner.update(Text("DEADLOCK  ", style="bold") + Text(text))
+            banner.add_class("shown")
+        elif s.report is not None and getattr(s.report, "kind", "") == "paused" and \
+                self.cursor == self._seen:
+            banner.update(Text(s.report.explanation))
+            banner.add_class("shown")
+        else:
+            banner.remove_class("shown")
+
+    def _append_log(self, n: int) -> None:
+        """The event log holds the events up to the newest (the last LOG_ROWS of them)."""
+        s = self.session
+        if s is None:
+            return
+        log = self.query_one("#events", DataTable)
+        start, stop = self._log_range
+        if n < stop:  # restarted
+            log.clear()
+            start = stop = 0
+        new = s.events(stop, n)
+        names = self._names()
+        for i, e in enumerate(new, stop):
+            log.add_row(str(e.seq), Text(format_event(e, names)[6:],
+                                          style=KIND_STYLE.get(e.kind, "")), key=str(i))
+        stop = n
+        if stop - start > LOG_ROWS * 2:  # keep the table small: drop the oldest rows
+            for i in range(start, stop - LOG_ROWS):
+                log.remove_row(str(i))
+            start = stop - LOG_ROWS
+        self._log_range = (start, stop)
+
+    def _names(self) -> dict[int, str]:
+        s = self.session
+        if s is None:
+            return {}
+        state = s.state_at(self._seen)
+        return {n: info.name for n, info in state.nodes.items()}
+
+    def _select_log_row(self) -> None:
+        log = self.query_one("#events", DataTable)
+        i = self.cursor - 1
+        if i < self._log_range[0] or i >= self._log_range[1]:
+            return
+        row = i - self._log_range[0]
+        if log.cursor_row != row:
+            log.move_cursor(row=row, animate=False)
+
+    def _update_title(self) -> None:
+        s = self.session
+        if s is None:
+            self.sub_title = "no scenario"
+            return
+        mode = "live" if s.live else "replay"
+        self.sub_title = (f"{s.scenario_name} | {mode} | event {self.cursor}/{self._seen} | "
+                          f"{s.policy} | {s.devices}")
+
+    # --- size -----------------------------------------------------------------------------
+    def on_resize(self) -> None:
+        self._check_size()
+
+    def _check_size(self) -> None:
+        w, h = self.size
+        small = w < MIN_WIDTH or h < MIN_HEIGHT
+        self.screen.set_class(small, "too-small")
+        if small:
+            self.query_one("#too-small", Static).update(
+                f"The terminal is {w}x{h}; autograd-tui needs at least {MIN_WIDTH}x{MIN_HEIGHT}."
+                "\nEnlarge the window (q quits).")
+
+    # --- events from widgets --------------------------------------------------------------
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        table = event.data_table
+        if table.id == "events" and event.row_key.value is not None:
+            self._follow = False
+            self.cursor = int(event.row_key.value) + 1
+        elif table.id == "node-list" and event.row_key.value is not None:
+            self._details_node = int(event.row_key.value)
+            self.query_one("#details").add_class("shown")
+            self._draw(force=True)
+
+    # --- actions: history -----------------------------------------------------------------
+    def action_back(self) -> None:
+        if self.cursor > 0:
+            self._follow = False
+            self.cursor -= 1
+
+    def action_forward(self) -> None:
+        if self.cursor < self._seen:
+            self.cursor += 1
+            self._follow = self.cursor == self._seen
+
+    def action_first(self) -> None:
+        self._follow = False
+        self.cursor = 0
+
+    def action_last(self) -> None:
+        self._follow = True
+        self.cursor = self._seen
+
+    def action_goto(self) -> None:
+        def done(i: int | None) -> None:
+            if i is not None:
+                self._follow = i == self._seen
+                self.cursor = i
+
+        self.push_screen(GotoScreen(self._seen), done)
+
+    # --- actions: the engine --------------------------------------------------------------
+    def _live(self) -> Session | None:
+        s = self.session
+        if s is None:
+            return None
+        if not s.live:
+            self.action_forward()  # in a replay, stepping walks the recording
+            return None
+        return s
+
+    def action_step(self) -> None:
+        s = self._live()
+        if s is None:
+            return
+        if s.finished:
+            self._say_finished()
+            return
+        self._follow = True
+        self._drive("step")
+
+    def action_step_thread(self, k: int) -> None:
+        s = self._live()
+        if s is None:
+            return
+        names = [r[0] for r in render.threads_rows(s.state_at(self._seen), s.thread_states())]
+        if not 1 <= k <= len(names):
+            self.notify(f"there is no thread {k} (threads 1..{len(names)})", severity="warning")
+            return
+        self._follow = True
+        self._drive("thread", names[k - 1])
+
+    def action_toggle_run(self) -> None:
+        s = self._live()
+        if s is None:
+            return
+        if self._auto_running:
+            s.stop()
+            return
+        if s.finished:
+            self._say_finished()
+            return
+        self._follow = True
+        self._drive("run")
+
+    def action_continue(self) -> None:
+        s = self._live()
+        if s is None:
+            return
+        if s.finished:
+            self._say_finished()
+            return
+        if not s.breakpoints:
+            self.notify("no breakpoints set (b): running to the end", timeout=3)
+        self._follow = True
+        self._drive("run")
+
+    def _say_finished(self) -> None:
+        s = self.session
+        assert s is not None
+        self.notify(f"the run has ended ({s.status}); r restarts, s picks another scenario",
+                    timeout=4)
+
+    @work(thread=True, exclusive=True, group="driver")
+    def _drive(self, what: str, thread: str | None = None) -> None:
+        """Blocking controller calls, off the UI thread."""
+        s = self.session
+        if s is None:
+            return
+        self._auto_running = what == "run"
+        self._stepped_thread = what == "thread"
+        try:
+            if what == "step":
+                r = s.step_any()
+            elif what == "thread":
+                assert thread is not None
+                r = s.step_thread(thread)
+            else:
+                r = s.run_until_breakpoint()
+        finally:
+            self._auto_running = False
+        self.call_from_thread(self._after_drive, r)
+
+    def _after_drive(self, r: Any) -> None:
+        if r.status == "breakpoint":
+            self.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
+        elif r.status == "paused" and r.report is not None:
+            self.notify(r.report.explanation, title="paused", timeout=6)
+        elif r.status == "stuck" and r.report is not None:
+            self.notify(r.report.explanation, title="stuck", severity="error", timeout=10)
+        elif r.status == "blocked" and r.thread and self._stepped_thread:
+            self.notify(f"{r.thread} is blocked: it cannot move until another thread does",
+                        timeout=3)
+        self._tick(force=True)
+
+    def action_pause_thread(self) -> None:
+        s = self._live()
+        if s is None:
+            return
+        table = self.query_one("#threads", DataTable)
+        if table.row_count == 0:
+            return
+        name = str(table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value)
+        paused = s.toggle_pause(name)
+        self.notify(f"{name} {'paused' if paused else 'resumed'}", timeout=2)
+        self._draw(force=True)
+
+    def action_breakpoints(self) -> None:
+        s = self.session
+        if s is None:
+            return
+
+        def done(bps: list[Any] | None) -> None:
+            if bps is not None:
+                s.breakpoints = bps
+
+        self.push_screen(BreakpointsScreen(s.breakpoints), done)
+
+    def action_restart(self) -> None:
+        self._open()
+
+    def action_scenarios(self) -> None:
+        import scenarios
+
+        items = [(sc.name, sc.summary) for sc in scenarios.builtins()]
+
+        def done(name: str | None) -> None:
+            if name:
+                self._scenario_name, self._params, self._recording = name, {}, None
+                self._engine_overrides = {}
+                self._open()
+
+        self.push_screen(ScenarioScreen(items), done)
+
+    # --- actions: views -------------------------------------------------------------------
+    def action_toggle_view(self) -> None:
+        self._list_view = not self._list_view
+        self._draw(force=True)
+
+    def action_details(self) -> None:
+        self.query_one("#details").toggle_class("shown")
+        self._draw(force=True)
+
+    def action_pan(self, dx: int, dy: int) -> None:
+        sc = self.query_one("#graph-scroll", ScrollableContainer)
+        sc.scroll_relative(dx, dy, animate=False)
+
+    def action_notes(self) -> None:
+        s = self.session
+        if s is not None:
+            self.push_screen(TextScreen(s.notes, f"teaching notes: {s.scenario_name}"))
+
+    def action_help(self) -> None:
+        self.push_screen(TextScreen(HELP, "help"))
+
+    def action_export(self) -> None:
+        s = self.session
+        if s is None:
+            return
+        default = f"autograd-{s.scenario_name}-{self.cursor:04d}.svg"
+
+        def done(path: str | None) -> None:
+            if path:
+                self._export(path)
+
+        self.push_screen(ExportScreen(default), done)
+
+    def _export(self, path: str) -> None:
+        s = self.session
+        assert s is not None
+        state = s.state_at(self.cursor)
+        try:
+            from autograd_tui import graphviz_export
+        except ImportError:
+            self.notify("Graphviz export is not available in this version", severity="warning")
+            return
+        try:
+            msg = graphviz_export.export_state(state, Path(path))
+        except Exception as e:  # noqa: BLE001 - a bad path or format: one message, no crash
+            self.notify(str(e), title="export failed", severity="error", timeout=8)
+            return
+        self.notify(msg or f"wrote {os.path.abspath(path)}", title="exported", timeout=6)
+
+    # --- quitting -------------------------------------------------------------------------
+    async def action_quit(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+        self.workers.cancel_group(self, "driver")
+        self._close_session()
+        self.exit(0)
+
+    def on_unmount(self) -> None:
+        self._close_session()

@@ -370,6 +370,13 @@ def _open_app(args: argparse.Namespace | None, recording: Any = None) -> int:
     # Imported lazily so that the other commands stay fast.
     from autograd_tui.app import AutogradApp
 
-    app = AutogradApp()
+    if recording is not None:
+        app = AutogradApp(recording=recording)
+    elif args is not None and getattr(args, "scenario", None):
+        app = AutogradApp(args.scenario, params=_pairs(args.param, "--param"),
+                          policy=args.policy, seed=args.seed,
+                          engine_overrides=_pairs(args.engine, "--engine"))
+    else:
+        app = AutogradApp()
     app.run()
     return app.return_code or 0

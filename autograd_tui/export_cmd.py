@@ -1,0 +1,415 @@
+"""``autograd-tui export``: Graphviz snapshots of a run, one state or a frame sequence.
+
+``add_arguments(parser)`` fills the ``export`` sub-command's parser and
+``run(args)`` does the work and returns the exit code: 0 done, 1 a file or
+Graphviz problem (or an error loading a recording or scenario file), 2 bad
+usage.  Every problem is one message on stderr, never a traceback.
+
+The source is a scenario (a built-in name or a ``.py`` file, run now,
+headless, under the controller with ``--policy``/``--seed``) or a recording
+(any other existing file).  Event numbers are the ones ``autograd-tui run
+--headless`` prints: ``--at N`` draws the state just after event N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autograd_tui import graphviz_export as gx
+from engine.events import Event
+from engine.state import EngineState
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+PROG = "autograd-tui export"
+
+DESCRIPTION = """\
+Draw the engine's state with Graphviz: the backward graph (one node per backward
+node, coloured by state, with its sequence number, remaining dependencies and, while
+it waits in not_ready, its InputBuffer slots), one cluster per device, the ready
+queues, GraphTasks and threads in a side table, the edge whose gradient just flowed
+in bold, and a deadlock's wait-for cycle in red.
+
+NAME|FILE is a scenario (a built-in name or a .py file; it is run now, headless) or
+a recording (.jsonl / .jsonl.gz). Event numbers are those `autograd-tui run
+--headless` prints: --at N draws the state just after event N.
+
+--every K and --breakpoints write a frame sequence into the directory OUT
+(frame-0000.svg, ...) and an index.html that steps through it with the arrow keys.
+--breakpoints takes a frame after every node_start, not_ready_insert, completion
+and deadlock event.
+
+svg, png and pdf are rendered by Graphviz `dot`; without it the .dot file is still
+written (install Graphviz: apt-get install graphviz / brew install graphviz)."""
+
+EPILOG = """\
+examples:
+  autograd-tui export linear-relu --at 52 -o linear-relu.svg
+  autograd-tui export linear-relu --at end -o end.png --rankdir LR --collapse-leaves
+  autograd-tui export linear-relu --every 1 -o frames/
+  autograd-tui export deadlock-reentrant-block --breakpoints -o frames/ --format png
+  autograd-tui export run.jsonl.gz --at 40 -o state.dot --no-values
+  autograd-tui export multi-device --policy random --seed 3 --at end -o md.pdf"""
+
+
+class _Usage(Exception):
+    """Bad usage (exit code 2)."""
+
+
+class _Failure(Exception):
+    """A file, Graphviz or input problem (exit code 1)."""
+
+
+_USAGE_PHRASES = ("no scenario named", "unknown parameter", "must be", "unknown engine option",
+                  "bad schedule", "unknown policy")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``export`` options to ``parser`` (the sub-command's parser)."""
+    parser.description = DESCRIPTION
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("source", metavar="NAME|FILE",
+                        help="a scenario (built-in name or .py file) or a recording")
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument("--at", metavar="N|end",
+                      help="draw the state just after event N, or at the end (default)")
+    when.add_argument("--every", type=int, metavar="K",
+                      help="a frame after every K-th event (and the last) into the "
+                           "directory OUT, with index.html")
+    when.add_argument("--breakpoints", action="store_true",
+                      help="a frame after each node_start, not_ready_insert, completion and "
+                           "deadlock event into the directory OUT, with index.html")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="the file to write (--at), or the directory for frames")
+    parser.add_argument("--format", metavar="|".join(gx.FORMATS),
+                        help="output format (default: from OUT's suffix, else svg)")
+    parser.add_argument("--rankdir", default="TB", metavar="TB|LR",
+                        help="TB: the graph top to bottom (default); LR: left to right")
+    parser.add_argument("--values", action=argparse.BooleanOptionalAction, default=True,
+                        help="show gradient values in slots and .grad (default: shown)")
+    parser.add_argument("--collapse-leaves", action="store_true",
+                        help="draw the AccumulateGrad leaves of each device as one node")
+    parser.add_argument("--policy", default="round-robin",
+                        help="for a scenario: round-robin (default), random, or "
+                             "schedule:STRING")
+    parser.add_argument("--seed", type=int, default=0, help="seed for --policy random")
+    parser.add_argument("--param", action="append", default=[], metavar="K=V",
+                        help="set a scenario parameter (repeatable)")
+    parser.add_argument("--engine", action="append", default=[], metavar="K=V",
+                        help="set an engine option, e.g. reentrant=block (repeatable)")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="how long one `dot` run may take (default 60)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """A stand-alone parser (``python -m autograd_tui.export_cmd``, tests)."""
+    parser = argparse.ArgumentParser(prog=PROG)
+    add_arguments(parser)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Do the export; print one message per problem on stderr; return the exit code."""
+    from engine.trace import TraceError
+    from scenarios import ScenarioError
+
+    try:
+        return _run(args)
+    except _Usage as e:
+        _err(str(e))
+        return EXIT_USAGE
+    except (_Failure, gx.ExportError, TraceError) as e:
+        _err(str(e))
+        return EXIT_ERROR
+    except ScenarioError as e:
+        _err(str(e))
+        return EXIT_USAGE if any(p in str(e) for p in _USAGE_PHRASES) else EXIT_ERROR
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))
+
+
+def _err(msg: str) -> None:
+    print(f"{PROG}: {msg}", file=sys.stderr)
+
+
+# --- the work ---------------------------------------------------------------------------------
+@dataclass
+class _Source:
+    title: str
+    events: list[Event]
+    history: Any  # engine.state.History
+
+
+def _run(args: argparse.Namespace) -> int:
+    opt = _options(args)
+    out = Path(opt["output"])
+    frames = opt["every"] is not None or opt["breakpoints"]
+    _check_output(out, frames)
+    src = _load(args)
+    if frames:
+        return _export_frames(src, out, opt)
+    return _export_one(src, out, opt)
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    g = lambda name, default=None: getattr(args, name, default)  # noqa: E731
+    output = g("output")
+    if not output:
+        raise _Usage("-o/--output is required (a file, or a directory for frames)")
+    every, breakpoints, at = g("every"), bool(g("breakpoints", False)), g("at")
+    if sum(x is not None and x is not False for x in (at, every, breakpoints or None)) > 1:
+        raise _Usage("choose one of --at, --every and --breakpoints")
+    if every is not None and (not isinstance(every, int) or every < 1):
+        raise _Usage(f"--every must be a positive number of events, not {every!r}")
+    frames = every is not None or breakpoints
+    fmt = g("format")
+    if fmt is not None:
+        fmt = str(fmt).lower().lstrip(".")
+        if fmt not in gx.FORMATS:
+            raise _Usage(f"unknown format {g('format')!r}: use one of {', '.join(gx.FORMATS)}")
+    elif frames:
+        fmt = "svg"
+    else:
+        suffix = Path(output).suffix.lower().lstrip(".")
+        if suffix == "gv":
+            suffix = "dot"
+        if suffix in gx.FORMATS:
+            fmt = suffix
+        elif not suffix:
+            fmt = "svg"
+        else:
+            raise _Usage(f"unknown format {suffix!r} (from {output}): use --format with one of "
+                         f"{', '.join(gx.FORMATS)}")
+    rankdir = str(g("rankdir", "TB") or "TB").upper()
+    if rankdir not in gx.RANKDIRS:
+        raise _Usage(f"--rankdir must be TB or LR, not {g('rankdir')!r}")
+    timeout = g("timeout", 60.0)
+    if timeout is None or timeout <= 0:
+        raise _Usage("--timeout must be a positive number of seconds")
+    return {"output": output, "every": every, "breakpoints": breakpoints,
+            "at": "end" if at is None else str(at).strip(), "format": fmt, "rankdir": rankdir,
+            "values": bool(g("values", True)), "collapse": bool(g("collapse_leaves", False)),
+            "timeout": float(timeout)}
+
+
+def _check_output(out: Path, frames: bool) -> None:
+    """Fail early (before running anything) if OUT cannot be written."""
+    if frames:
+        if out.exists() and not out.is_dir():
+            raise _Failure(f"{out}: cannot write frames: it exists and is not a directory")
+        probe = out
+    else:
+        if out.is_dir():
+            raise _Failure(f"{out}: cannot write: it is a directory (frames need --every or "
+                           "--breakpoints)")
+        probe = out.parent
+    # the nearest existing ancestor must be a writable directory
+    p = probe if str(probe) else Path(".")
+    while not p.exists():
+        if p.parent == p:
+            break
+        p = p.parent
+    if p.exists() and not p.is_dir():
+        raise _Failure(f"{out}: cannot write: {p} is a file, not a directory")
+    if not frames and not probe.exists():
+        raise _Failure(f"{out}: cannot write: the folder {probe} does not exist")
+    if p.exists() and not os.access(p, os.W_OK | os.X_OK):
+        raise _Failure(f"{out}: cannot write: permission denied in {p}")
+
+
+def _pairs(items: list[str] | None, what: str) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise _Usage(f"{what} {item!r} must look like KEY=VALUE")
+        out[k.strip()] = v
+    return out
+
+
+def _is_recording(source: str) -> bool:
+    return os.path.exists(source) and not source.endswith(".py")
+
+
+def _load(args: argparse.Namespace) -> _Source:
+    source = getattr(args, "source", None)
+    if not source:
+        raise _Usage("name a scenario or a recording to export")
+    if _is_recording(source):
+        from engine import trace
+
+        rec = trace.load(source)
+        history = rec.history if rec.history is not None else None
+        if history is None:  # pragma: no cover - load() validates by default
+            from engine.state import History
+
+            history = History(rec.events)
+        return _Source(rec.scenario or Path(source).name, list(rec.events), history)
+    return _run_scenario(source, args)
+
+
+def _run_scenario(source: str, args: argparse.Namespace) -> _Source:
+    import scenarios
+    from autograd_tui.runner import Run
+    from engine.control import ScheduleDivergence, make_policy
+
+    policy = getattr(args, "policy", "round-robin") or "round-robin"
+    seed = getattr(args, "seed", 0) or 0
+    try:
+        make_policy(policy, seed)
+    except ValueError as e:
+        raise _Usage(str(e)) from None
+    scenario = scenarios.load(source)
+    run = Run(scenario, _pairs(getattr(args, "param", None), "--param"), policy=policy,
+              seed=seed, engine_overrides=_pairs(getattr(args, "engine", None), "--engine"))
+    try:
+        try:
+            run.run()
+        except ScheduleDivergence as e:
+            raise _Usage(f"--policy schedule: {e}") from None
+        if run.error is not None:
+            _err(f"note: the scenario's program raised {type(run.error).__name__}: "
+                 f"{run.error}; exporting the events up to there")
+        return _Source(scenario.name, list(run.events), run.history)
+    finally:
+        run.close()
+
+
+def _state_at(src: _Source, at: str) -> EngineState:
+    n = len(src.events)
+    if at.lower() == "end":
+        return src.history.state_at(n)
+    try:
+        i = int(at)
+    except ValueError:
+        raise _Usage(f"--at must be an event number or 'end', not {at!r}") from None
+    if i < 0:
+        raise _Usage(f"--at {i}: event numbers start at 0 (use --at end for the final state)")
+    if i >= n:
+        last = f"events 0..{n - 1}" if n else "no events"
+        raise _Usage(f"--at {i} is past the end: {src.title} has {n} events ({last}); "
+                     "use --at end for the final state")
+    return src.history.state_at(i + 1)
+
+
+def _dot_for(state: EngineState, src: _Source, opt: dict[str, Any]) -> str:
+    return gx.to_dot(state, rankdir=opt["rankdir"], values=opt["values"],
+                     collapse_leaves=opt["collapse"], title=src.title)
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        path.write_bytes(data)
+    except IsADirectoryError:
+        raise _Failure(f"{path}: cannot write: it is a directory") from None
+    except PermissionError:
+        raise _Failure(f"{path}: cannot write: permission denied") from None
+    except FileNotFoundError:
+        raise _Failure(f"{path}: cannot write: the folder {path.parent} does not exist") \
+            from None
+    except OSError as e:
+        raise _Failure(f"{path}: cannot write: {e.strerror or e}") from None
+
+
+def _dot_path(out: Path) -> Path:
+    return out.with_suffix(".dot") if out.suffix else out.with_name(out.name + ".dot")
+
+
+def _export_one(src: _Source, out: Path, opt: dict[str, Any]) -> int:
+    state = _state_at(src, opt["at"])
+    dot_text = _dot_for(state, src, opt)
+    fmt = opt["format"]
+    what = gx.event_text(state)
+    if fmt == "dot":
+        _write(out, dot_text.encode())
+        print(f"wrote {out} ({len(state.nodes)} nodes; {what})")
+        return EXIT_OK
+    try:
+        data = gx.render(dot_text, fmt, timeout=opt["timeout"])
+    except gx.ExportError as e:
+        fallback = _dot_path(out)
+        _write(fallback, dot_text.encode())
+        raise _Failure(_render_failure(e, fmt, f"the DOT source was written to {fallback}",
+                                       f"dot -T{fmt} {fallback} -o {out}")) from None
+    _write(out, data)
+    print(f"wrote {out} ({len(state.nodes)} nodes; {what})")
+    return EXIT_OK
+
+
+def _render_failure(e: Exception, fmt: str, written: str, command: str) -> str:
+    if isinstance(e, gx.DotNotFound):
+        return (f"Graphviz `dot` was not found on PATH, so no {fmt} was made; {written}. "
+                f"To render it, {gx.INSTALL_HINT}; then run this again, or: {command}")
+    return f"{e}; {written}"
+
+
+def _export_frames(src: _Source, out: Path, opt: dict[str, Any]) -> int:
+    try:
+        indices = gx.frame_events(src.events, every=opt["every"],
+                                  breakpoints=opt["breakpoints"])
+    except gx.ExportError as e:
+        raise _Usage(str(e)) from None
+    if not indices:
+        what = ("no node_start, not_ready_insert, completion or deadlock event"
+                if opt["breakpoints"] else "no events")
+        raise _Failure(f"{src.title}: {what}: no frames to write")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _Failure(f"{out}: cannot create the folder: {e.strerror or e}") from None
+    fmt = opt["format"]
+    width = max(4, len(str(len(indices) - 1)))
+    dots: list[tuple[str, str]] = []  # (stem, dot text)
+    frames_meta: list[tuple[str, int, str]] = []
+    for k, (i, state) in enumerate(gx.states_after(src.events, indices)):
+        stem = f"frame-{k:0{width}d}"
+        dots.append((stem, _dot_for(state, src, opt)))
+        frames_meta.append((stem, i, gx.event_text(state)))
+
+    failure: str | None = None
+    if fmt == "dot":
+        for stem, text in dots:
+            _write(out / f"{stem}.dot", text.encode())
+        used = "dot"
+    else:
+        used = fmt
+        try:
+            if gx.find_dot() is None:
+                raise gx.DotNotFound("Graphviz `dot` is not on PATH")
+            with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+                rendered = list(pool.map(
+                    lambda d: gx.render(d[1], fmt, timeout=opt["timeout"]), dots))
+            for (stem, _), data in zip(dots, rendered):
+                _write(out / f"{stem}.{fmt}", data)
+        except gx.ExportError as e:
+            used = "dot"
+            for stem, text in dots:
+                _write(out / f"{stem}.dot", text.encode())
+            failure = _render_failure(e, fmt, f"the DOT sources were written to {out}/ "
+                                      "(frame-*.dot, and index.html shows them as text)",
+                                      f"cd {out} && for f in frame-*.dot; do dot -T{fmt} "
+                                      f"\"$f\" -o \"${{f%.dot}}.{fmt}\"; done")
+    frames = [gx.Frame(f"{stem}.{used}", i, text) for stem, i, text in frames_meta]
+    index = out / "index.html"
+    _write(index, gx.index_html(frames, title=f"{src.title}: {len(frames)} frames",
+                                fmt=used).encode())
+    if failure:
+        raise _Failure(failure)
+    print(f"wrote {len(frames)} frames to {out}/ ({frames[0].file} … {frames[-1].file}) and "
+          f"{index}: open it in a browser and step with ←/→ (Home/End)")
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""Text renderings of an ``EngineState`` (pure functions: state in, Rich text out).
+
+Shared by the app's panes and by tests; none of them looks at the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+from rich.text import Text
+
+from engine.events import short_value
+from engine.state import EngineState, NodeInfo
+
+UINT64_MAX = 2**64 - 1
+
+#: state -> (style, one-letter badge); the letter keeps meaning without colour
+STATE_STYLE = {
+    "not_reached": ("grey50", "·"),
+    "not_ready": ("bold magenta", "W"),
+    "ready": ("bold green", "R"),
+    "running": ("bold yellow", "▶"),
+    "done": ("blue", "✓"),
+    "skipped": ("grey50", "S"),
+    "errored": ("bold red", "E"),
+}
+
+BOX_WIDTH = 24
+
+
+def seq_text(seq: int) -> str:
+    return "max" if seq >= UINT64_MAX else str(seq)
+
+
+def node_label(state: EngineState, node: int | None) -> str:
+    if node is None:
+        return "dummy"
+    return f"{state.node_name(node)}#{node}"
+
+
+def layers(state: EngineState) -> list[list[int]]:
+    """Nodes in layers from the roots (top) to the leaves, each layer by sequence number."""
+    g = nx.DiGraph()
+    for n, info in state.nodes.items():
+        g.add_node(n)
+        for child, _ in info.next:
+            if child is not None and child in state.nodes:
+                g.add_edge(n, child)
+    depth: dict[int, int] = {}
+    for n in nx.topological_sort(g):
+        preds = list(g.predecessors(n))
+        depth[n] = max((depth[p] + 1 for p in preds), default=0)
+    out: dict[int, list[int]] = {}
+    for n, d in depth.items():
+        out.setdefault(d, []).append(n)
+    return [sorted(out[d], key=lambda n: (-state.nodes[n].seq, n)) for d in sorted(out)]
+
+
+def node_status(state: EngineState, n: int) -> tuple[str, str, str]:
+    """(state, where, remaining-deps text) for node ``n``."""
+    ns = state.node_states.get(n)
+    st = ns.state if ns else "not_reached"
+    where = (ns.where or "") if ns else ""
+    rem = state.remaining(n)
+    return st, where, "-" if rem is None else str(rem)
+
+
+def _box(state: EngineState, n: int, highlight: bool, width: int) -> list[Text]:
+    """Four lines: the name in the top border, id/device/seq, deps/state/where, and the
+    next edges (node.input) in the bottom border."""
+    info: NodeInfo = state.nodes[n]
+    st, where, rem = node_status(state, n)
+    style, badge = STATE_STYLE.get(st, ("", "?"))
+    border = "bold reverse " + style if highlight else style
+    inner = width - 2
+    title = f" {badge} {info.name} "[:inner]
+    body = [
+        f"#{n} {info.device} seq {seq_text(info.seq)}"[:inner],
+        (f"deps {rem} {st.replace('_', ' ')}" + (f" @{where}" if where else ""))[:inner],
+    ]
+    edges = (" → " + " ".join(f"#{c}.{i}" for c, i in info.next if c is not None) + " "
+             if info.next else " leaf ")[:inner]
+    top = Text("╭", style=border)
+    top.append(title, style=border + " bold")
+    top.append("─" * (inner - len(title)) + "╮", style=border)
+    out = [top]
+    for line in body:
+        t = Text("│", style=border)
+        t.append(line.ljust(inner))
+        t.append("│", style=border)
+        out.append(t)
+    out.append(Text("╰" + edges + "─" * (inner - len(edges)) + "╯", style=border))
+    return out
+
+
+def graph_text(state: EngineState, highlight: int | None = None,
+               width: int = BOX_WIDTH, cycle_nodes: set[int] | None = None) -> Text:
+    """The graph drawn in layers: one row of boxes per layer, roots at the top."""
+    if not state.nodes:
+        return Text("No graph yet: step the engine (n) until dependencies_computed.",
+                    style="italic")
+    rows: list[Text] = []
+    for depth, layer in enumerate(layers(state)):
+        boxes = [_box(state, n, n == highlight, width) for n in layer]
+        height = len(boxes[0])
+        for r in range(height):
+            line = Text(f"{depth:>2} " if r == 0 else "   ", style="dim")
+            for b in boxes:
+                line.append_text(b[r])
+                line.append("  ")
+            rows.append(line)
+    out = Text()
+    for i, row in enumerate(rows):
+        if i:
+            out.append("\n")
+        out.append_text(row)
+    return out
+
+
+def list_rows(state: EngineState) -> list[tuple[str, ...]]:
+    """One row per node in topological order: the compact view for large graphs."""
+    rows = []
+    for n in state.topological_order():
+        info = state.nodes[n]
+        st, where, rem = node_status(state, n)
+        _, badge = STATE_STYLE.get(st, ("", "?"))
+        rows.append((str(n), f"{badge} {info.name}", info.device, st.replace("_", " "), rem,
+                     seq_text(info.seq), where))
+    return rows
+
+
+def queues_text(state: EngineState) -> Text:
+    t = Text()
+    if not state.queues:
+        return Text("(no queue yet)", style="dim")
+    for i, (q, tasks) in enumerate(sorted(state.queues.items())):
+        if i:
+            t.append("\n")
+        t.append(f"{q}", style="bold")
+        t.append(f" ({len(tasks)})  ")
+        if not tasks:
+            t.append("empty", style="dim")
+        for k, task in enumerate(tasks):
+            if k:
+                t.append(" ← ", style="dim")
+            name = node_label(state, task.node)
+            t.append(name, style="green" if task.node is not None else "bold blue")
+            t.append(f" d{task.depth} s{seq_text(task.seq) if task.seq is not None else '-'}",
+                     style="dim")
+    return t
+
+
+def not_ready_text(state: EngineState, values: bool = True) -> Text:
+    if not state.not_ready:
+        return Text("(empty)", style="dim")
+    t = Text()
+    for i, ((gt, n), slots) in enumerate(sorted(state.not_ready.items(),
+                                                 key=lambda kv: (kv[0][0] or 0, kv[0][1]))):
+        if i:
+            t.append("\n")
+        t.append(node_label(state, n), style="bold magenta")
+        rem = state.dependencies.get((gt, n))
+        t.append(f" GT{gt} deps {rem}: ")
+        for k, s in enumerate(slots):
+            if k:
+                t.append("  ")
+            if s is None:
+                t.append(f"[{k}] empty", style="dim")
+            else:
+                t.append(f"[{k}] " + (short_value(s) if values else "filled"))
+    return t
+
+
+def graph_tasks_text(state: EngineState) -> Text:
+    if not state.graph_tasks:
+        return Text("(none yet)", style="dim")
+    t = Text()
+    for i, gt in enumerate(sorted(state.graph_tasks.values(), key=lambda g: g.id)):
+        if i:
+            t.append("\n")
+        status = ("error: " + gt.error) if gt.error else ("completed" if gt.completed
+                                                          else "running")
+        style = "bold red" if gt.error else ("blue" if gt.completed else "bold")
+        t.append(f"GT{gt.id}", style="bold")
+        t.append(f" owner {gt.owner} depth {gt.reentrant_depth} outstanding {gt.outstanding} ")
+        t.append(status, style=style)
+        if gt.handoff:
+            t.append(f" ({gt.handoff} from GT{gt.parent})", style="dim")
+    return t
+
+
+def threads_rows(state: EngineState, live: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(thread, state, current node, depth) per thread: the controller's live words when
+    we have them (paused, lock holders), else the fold's."""
+    names = list(dict.fromkeys([*state.threads, *live]))
+    rows = []
+    for name in names:
+        ls = live.get(name)
+        fs = state.threads.get(name)
+        if ls is not None:
+            what = ls.detail
+            node = ls.node or ""
+            depth = str(ls.depth)
+        else:
+            what = fs.state + (f" on {fs.waiting_on}" if fs and fs.waiting_on else "") \
+                if fs else "?"
+            node = node_label(state, fs.node) if fs and fs.node is not None else ""
+            depth = str(fs.depth) if fs else "0"
+        rows.append((name, what, node, depth))
+    return rows
+
+
+def node_details(state: EngineState, n: int, values: bool = True) -> Text:
+    info = state.nodes.get(n)
+    if info is None:
+        return Text("Select a node (click a row of the list view, or an event).", style="dim")
+    st, where, rem = node_status(state, n)
+    t = Text()
+    t.append(f"{info.name} #{n}\n", style="bold")
+    t.append(f"device {info.device}   sequence_nr {seq_text(info.seq)}   "
+             f"topological_nr {info.topo}   inputs {info.num_inputs}\n")
+    t.append(f"state {st}{' @ ' + where if where else ''}   remaining dependencies {rem}\n")
+    t.append("next edges: ")
+    t.append(", ".join(f"{node_label(state, c)} (input {i})" if c is not None else "none"
+                       for c, i in info.next) or "(none: a leaf)")
+    t.append("\n")
+    for (gt, node), slots in state.buffers.items():
+        if node == n:
+            t.append(f"input buffer (GT{gt}): " + "  ".join(
+                f"[{k}] {short_value(s) if s is not None else 'empty'}"
+                for k, s in enumerate(slots)) + "\n")
+    outs = state.outputs.get(n)
+    if outs is not None:
+        t.append("output gradients: " + ", ".join(short_value(o) for o in outs) + "\n")
+    if n in state.leaf_grads:
+        t.append(f"leaf .grad: {short_value(state.leaf_grads[n])}\n")
+    if values:
+        for label, summ in (("outputs", outs or ()),):
+            for k, s in enumerate(summ):
+                if s is not None and "data" in s:
+                    t.append(f"{label}[{k}] = {s['data']}\n")
+    return t

@@ -1,0 +1,200 @@
+"""What the app shows: a live run or a loaded recording, behind one interface.
+
+The app never reaches into the engine: it reads events and ``EngineState``
+from here, and asks here to step.  Engine threads only append events (under a
+lock); the app's timer reads them.  Blocking controller calls (a step waits
+until the engine is still again) are made from a worker thread by the app.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import engine
+from autograd_tui.runner import Run
+from engine.control import StepResult, ThreadStatus, breakpoint_on
+from engine.events import Event
+from engine.state import EngineState, History
+from engine.trace import Recording
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    kind: str | None = None
+    node: str | None = None
+    queue: str | None = None
+    thread: str | None = None
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in (("kind", self.kind), ("node", self.node),
+                                          ("queue", self.queue), ("thread", self.thread)) if v]
+        return " ".join(parts) or "any event"
+
+    def predicate(self) -> Callable[[Event], bool]:
+        node: str | int | None = self.node
+        if node is not None and node.isdigit():
+            node = int(node)
+        return breakpoint_on(kind=self.kind, node=node, queue=self.queue, thread=self.thread)
+
+
+class Session:
+    """A live run (``from_run``) or a recording (``from_recording``)."""
+
+    def __init__(self, *, run: Run | None = None, recording: Recording | None = None,
+                 every: int = 128) -> None:
+        self.run = run
+        self.recording = recording
+        self._lock = threading.Lock()
+        self.history = History(every=every)
+        self.status = "ready"
+        self.report: Any = None
+        self.breakpoints: list[Breakpoint] = []
+        self._stop = threading.Event()
+        if run is not None:
+            run.controller.subscribe(self._on_event)
+        elif recording is not None:
+            self.history = recording.history or History(recording.events, every=every)
+            footer = recording.footer
+            self.status = footer.get("status", "completed")
+            if self.status == "deadlock":
+                dl = next((e for e in reversed(recording.events) if e.kind == "deadlock"), None)
+                self.report = dl.data if dl else None
+
+    @classmethod
+    def from_run(cls, run: Run) -> Session:
+        s = cls(run=run)
+        run.start()
+        return s
+
+    @classmethod
+    def from_recording(cls, rec: Recording) -> Session:
+        return cls(recording=rec)
+
+    # --- what to show ------------------------------------------------------------------
+    @property
+    def live(self) -> bool:
+        return self.run is not None
+
+    @property
+    def scenario_name(self) -> str:
+        if self.run is not None:
+            return self.run.scenario.name
+        return self.recording.scenario or "?" if self.recording else "?"
+
+    @property
+    def notes(self) -> str:
+        if self.run is not None:
+            return self.run.scenario.notes
+        try:
+            import scenarios
+
+            return scenarios.load(self.scenario_name).notes
+        except Exception:  # noqa: BLE001 - a recording of an unknown scenario
+            return "_No teaching notes: this recording's scenario is not installed._"
+
+    @property
+    def policy(self) -> str:
+        if self.run is not None:
+            p = self.run.policy
+            return f"{p} (seed {self.run.seed})" if p == "random" else p.split(":")[0]
+        sched = (self.recording.header.get("schedule") or {}) if self.recording else {}
+        return str(sched.get("policy") or "?")
+
+    @property
+    def devices(self) -> str:
+        return engine.describe_devices()
+
+    def _on_event(self, e: Event) -> None:
+        with self._lock:
+            self.history.append(e)
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.history)
+
+    def event(self, i: int) -> Event:
+        with self._lock:
+            return self.history.events[i]
+
+    def events(self, start: int = 0, stop: int | None = None) -> list[Event]:
+        with self._lock:
+            return self.history.events[start:stop]
+
+    def state_at(self, i: int) -> EngineState:
+        with self._lock:
+            return self.history.state_at(min(i, len(self.history)))
+
+    def thread_states(self) -> dict[str, ThreadStatus]:
+        """The controller's live view (richer than the fold: paused, lock holders)."""
+        if self.run is None:
+            return {}
+        return self.run.controller.thread_states()
+
+    def thread_names(self) -> list[str]:
+        if self.run is not None:
+            return self.run.controller.thread_names()
+        names: list[str] = []
+        for e in self.history.events:
+            if e.thread != "controller" and e.thread not in names:
+                names.append(e.thread)
+        return names
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("completed", "deadlock", "error")
+
+    # --- driving (blocking: call from a worker thread) ------------------------------------
+    def _after(self, r: StepResult) -> StepResult:
+        if r.status == "deadlock":
+            self.status, self.report = "deadlock", r.report
+        elif r.status == "paused":
+            self.report = r.report
+        elif self.run is not None and self.run.finished:
+            self.status = "error" if self.run.error is not None else "completed"
+        return r
+
+    def step_any(self) -> StepResult:
+        assert self.run is not None
+        if self.finished:
+            return StepResult("finished", [])
+        return self._after(self.run.controller.step_any())
+
+    def step_thread(self, name: str) -> StepResult:
+        assert self.run is not None
+        if self.finished:
+            return StepResult("finished", [])
+        return self._after(self.run.controller.step(name))
+
+    def run_until_breakpoint(self) -> StepResult:
+        """Run until a breakpoint (or the end); with none set, to the end."""
+        assert self.run is not None
+        self._stop.clear()
+        preds = [b.predicate() for b in self.breakpoints]
+        while not self._stop.is_set():
+            r = self.step_any()
+            if r.status != "stepped" and r.status != "blocked":
+                return r
+            if preds and any(p(e) for e in r.events for p in preds):
+                return StepResult("breakpoint", r.events, r.thread)
+        return StepResult("stopped", [])
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def toggle_pause(self, name: str) -> bool:
+        """Pause or resume one thread; returns True if it is now paused."""
+        assert self.run is not None
+        st = self.run.controller.thread_states().get(name)
+        if st is not None and st.user_paused:
+            self.run.controller.resume(name)
+            return False
+        self.run.controller.pause(name)
+        return True
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.run is not None:
+            self.run.close()
