@@ -154,16 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except (ScenarioError, TraceError) as e:
         print(f"autograd-tui: {e}", file=sys.stderr)
-        return EXIT_USAGE if _is_usage(e) else EXIT_ERROR
+        return EXIT_USAGE if getattr(e, "usage", False) else EXIT_ERROR
     except KeyboardInterrupt:
         print("autograd-tui: interrupted", file=sys.stderr)
         return 130
-
-
-def _is_usage(e: Exception) -> bool:
-    msg = str(e)
-    return any(s in msg for s in ("no scenario named", "unknown parameter", "must be",
-                                  "unknown engine option", "bad schedule", "unknown policy"))
 
 
 # --- commands ---------------------------------------------------------------------------------
@@ -277,8 +271,8 @@ def _summary(con: Any, run: Any, result: Any) -> int:
         code = EXIT_DEADLOCK
     elif run.error is not None:
         err = run.error
-        con.print(f"[bold red]error in the scenario's program[/bold red]: "
-                  f"{type(err).__name__}: {err}")
+        con.print(f"[bold red]error in the scenario's program[/bold red] "
+                  f"({run.scenario.source}): {type(err).__name__}: {err}")
         code = EXIT_ERROR
     elif result.status == "finished":
         con.print("[bold green]completed[/bold green]")

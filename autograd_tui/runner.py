@@ -34,7 +34,7 @@ def engine_options(scenario: Scenario, overrides: dict[str, Any] | None = None
     for k, v in (overrides or {}).items():
         if k not in ENGINE_OPTIONS:
             raise ScenarioError(f"unknown engine option {k!r} (options: "
-                                f"{', '.join(ENGINE_OPTIONS)})")
+                                f"{', '.join(ENGINE_OPTIONS)})", usage=True)
         if k == "reentrant_pool_size" and (v is None or (isinstance(v, str) and v.lower()
                                                          in ("none", "null", ""))):
             opts[k] = None
@@ -57,7 +57,8 @@ class Run:
         try:
             self.engine = engine.Engine(**self.options)
         except (TypeError, ValueError) as e:
-            raise ScenarioError(f"bad engine options for {scenario.name}: {e}") from None
+            raise ScenarioError(f"bad engine options for {scenario.name}: {e}",
+                                usage=True) from None
         self.engine.record_values = full_tensors
         self.full_tensors = full_tensors
         try:

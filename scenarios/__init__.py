@@ -35,7 +35,15 @@ from typing import Any
 
 
 class ScenarioError(Exception):
-    """A scenario that cannot be loaded or run as asked: one clear message."""
+    """A scenario that cannot be loaded or run as asked: one clear message.
+
+    ``usage`` is True when the person asked for something that does not exist
+    (an unknown scenario, parameter or option, a value of the wrong type): the
+    command line exits with 2 for those, and with 1 for a broken scenario."""
+
+    def __init__(self, message: str, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,7 @@ class Scenario:
             if k not in self.params:
                 known = ", ".join(sorted(self.params)) or "none"
                 raise ScenarioError(
-                    f"{self.source}: unknown parameter {k!r} (parameters: {known})")
+                    f"{self.source}: unknown parameter {k!r} (parameters: {known})", usage=True)
             out[k] = convert(v, self.params[k].type, f"{self.source}: parameter {k!r}")
         return out
 
@@ -97,7 +105,7 @@ def convert(value: Any, typ: type, what: str) -> Any:
             pass
     elif typ is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    raise ScenarioError(f"{what} must be {typ.__name__}, not {value!r}")
+    raise ScenarioError(f"{what} must be {typ.__name__}, not {value!r}", usage=True)
 
 
 def _from_module(mod: ModuleType, source: str) -> Scenario:
@@ -148,14 +156,14 @@ def get(name: str) -> Scenario:
             return s
     close = difflib.get_close_matches(name, names(), n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(close)}?" if close else "; `autograd-tui list` shows them"
-    raise ScenarioError(f"no scenario named {name!r}{hint}")
+    raise ScenarioError(f"no scenario named {name!r}{hint}", usage=True)
 
 
 def load_path(path: str | Path) -> Scenario:
     """Import a scenario file written by a person (its errors become one message)."""
     p = Path(path)
     if not p.exists():
-        raise ScenarioError(f"{p}: no such file")
+        raise ScenarioError(f"{p}: no such file", usage=True)
     if p.is_dir():
         raise ScenarioError(f"{p}: is a directory, not a scenario file")
     modname = f"_user_scenario_{abs(hash(str(p.resolve())))}"
