@@ -199,7 +199,8 @@ def format_event(e: Event, names: dict[int, str] | None = None) -> str:
     where = f"GT{e.graph_task}" if e.graph_task is not None else ""
     if k == "push":
         what = "dummy" if d["dummy"] else "shutdown" if d["shutdown"] else nm(e.node)
-        body = f"push {what} -> {e.queue} (depth {d['depth']}, seq {d['seq']}, size {d['size']})"
+        seq = "max" if d["seq"] is not None and d["seq"] >= 2**64 - 1 else d["seq"]
+        body = f"push {what} -> {e.queue} (depth {d['depth']}, seq {seq}, size {d['size']})"
     elif k == "pop":
         what = "dummy" if d["dummy"] else "shutdown" if d["shutdown"] else nm(e.node)
         body = f"pop {what} <- {e.queue} (size {d['size']}{', expired' if d['expired'] else ''})"
