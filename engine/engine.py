@@ -350,6 +350,13 @@ class Engine:
             self._emit("thread_wake", graph_task, None, None, on="future",
                        target=f"GraphTask {graph_task.id}")
         fut.wait()
+        err = fut.take_error()
+        if err is not None:
+            # Re-raise without keeping it in the future: the exception's traceback holds
+            # thread_main's frame, which holds the GraphTask, which holds the future.
+            # Taking it out breaks that cycle, so the GraphTask dies with this call, as
+            # in PyTorch (its leftover tasks then pop as expired, deterministically).
+            raise err
         return fut.value()
 
     def _emit_exec_info(self, gt: GraphTask) -> None:

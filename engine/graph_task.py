@@ -99,6 +99,12 @@ class Future(Waitable):
         if waited and self._waits is not None:
             self._waits.after_wait("future", self)
 
+    def take_error(self) -> BaseException | None:
+        """Hand the error to the caller that re-raises it, and forget it here."""
+        with self._cond:
+            err, self._error = self._error, None
+            return err
+
     def has_error(self) -> bool:
         return self._error is not None
 

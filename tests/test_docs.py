@@ -210,3 +210,11 @@ def test_every_public_engine_definition_is_in_the_map(ours_refs: list[tuple[str,
                             and (name, f"{node.name}.{item.name}") not in listed):
                         missing.append(f"{name}:{node.name}.{item.name}")
     assert not missing, f"add these to the name map in docs/engine.md: {missing}"
+
+
+def test_scenarios_md_is_generated_from_the_scenarios():
+    from scenarios import _docs
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "scenarios.md"
+    assert path.read_text() == _docs.render(), (
+        "docs/scenarios.md is out of date: run `python -m scenarios._docs`")

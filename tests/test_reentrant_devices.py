@@ -65,15 +65,18 @@ def test_reentrant_priority_matches_pytorch(mod):
 
 
 def test_reentrant_priority_needs_depth_priority():
-    """With depth_priority=False the plain node (higher sequence number) jumps the queue."""
-    order: list[str] = []
-    MyFunction, Reentrant = make_reentrant(engine, order)
-    with engine.Engine(depth_priority=False) as eng, engine.use_engine(eng):
-        # Built in the other order, so MyFunction's node has the higher sequence number.
-        b = Reentrant.apply(engine.tensor(9.0, requires_grad=True))
-        a = MyFunction.apply(engine.tensor(6.0, requires_grad=True))
-        (a * b).backward()
-    assert order.index("MyFunction") < 10
+    """When the first reentrant backward runs through a graph built before the plain
+    node, only the depth rule keeps the plain node (1 = Reentrant, 0 = MyFunction)
+    from jumping in after the first reentrant step."""
+    import scenarios
+
+    s = scenarios.get("reentrant-priority")
+    orders = {}
+    for depth_priority in (True, False):
+        with engine.Engine(depth_priority=depth_priority) as eng, engine.use_engine(eng):
+            orders[depth_priority] = s.run({"old_graph": True})["order"].tolist()
+    assert orders[True] == [1.0] * 10 + [0.0]
+    assert orders[False] == [1.0, 0.0] + [1.0] * 9
 
 
 def test_custom_function_calling_backward_gives_torch_gradients():

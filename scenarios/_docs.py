@@ -1,0 +1,77 @@
+# ruff: noqa: E501 - the intro holds a Markdown table: one row a line
+"""Write ``docs/scenarios.md`` from the scenarios themselves (``python -m scenarios._docs``).
+
+A test checks that the file is up to date, so the notes in the docs are the
+notes the app shows.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import scenarios
+
+INTRO = """\
+# Scenarios
+
+A scenario is a lesson: a forward graph, a backward pass started from the right
+thread, and teaching notes.  Run one with `autograd-tui run NAME` (the app) or
+`autograd-tui run NAME --headless` (a text trace); `autograd-tui list` lists them
+and `autograd-tui show NAME` prints the notes.
+
+## Writing your own
+
+A scenario is a Python module; the built-in ones live in `scenarios/`, and a file of
+your own runs by path (`autograd-tui run ./my_scenario.py`).  It declares:
+
+| name | what |
+|---|---|
+| `NAME` | short, lower-case, dashes (required) |
+| `TITLE`, `SUMMARY` | a title and a one-line summary |
+| `NOTES` | Markdown teaching notes: what it shows, what to watch for at which step, a question for a student, the PyTorch source it mirrors |
+| `PARAMS` | `{name: scenarios.Param(default, help)}`; the type is the default's type, and `--param name=value` is converted to it |
+| `ENGINE` | default engine options (`engine.Engine(**ENGINE)`), overridden by `--engine k=v` |
+| `THREADS` | the engine threads it involves (shown by `list`) |
+| `EXPECT` | `"complete"` or `"deadlock"` |
+| `program(**params)` | builds the graph and calls backward on the calling thread; returns `{name: Tensor}` of the gradients that matter (required) |
+| `torch_program(torch, **params)` | optional: the same with real PyTorch, so tests can compare gradients |
+
+A broken file (a syntax error, no `program`, a program that raises, a parameter of the
+wrong type, an unknown parameter) gives one message naming the file and the problem.
+
+## The built-in scenarios
+"""
+
+
+def render() -> str:
+    out = [INTRO]
+    for s in scenarios.builtins():
+        out.append(f"\n### `{s.name}`: {s.title}\n")
+        if s.summary:
+            out.append(f"\n*{s.summary}*\n")
+        facts = [f"threads: {', '.join(s.threads)}", f"expect: {s.expect}"]
+        if s.engine:
+            facts.append("engine: " + ", ".join(f"`{k}={v!r}`" for k, v in s.engine.items()))
+        if s.params:
+            facts.append("parameters: " + ", ".join(
+                f"`{k}={p.default!r}`" + (f" ({p.help})" if p.help else "")
+                for k, p in s.params.items()))
+        out.append("\n" + "\n".join(f"- {f}" for f in facts) + "\n")
+        notes = s.notes.strip()
+        if notes:
+            # The notes' own headings sit below the scenario's heading.
+            lines = ["##" + line if line.startswith("#") else line for line in notes.splitlines()]
+            out.append("\n" + "\n".join(lines) + "\n")
+    return "".join(out)
+
+
+def main() -> int:
+    path = Path(__file__).resolve().parent.parent / "docs" / "scenarios.md"
+    path.write_text(render())
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
