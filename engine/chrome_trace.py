@@ -14,7 +14,8 @@ chrome://tracing.  What is drawn (``docs/trace-format.md`` has the details):
   named by ``thread_name`` metadata events, in order of first appearance;
 * **slices** ("X") on the thread's track: each node's execution from
   ``node_start`` to ``node_end`` (or ``error``), named after the node; around it
-  the thread_main *task* from ``pop`` to ``outstanding_decrement``; and the
+  the thread_main *task* from ``pop`` to ``outstanding_decrement`` (or to the
+  ``completion``, ``wakeup`` and dummy ``push`` that follow it); and the
   thread's waits from ``thread_wait`` to ``thread_wake``;
 * **instant events** ("i", thread scope) for the other events: ``push``,
   ``pop``, ``dependency_decrement``, ``buffer_accumulate``, ``not_ready_*``,
@@ -73,6 +74,9 @@ class _Builder:
         self.handoffs: dict[int, tuple[int, str]] = {}
         # (GraphTask id, queue) -> [flow id] of wake-up tasks waiting for their dummy pop
         self.wakeups: dict[tuple[int | None, str | None], list[int]] = {}
+        # tid -> (task slice, GraphTask id, end ts): a task slice that ended at its
+        # outstanding_decrement but stays open for the completion / wake-up that follow
+        self.ending: dict[int, tuple[_Slice, int | None, int]] = {}
         self.counts = {"slices": 0, "instants": 0, "counters": 0, "flows": 0,
                        "reentrant_flows": 0, "wakeup_flows": 0, "unfinished_slices": 0}
         self.last_ts = 0
@@ -134,7 +138,14 @@ class _Builder:
         self._emit_slice(tid, s, ts, False)
         return s
 
+    def end_task(self, tid: int) -> None:
+        s, _, end = self.ending.pop(tid)
+        if self.close(tid, "task", s.key, end) is not None:
+            s.args["end_seq"] = end
+
     def close_all(self, tid: int, ts: int) -> None:
+        if tid in self.ending:
+            self.end_task(tid)
         stack = self.stacks[tid]
         while stack:
             self._emit_slice(tid, stack.pop(), ts, True)
@@ -145,6 +156,14 @@ class _Builder:
         d = e.data
         k = e.kind
         ts = e.seq
+        ending = self.ending.get(tid)
+        if ending is not None:
+            s, egt, _ = ending
+            if e.graph_task == egt and egt is not None and (
+                    k in ("completion", "wakeup") or (k == "push" and d.get("dummy"))):
+                self.ending[tid] = (s, egt, ts)  # thread_main's same iteration: extend
+            else:
+                self.end_task(tid)
         self.last_ts = max(self.last_ts, ts)
         gt = e.graph_task
         base: dict[str, Any] = {"seq": e.seq, "graph_task": gt, "node": e.node}
@@ -209,9 +228,13 @@ class _Builder:
                 fid, name = self.handoffs.pop(gt)  # type: ignore[arg-type]
                 self.flow("f", fid, name, "reentrant", tid, ts)
         elif k == "outstanding_decrement":
-            s = self.close(tid, "task", (gt, e.node), ts)
-            if s is not None:
-                s.args["end_seq"] = e.seq
+            stack = self.stacks[tid]
+            if stack and stack[-1].cat == "task" and stack[-1].key == (gt, e.node):
+                self.ending[tid] = (stack[-1], gt, ts)  # closed by the next event
+            else:
+                s = self.close(tid, "task", (gt, e.node), ts)
+                if s is not None:
+                    s.args["end_seq"] = e.seq
             if gt is not None:
                 self.counter(f"GraphTask {gt} outstanding_tasks", "graph_task", tid, ts,
                              "outstanding_tasks", d.get("outstanding", 0))
@@ -283,6 +306,8 @@ class _Builder:
         return k
 
     def finish(self) -> None:
+        for tid in list(self.ending):
+            self.end_task(tid)
         end = self.last_ts + 1
         for tid in list(self.stacks):
             self.close_all(tid, end)
