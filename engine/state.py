@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .cowmap import CowMap
 from .events import Event
 
 NODE_STATES = ("not_reached", "not_ready", "ready", "running", "done", "skipped", "errored")
@@ -89,27 +90,29 @@ Key = tuple[int | None, int]  # (graph_task, node)
 
 @dataclass
 class EngineState:
+    # The maps that grow with the graph are CowMaps (cheap snapshots; iteration is not in
+    # insertion order); the small ones (queues, threads) are dicts in insertion order.
     index: int = 0  # how many events have been folded
-    nodes: dict[int, NodeInfo] = field(default_factory=dict)
-    node_states: dict[int, NodeState] = field(default_factory=dict)
-    dependencies: dict[Key, int] = field(default_factory=dict)
+    nodes: CowMap = field(default_factory=CowMap)  # id -> NodeInfo
+    node_states: CowMap = field(default_factory=CowMap)  # id -> NodeState
+    dependencies: CowMap = field(default_factory=CowMap)  # (gt, node) -> remaining
     queues: dict[str, tuple[QueueTask, ...]] = field(default_factory=dict)
-    buffers: dict[Key, tuple[Any, ...]] = field(default_factory=dict)
-    not_ready: dict[Key, tuple[Any, ...]] = field(default_factory=dict)
-    graph_tasks: dict[int, GraphTaskState] = field(default_factory=dict)
+    buffers: CowMap = field(default_factory=CowMap)  # (gt, node) -> slot summaries
+    not_ready: CowMap = field(default_factory=CowMap)  # (gt, node) -> slot summaries
+    graph_tasks: CowMap = field(default_factory=CowMap)  # id -> GraphTaskState
     threads: dict[str, ThreadState] = field(default_factory=dict)
-    leaf_grads: dict[int, Any] = field(default_factory=dict)
-    outputs: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    leaf_grads: CowMap = field(default_factory=CowMap)  # AccumulateGrad id -> summary
+    outputs: CowMap = field(default_factory=CowMap)  # id -> output gradient summaries
     last_event: Event | None = None
     deadlock: dict[str, Any] | None = None
 
     # --- copies ---------------------------------------------------------------------------
     def copy(self) -> EngineState:
         return EngineState(
-            self.index, dict(self.nodes), dict(self.node_states), dict(self.dependencies),
-            dict(self.queues), dict(self.buffers), dict(self.not_ready), dict(self.graph_tasks),
-            dict(self.threads), dict(self.leaf_grads), dict(self.outputs), self.last_event,
-            self.deadlock,
+            self.index, self.nodes.copy(), self.node_states.copy(), self.dependencies.copy(),
+            dict(self.queues), self.buffers.copy(), self.not_ready.copy(),
+            self.graph_tasks.copy(), dict(self.threads), self.leaf_grads.copy(),
+            self.outputs.copy(), self.last_event, self.deadlock,
         )
 
     # --- queries used by the views ------------------------------------------------------------

@@ -19,13 +19,14 @@ the file, the line and what is wrong.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import hashlib
 import json
 import os
 import tempfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -155,17 +156,18 @@ def save(path: str | os.PathLike[str], header: dict[str, Any], events: Iterable[
 
 
 # --- loading --------------------------------------------------------------------------------
-def _lines(p: Path) -> Iterator[tuple[int, bytes]]:
+def _read(p: Path) -> bytes:
+    """The whole file, decompressed if it is gzip; one clear error otherwise."""
     try:
         if p.is_dir():
             raise TraceError(f"{p}: is a directory, not a recording")
         with open(p, "rb") as f:
-            magic = f.read(2)
-        opener: Any = gzip.open if magic == b"\x1f\x8b" else open
-        if p.name.endswith(".gz") and magic != b"\x1f\x8b":
+            raw = f.read()
+        if raw[:2] == b"\x1f\x8b":
+            return gzip.decompress(raw)
+        if p.name.endswith(".gz"):
             raise TraceError(f"{p}: named .gz but it is not a gzip file")
-        with opener(p, "rb") as f:
-            yield from enumerate(f, 1)
+        return raw
     except FileNotFoundError:
         raise TraceError(f"{p}: no such file") from None
     except PermissionError:
@@ -174,6 +176,18 @@ def _lines(p: Path) -> Iterator[tuple[int, bytes]]:
         raise TraceError(f"{p}: is a directory, not a recording") from None
     except (gzip.BadGzipFile, zlib.error, EOFError) as e:
         raise TraceError(f"{p}: the gzip data is damaged or truncated ({e})") from None
+
+
+def _parse_all(p: Path, lines: list[bytes]) -> list[Any]:
+    """Parse every line in one call (fast); if that fails, find the bad line."""
+    try:
+        objs = json.loads(b"[" + b",".join(lines) + b"]")
+        if len(objs) == len(lines):
+            return objs
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        pass
+    # A line holding two values, or a bad one somewhere: parse line by line.
+    return [_json(p, i, line) for i, line in enumerate(lines, 1)]
 
 
 def _json(p: Path, lineno: int, line: bytes) -> Any:
@@ -214,64 +228,74 @@ def _event(p: Path, lineno: int, obj: Any) -> Event:
 def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Recording:
     """Read and validate a recording; raise ``TraceError`` with one clear message."""
     p = Path(path)
-    header: dict[str, Any] | None = None
+    data = _read(p)
+    if not data:
+        raise TraceError(f"{p}: empty file: not a recording")
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            raise TraceError(f"{p}, line {i}: empty line")
+    objs = _parse_all(p, lines)
+    header = objs[0]
+    if not isinstance(header, dict) or "format" not in header:
+        raise TraceError(f"{p}, line 1: missing header: not an autograd-tui recording")
+    if header["format"] != FORMAT:
+        raise TraceError(f"{p}, line 1: unknown format {header['format']!r} "
+                         f"(expected {FORMAT!r})")
+    if header.get("version") not in SUPPORTED_VERSIONS:
+        understood = ", ".join(map(str, SUPPORTED_VERSIONS))
+        raise TraceError(f"{p}, line 1: format version {header.get('version')!r} is not "
+                         f"understood; this program reads version(s) {understood}")
     footer: dict[str, Any] | None = None
     events: list[Event] = []
-    h = hashlib.sha256()
     history = History() if validate_state else None
     last_seq = -1
-    lineno = 0
-    for lineno, line in _lines(p):
-        if not line.strip():
-            raise TraceError(f"{p}, line {lineno}: empty line")
-        if footer is not None:
-            raise TraceError(f"{p}, line {lineno}: text after the footer")
-        obj = _json(p, lineno, line)
-        if lineno == 1:
-            if not isinstance(obj, dict) or "format" not in obj:
-                raise TraceError(f"{p}, line 1: missing header: not an autograd-tui recording")
-            if obj["format"] != FORMAT:
-                raise TraceError(f"{p}, line 1: unknown format {obj['format']!r} "
-                                 f"(expected {FORMAT!r})")
-            if obj.get("version") not in SUPPORTED_VERSIONS:
-                understood = ", ".join(map(str, SUPPORTED_VERSIONS))
-                raise TraceError(f"{p}, line 1: format version {obj.get('version')!r} is not "
-                                 f"understood; this program reads version(s) {understood}")
-            header = obj
-            continue
-        if isinstance(obj, dict) and "footer" in obj:
-            footer = obj["footer"]
-            if not isinstance(footer, dict):
-                raise TraceError(f"{p}, line {lineno}: the footer must be an object")
-            continue
-        e = _event(p, lineno, obj)
-        if e.seq <= last_seq:
-            raise TraceError(f"{p}, line {lineno}: events out of order (seq {e.seq} after "
-                             f"{last_seq}): lines were moved or repeated")
-        last_seq = e.seq
-        h.update(line if line.endswith(b"\n") else line + b"\n")
-        if history is not None:
-            try:
-                history.append(e)
-            except StateError as err:
-                raise TraceError(f"{p}, line {lineno}: the event contradicts the state: {err}") \
-                    from None
-            except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
-                what = f"missing field {err}" if isinstance(err, KeyError) else str(err)
-                raise TraceError(f"{p}, line {lineno}: malformed {e.kind} event ({what})") \
-                    from None
-        events.append(e)
-    if lineno == 0:
-        raise TraceError(f"{p}: empty file: not a recording")
-    if header is None:  # pragma: no cover - line 1 always sets or raises
-        raise TraceError(f"{p}: missing header")
+    n_event_lines = 0
+    was_enabled = gc.isenabled()
+    gc.disable()  # the objects built here hold no cycles; the collector only slows us
+    try:
+        for lineno, obj in enumerate(objs[1:], 2):
+            if footer is not None:
+                raise TraceError(f"{p}, line {lineno}: text after the footer")
+            if isinstance(obj, dict) and "footer" in obj:
+                footer = obj["footer"]
+                if not isinstance(footer, dict):
+                    raise TraceError(f"{p}, line {lineno}: the footer must be an object")
+                continue
+            e = _event(p, lineno, obj)
+            if e.seq <= last_seq:
+                raise TraceError(f"{p}, line {lineno}: events out of order (seq {e.seq} "
+                                 f"after {last_seq}): lines were moved or repeated")
+            last_seq = e.seq
+            n_event_lines = lineno - 1
+            if history is not None:
+                _fold_one(p, lineno, history, e)
+            events.append(e)
+    finally:
+        if was_enabled:
+            gc.enable()
     if footer is None:
-        raise TraceError(f"{p}: missing footer after line {lineno}: the recording is "
+        raise TraceError(f"{p}: missing footer after line {len(lines)}: the recording is "
                          "truncated or was not finished")
     if footer.get("events") != len(events):
         raise TraceError(f"{p}: the footer says {footer.get('events')} events but the file "
                          f"has {len(events)}: lines are missing or were added")
-    if footer.get("checksum") != "sha256:" + h.hexdigest():
+    body = lines[1:1 + n_event_lines]
+    digest = hashlib.sha256(b"\n".join(body) + b"\n" if body else b"").hexdigest()
+    if footer.get("checksum") != "sha256:" + digest:
         raise TraceError(f"{p}: checksum mismatch: the event lines were changed after "
                          "recording")
     return Recording(header, events, footer, history)
+
+
+def _fold_one(p: Path, lineno: int, history: History, e: Event) -> None:
+    try:
+        history.append(e)
+    except StateError as err:
+        raise TraceError(f"{p}, line {lineno}: the event contradicts the state: {err}") \
+            from None
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+        what = f"missing field {err}" if isinstance(err, KeyError) else str(err)
+        raise TraceError(f"{p}, line {lineno}: malformed {e.kind} event ({what})") from None
