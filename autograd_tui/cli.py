@@ -114,10 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", default="round-robin")
     p.add_argument("--seed", type=int, default=0)
 
-    p = sub.add_parser("export", help="export Graphviz snapshots (coming soon)",
-                       formatter_class=fmt,
-                       description="Export Graphviz snapshots of a run (not available yet).")
-    p.add_argument("source", metavar="NAME|FILE", nargs="?")
+    p = sub.add_parser("export", help="export Graphviz snapshots (DOT, SVG, PNG, PDF, frames)",
+                       formatter_class=fmt)
+    from autograd_tui import export_cmd
+
+    export_cmd.add_arguments(p)
     return parser
 
 
@@ -355,9 +356,9 @@ def cmd_chrome_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    print("autograd-tui export: Graphviz export is not available in this version yet.",
-          file=sys.stderr)
-    return EXIT_USAGE
+    from autograd_tui import export_cmd
+
+    return export_cmd.run(args)
 
 
 def _open_app(args: argparse.Namespace | None, recording: Any = None) -> int:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,23 +175,10 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         raise _Usage(f"--every must be a positive number of events, not {every!r}")
     frames = every is not None or breakpoints
     fmt = g("format")
-    if fmt is not None:
-        fmt = str(fmt).lower().lstrip(".")
-        if fmt not in gx.FORMATS:
-            raise _Usage(f"unknown format {g('format')!r}: use one of {', '.join(gx.FORMATS)}")
-    elif frames:
-        fmt = "svg"
-    else:
-        suffix = Path(output).suffix.lower().lstrip(".")
-        if suffix == "gv":
-            suffix = "dot"
-        if suffix in gx.FORMATS:
-            fmt = suffix
-        elif not suffix:
-            fmt = "svg"
-        else:
-            raise _Usage(f"unknown format {suffix!r} (from {output}): use --format with one of "
-                         f"{', '.join(gx.FORMATS)}")
+    try:
+        fmt = gx.format_for(output, fmt) if fmt is not None or not frames else "svg"
+    except gx.ExportError as e:
+        raise _Usage(f"{e} (or choose one with --format)" if fmt is None else str(e)) from None
     rankdir = str(g("rankdir", "TB") or "TB").upper()
     if rankdir not in gx.RANKDIRS:
         raise _Usage(f"--rankdir must be TB or LR, not {g('rankdir')!r}")
@@ -246,6 +234,8 @@ def _load(args: argparse.Namespace) -> _Source:
     source = getattr(args, "source", None)
     if not source:
         raise _Usage("name a scenario or a recording to export")
+    if source.endswith((".jsonl", ".gz", ".json")) and not os.path.exists(source):
+        raise _Failure(f"{source}: no such file")
     if _is_recording(source):
         from engine import trace
 
@@ -310,48 +300,21 @@ def _dot_for(state: EngineState, src: _Source, opt: dict[str, Any]) -> str:
 
 def _write(path: Path, data: bytes) -> None:
     try:
-        path.write_bytes(data)
-    except IsADirectoryError:
-        raise _Failure(f"{path}: cannot write: it is a directory") from None
-    except PermissionError:
-        raise _Failure(f"{path}: cannot write: permission denied") from None
-    except FileNotFoundError:
-        raise _Failure(f"{path}: cannot write: the folder {path.parent} does not exist") \
-            from None
-    except OSError as e:
-        raise _Failure(f"{path}: cannot write: {e.strerror or e}") from None
-
-
-def _dot_path(out: Path) -> Path:
-    return out.with_suffix(".dot") if out.suffix else out.with_name(out.name + ".dot")
+        gx.write_bytes(path, data)
+    except gx.ExportError as e:
+        raise _Failure(str(e)) from None
 
 
 def _export_one(src: _Source, out: Path, opt: dict[str, Any]) -> int:
     state = _state_at(src, opt["at"])
-    dot_text = _dot_for(state, src, opt)
-    fmt = opt["format"]
-    what = gx.event_text(state)
-    if fmt == "dot":
-        _write(out, dot_text.encode())
-        print(f"wrote {out} ({len(state.nodes)} nodes; {what})")
-        return EXIT_OK
     try:
-        data = gx.render(dot_text, fmt, timeout=opt["timeout"])
+        msg = gx.export_state(state, out, fmt=opt["format"], rankdir=opt["rankdir"],
+                              values=opt["values"], collapse_leaves=opt["collapse"],
+                              title=src.title, timeout=opt["timeout"])
     except gx.ExportError as e:
-        fallback = _dot_path(out)
-        _write(fallback, dot_text.encode())
-        raise _Failure(_render_failure(e, fmt, f"the DOT source was written to {fallback}",
-                                       f"dot -T{fmt} {fallback} -o {out}")) from None
-    _write(out, data)
-    print(f"wrote {out} ({len(state.nodes)} nodes; {what})")
+        raise _Failure(str(e)) from None
+    print(msg)
     return EXIT_OK
-
-
-def _render_failure(e: Exception, fmt: str, written: str, command: str) -> str:
-    if isinstance(e, gx.DotNotFound):
-        return (f"Graphviz `dot` was not found on PATH, so no {fmt} was made; {written}. "
-                f"To render it, {gx.INSTALL_HINT}; then run this again, or: {command}")
-    return f"{e}; {written}"
 
 
 def _export_frames(src: _Source, out: Path, opt: dict[str, Any]) -> int:
@@ -370,42 +333,51 @@ def _export_frames(src: _Source, out: Path, opt: dict[str, Any]) -> int:
         raise _Failure(f"{out}: cannot create the folder: {e.strerror or e}") from None
     fmt = opt["format"]
     width = max(4, len(str(len(indices) - 1)))
-    dots: list[tuple[str, str]] = []  # (stem, dot text)
-    frames_meta: list[tuple[str, int, str]] = []
-    for k, (i, state) in enumerate(gx.states_after(src.events, indices)):
-        stem = f"frame-{k:0{width}d}"
-        dots.append((stem, _dot_for(state, src, opt)))
-        frames_meta.append((stem, i, gx.event_text(state)))
+    missing = fmt != "dot" and gx.find_dot() is None
+    used = "dot" if missing else fmt
+    workers = min(8, os.cpu_count() or 1)
+    frames: list[gx.Frame] = []
+    pending: deque[Future[None]] = deque()
 
-    failure: str | None = None
-    if fmt == "dot":
-        for stem, text in dots:
-            _write(out / f"{stem}.dot", text.encode())
-        used = "dot"
-    else:
-        used = fmt
+    def render_and_write(stem: str, text: str) -> None:
         try:
-            if gx.find_dot() is None:
-                raise gx.DotNotFound("Graphviz `dot` is not on PATH")
-            with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-                rendered = list(pool.map(
-                    lambda d: gx.render(d[1], fmt, timeout=opt["timeout"]), dots))
-            for (stem, _), data in zip(dots, rendered):
-                _write(out / f"{stem}.{fmt}", data)
+            data = gx.render(text, fmt, timeout=opt["timeout"])
         except gx.ExportError as e:
-            used = "dot"
-            for stem, text in dots:
-                _write(out / f"{stem}.dot", text.encode())
-            failure = _render_failure(e, fmt, f"the DOT sources were written to {out}/ "
-                                      "(frame-*.dot, and index.html shows them as text)",
-                                      f"cd {out} && for f in frame-*.dot; do dot -T{fmt} "
-                                      f"\"$f\" -o \"${{f%.dot}}.{fmt}\"; done")
-    frames = [gx.Frame(f"{stem}.{used}", i, text) for stem, i, text in frames_meta]
+            _write(out / f"{stem}.dot", text.encode())
+            raise _Failure(f"{stem}: {e}; its DOT source was written to "
+                           f"{out / (stem + '.dot')}") from None
+        _write(out / f"{stem}.{fmt}", data)
+
+    # Fold the events once; render while folding, a bounded number of frames at a
+    # time, so that neither the DOT texts nor the images pile up in memory.
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        try:
+            for k, (i, state) in enumerate(gx.states_after(src.events, indices)):
+                stem = f"frame-{k:0{width}d}"
+                text = _dot_for(state, src, opt)
+                frames.append(gx.Frame(f"{stem}.{used}", i, gx.event_text(state)))
+                if used == "dot":
+                    _write(out / f"{stem}.dot", text.encode())
+                    continue
+                pending.append(pool.submit(render_and_write, stem, text))
+                while len(pending) > 2 * workers:
+                    pending.popleft().result()
+            while pending:
+                pending.popleft().result()
+        except BaseException:
+            for f in pending:
+                f.cancel()
+            raise
     index = out / "index.html"
     _write(index, gx.index_html(frames, title=f"{src.title}: {len(frames)} frames",
                                 fmt=used).encode())
-    if failure:
-        raise _Failure(failure)
+    if missing:
+        raise _Failure(gx.render_failure_message(
+            gx.DotNotFound("Graphviz `dot` is not on PATH"), fmt,
+            f"the DOT sources were written to {out}/ (frame-*.dot; index.html shows them as "
+            "text)",
+            f"cd {out} && for f in frame-*.dot; do dot -T{fmt} \"$f\" -o "
+            f"\"${{f%.dot}}.{fmt}\"; done"))
     print(f"wrote {len(frames)} frames to {out}/ ({frames[0].file} … {frames[-1].file}) and "
           f"{index}: open it in a browser and step with ←/→ (Home/End)")
     return EXIT_OK

@@ -14,6 +14,10 @@ events other than ``state.last_event``):
   event's ``from_node -> node``, for ``dependency_decrement`` and
   ``buffer_accumulate``) is bold and blue;
 * one cluster per device;
+* with ``collapse_leaves``, the AccumulateGrad leaves of each device in one
+  node (a grid); the edges into them are not drawn (edges from all over the
+  graph into one node make ``dot`` very slow on large graphs) but listed: each
+  parent says ``→ leaves #7, #8`` and each leaf ``from #5``;
 * a side table with the ready queues (in pop order), the GraphTasks and the
   threads;
 * when ``state.deadlock`` is set, the wait-for cycle in red, linked to the
@@ -36,6 +40,7 @@ import subprocess
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from engine.events import Event, format_event, short_value
@@ -237,9 +242,21 @@ def _deadlock_nodes(state: EngineState) -> dict[int, list[tuple[int, str]]]:
     return out
 
 
-def _node_lines(state: EngineState, info: NodeInfo, ns: NodeState, values: bool
-                ) -> list[tuple[str, str | None]]:
+@dataclass(frozen=True)
+class _Ctx:
+    """What the label builders need besides the state."""
+
+    state: EngineState
+    values: bool
+    flow: tuple[int, int, int] | None  # (from_node, node, input_nr) that just flowed
+    collapsed: frozenset[int]  # leaves drawn inside a collapsed node
+    parents: dict[int, list[tuple[int, int]]]  # leaf -> [(parent, input_nr)] (collapsed only)
+    deadlocked: frozenset[int]
+
+
+def _node_lines(ctx: _Ctx, info: NodeInfo, ns: NodeState) -> list[tuple[str, str | None]]:
     """(html, cell colour) rows of a node's record after the header."""
+    state = ctx.state
     rows: list[tuple[str, str | None]] = []
     gt = f" · GT{ns.graph_task}" if ns.graph_task is not None else ""
     rows.append((f"{_h(info.device)} · seq {fmt_seq(info.seq)}{gt}", None))
@@ -254,32 +271,45 @@ def _node_lines(state: EngineState, info: NodeInfo, ns: NodeState, values: bool
     slots = _slots(state, (ns.graph_task, info.id))
     if slots is not None:
         for k, s in enumerate(slots):
-            text = slot_text(s, values)
+            text = slot_text(s, ctx.values)
             rows.append((f"in {k}: {_h(text)}", SLOT_EMPTY if s is None else SLOT_FILLED))
-    if info.leaf and values and info.id in state.leaf_grads:
+    if info.leaf and ctx.values and info.id in state.leaf_grads:
         rows.append((f".grad = {_h(slot_text(state.leaf_grads[info.id]))}", None))
+    # edges into collapsed leaves are not drawn: the parent lists them
+    into = [(dst, inr) for dst, inr in info.next if dst is not None and dst in ctx.collapsed]
+    if into:
+        parts = []
+        for dst, inr in into:
+            text = f"#{dst}" + (f" in {inr}" if inr else "")
+            if ctx.flow == (info.id, dst, inr):
+                text = f'<FONT COLOR="{FLOW_COLOR}"><B>{text} (just flowed)</B></FONT>'
+            parts.append(text)
+        rows.append(("→ leaves " + ", ".join(parts), None))
     return rows
 
 
-def _node_label(state: EngineState, info: NodeInfo, ns: NodeState, values: bool,
-                deadlocked: bool) -> Html:
+def _node_label(ctx: _Ctx, info: NodeInfo, ns: NodeState) -> Html:
     fill = STATE_STYLE.get(ns.state, ("#ffffff", ""))[0]
-    border = (f' COLOR="{DEADLOCK_COLOR}" BORDER="3"' if deadlocked
+    border = (f' COLOR="{DEADLOCK_COLOR}" BORDER="3"' if info.id in ctx.deadlocked
               else ' COLOR="#343a40" BORDER="1"')
     font = ' COLOR="#495057"' if ns.state == "not_reached" else ""
     head = f"<B>{_h(info.name)}</B> #{info.id}"
     out = [f'<TABLE{border} CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" BGCOLOR="{fill}">',
            f"<TR><TD><FONT{font}>{head}</FONT></TD></TR>" if font else f"<TR><TD>{head}</TD></TR>"]
-    for html, colour in _node_lines(state, info, ns, values):
+    for html, colour in _node_lines(ctx, info, ns):
         bg = f' BGCOLOR="{colour}" BORDER="1" SIDES="T"' if colour else ""
         out.append(f"<TR><TD{bg}><FONT POINT-SIZE=\"9\"{font}>{html}</FONT></TD></TR>")
     out.append("</TABLE>")
     return Html("".join(out))
 
 
-def _leaves_label(state: EngineState, device: str, leaves: Sequence[int], values: bool,
-                  rankdir: str, deadlocked: set[int]) -> Html:
-    """One table listing collapsed AccumulateGrad leaves; each leaf cell is a port."""
+#: leaves per row (TB) or per column (LR) in a collapsed-leaves node
+LEAVES_PER_LINE = 6
+
+
+def _leaves_label(ctx: _Ctx, device: str, leaves: Sequence[int], rankdir: str) -> Html:
+    """One table listing the collapsed AccumulateGrad leaves of a device (a grid)."""
+    state = ctx.state
     cells = []
     for n in leaves:
         info = state.nodes[n]
@@ -290,23 +320,32 @@ def _leaves_label(state: EngineState, device: str, leaves: Sequence[int], values
         rem = state.remaining(n)
         if rem is not None:
             lines[-1] += f" · deps {rem}"
+        srcs = ctx.parents.get(n, [])
+        if srcs:
+            lines.append("from " + ", ".join(f"#{p}" + (f" in {inr}" if inr else "")
+                                             for p, inr in srcs))
         slots = _slots(state, (ns.graph_task, n))
         if slots is not None:
-            lines += [f"in {k}: {_h(slot_text(s, values))}" for k, s in enumerate(slots)]
-        if values and n in state.leaf_grads:
+            lines += [f"in {k}: {_h(slot_text(s, ctx.values))}" for k, s in enumerate(slots)]
+        if ctx.values and n in state.leaf_grads:
             lines.append(f".grad = {_h(slot_text(state.leaf_grads[n]))}")
-        border = f' COLOR="{DEADLOCK_COLOR}" BORDER="3"' if n in deadlocked else ' BORDER="1"'
+        if n in ctx.deadlocked:
+            border = f' COLOR="{DEADLOCK_COLOR}" BORDER="3"'
+        elif ctx.flow is not None and ctx.flow[1] == n:
+            border = f' COLOR="{FLOW_COLOR}" BORDER="3"'
+        else:
+            border = ' BORDER="1"'
         cells.append(f'<TD PORT="n{n}" BGCOLOR="{fill}"{border}>'
                      f'<FONT POINT-SIZE="9">{"<BR/>".join(lines)}</FONT></TD>')
     count = f"{len(leaves)} leaf" if len(leaves) == 1 else f"{len(leaves)} leaves"
-    head = (f'<FONT POINT-SIZE="9"><B>{count}</B><BR/>'
-            f'(AccumulateGrad, {_h(device)})</FONT>')
-    if rankdir == "LR":  # edges come from the left: leaves in a column, header on the right
-        rows = [f"<TR>{c}" + (f'<TD ROWSPAN="{len(cells)}">{head}</TD>' if i == 0 else "")
-                + "</TR>" for i, c in enumerate(cells)]
-    else:  # edges come from above: leaves in a row, header below
-        rows = ["<TR>" + "".join(cells) + "</TR>",
-                f'<TR><TD COLSPAN="{len(cells)}">{head}</TD></TR>']
+    head = f'<B>{count}</B> (AccumulateGrad, {_h(device)}; their in-edges are listed)'
+    per = min(LEAVES_PER_LINE, len(cells))
+    lines_of = [cells[i:i + per] for i in range(0, len(cells), per)]
+    if rankdir == "LR":  # transpose: columns of `per` leaves
+        lines_of = [[col[r] for col in lines_of if r < len(col)] for r in range(per)]
+    width = max(len(line) for line in lines_of)
+    rows = [f'<TR><TD COLSPAN="{width}"><FONT POINT-SIZE="9">{head}</FONT></TD></TR>']
+    rows += ["<TR>" + "".join(line) + "</TR>" for line in lines_of]
     return Html('<TABLE BORDER="1" COLOR="#343a40" CELLBORDER="0" CELLSPACING="2" '
                 'CELLPADDING="3" BGCOLOR="#ffffff">' + "".join(rows) + "</TABLE>")
 
@@ -428,7 +467,12 @@ def to_dot(state: EngineState, *, rankdir: str = "TB", values: bool = True,
             for n in ns:
                 if state.nodes[n].leaf:
                     collapsed[n] = f"leaves_{_ident(dev)}"
-    tb = rankdir == "TB"
+    parents: dict[int, list[tuple[int, int]]] = {}
+    for n in order:
+        for dst, inr in state.nodes[n].next:
+            if dst in collapsed:
+                parents.setdefault(dst, []).append((n, inr))
+    ctx = _Ctx(state, values, flow, frozenset(collapsed), parents, frozenset(dl_nodes))
 
     out = ["digraph autograd {"]
     out.append("  graph " + _attrs(
@@ -453,25 +497,28 @@ def to_dot(state: EngineState, *, rankdir: str = "TB", values: bool = True,
             info = state.nodes[n]
             ns = state.node_states.get(n, NodeState("not_reached"))
             out.append(f"    n{n} " + _attrs(
-                id=f"n{n}", label=_node_label(state, info, ns, values, n in dl_nodes),
+                id=f"n{n}", label=_node_label(ctx, info, ns),
                 tooltip=f"{info.name} #{n} ({ns.state})") + ";")
         if leaves:
             leaves.sort()
             name = f"leaves_{did}"
             out.append(f"    {name} " + _attrs(
-                id=name, label=_leaves_label(state, dev, leaves, values, rankdir,
-                                             {n for n in leaves if n in dl_nodes}),
+                id=name, label=_leaves_label(ctx, dev, leaves, rankdir),
                 tooltip=f"{len(leaves)} AccumulateGrad leaves on {dev}") + ";")
+            # no edges into it (long edges from everywhere make dot very slow): one
+            # invisible edge from the deepest other node of the device keeps it below
+            others = [m for m in by_device[dev] if m not in collapsed]
+            if others:
+                out.append(f"    n{others[-1]} -> {name} " + _attrs(style="invis") + ";")
         out.append("  }")
 
-    # edges, in the direction the gradient flows
-    port = ":n" if tb else ":w"
+    # edges, in the direction the gradient flows (not into collapsed leaves)
     for n in order:
         for k, (dst, inr) in enumerate(state.nodes[n].next):
-            if dst is None or dst not in state.nodes:
+            if dst is None or dst not in state.nodes or dst in collapsed:
                 continue
-            head = f"{collapsed[dst]}:n{dst}{port}" if dst in collapsed else f"n{dst}"
             tail = f"{collapsed[n]}:n{n}" if n in collapsed else f"n{n}"
+            head = f"n{dst}"
             attrs: dict[str, Any] = {"id": f"e{n}_{k}", "label": f"in {inr}"}
             if flow is not None and flow == (n, dst, inr):
                 attrs.update(style="bold", penwidth=3, color=FLOW_COLOR, fontcolor=FLOW_COLOR,
@@ -545,6 +592,84 @@ def render(dot_source: str, fmt: str, *, timeout: float = 60.0, dot: str | None 
         err = proc.stderr.decode(errors="replace").strip() or f"exit code {proc.returncode}"
         raise RenderError(f"`dot -T{fmt}` failed: {_trunc(err, 500)}")
     return proc.stdout
+
+
+def format_for(path: str | Path, fmt: str | None = None) -> str:
+    """The output format: ``fmt`` if given, else from the suffix (.gv is dot; none: svg)."""
+    if fmt is not None:
+        f = str(fmt).lower().lstrip(".")
+        if f not in FORMATS:
+            raise ExportError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+        return f
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if not suffix:
+        return "svg"
+    if suffix == "gv":
+        return "dot"
+    if suffix not in FORMATS:
+        raise ExportError(f"unknown format {suffix!r} (from {Path(path).name}): use one of "
+                          f"{', '.join(FORMATS)}")
+    return suffix
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write a file; any OSError becomes one ``ExportError`` naming the path."""
+    try:
+        path.write_bytes(data)
+    except IsADirectoryError:
+        raise ExportError(f"{path}: cannot write: it is a directory") from None
+    except PermissionError:
+        raise ExportError(f"{path}: cannot write: permission denied") from None
+    except FileNotFoundError:
+        raise ExportError(f"{path}: cannot write: the folder {path.parent} does not exist") \
+            from None
+    except NotADirectoryError:
+        raise ExportError(f"{path}: cannot write: a part of the path is a file, not a "
+                          "folder") from None
+    except OSError as e:
+        raise ExportError(f"{path}: cannot write: {e.strerror or e}") from None
+
+
+def dot_path_for(path: Path) -> Path:
+    """Where the DOT source goes when ``path`` cannot be rendered (``x.svg`` -> ``x.dot``)."""
+    return path.with_suffix(".dot") if path.suffix else path.with_name(path.name + ".dot")
+
+
+def render_failure_message(e: ExportError, fmt: str, written: str, command: str) -> str:
+    if isinstance(e, DotNotFound):
+        return (f"Graphviz `dot` was not found on PATH, so no {fmt} was made; {written}. "
+                f"To render it, {INSTALL_HINT}; then run this again, or: {command}")
+    return f"{e}; {written}"
+
+
+def export_state(state: EngineState, path: str | Path, *, fmt: str | None = None,
+                 rankdir: str = "TB", values: bool = True, collapse_leaves: bool = False,
+                 title: str | None = None, timeout: float = 60.0) -> str:
+    """Draw ``state`` into ``path`` (format from ``fmt`` or the suffix); return a message.
+
+    Without ``dot`` (or if it fails) the DOT source is written next to ``path``
+    (``x.svg`` -> ``x.dot``) and ``DotNotFound``/``RenderError`` says so.  Every
+    problem is an ``ExportError`` with one clear message.
+    """
+    out = Path(path)
+    f = format_for(out, fmt)
+    if out.is_dir():
+        raise ExportError(f"{out}: cannot write: it is a directory")
+    text = to_dot(state, rankdir=rankdir, values=values, collapse_leaves=collapse_leaves,
+                  title=title)
+    if f == "dot":
+        write_bytes(out, text.encode())
+    else:
+        try:
+            data = render(text, f, timeout=timeout)
+        except ExportError as e:
+            fallback = dot_path_for(out)
+            write_bytes(fallback, text.encode())
+            msg = render_failure_message(e, f, f"the DOT source was written to {fallback}",
+                                         f"dot -T{f} {fallback} -o {out}")
+            raise type(e)(msg) from None
+        write_bytes(out, data)
+    return f"wrote {out} ({len(state.nodes)} nodes; {event_text(state)})"
 
 
 # --- frames -----------------------------------------------------------------------------------

@@ -28,8 +28,7 @@ def test_help_on_every_command_has_examples():
         p = cli(*cmd, "--help")
         assert p.returncode == 0, p.stderr
         assert "usage: autograd-tui" in p.stdout
-        if cmd != ["export"]:
-            assert "examples:" in p.stdout
+        assert "examples:" in p.stdout
 
 
 def test_list_and_list_names():
