@@ -56,14 +56,15 @@ from typing import TYPE_CHECKING, Any
 
 from . import grad_mode
 from .events import Event, Observer, summarize
+from .grad_mode import _tls as grad_tls
 from .graph import AccumulateGrad, Edge, GraphRoot, Node
 from .graph_task import (
     CPU_DEVICE,
     NO_DEVICE,
     GraphTask,
-    GraphTaskGuard,
     get_current_graph_task,
 )
+from .graph_task import _current as current_tls
 from .input_buffer import InputBuffer
 from .ready_queue import NodeTask, ReadyQueue
 from .sync import ThreadAborted, Waitable
@@ -302,7 +303,7 @@ class Engine:
         if self._closed:
             raise EngineClosed("the engine has been shut down; create a new Engine")
         inputs = list(inputs)
-        validate_outputs(roots, inputs, lambda msg: msg)
+        validate_outputs(roots, inputs)
         if not accumulate_grad and not outputs:
             raise ValueError("grad requires non-empty inputs.")
 
@@ -472,13 +473,21 @@ class Engine:
                 continue  # its GraphTask is gone: nothing to do
             fn = task.fn
             if fn is not None and not local_graph_task.has_error:
-                with grad_mode.AutoGradMode(local_graph_task.grad_mode):
-                    try:
-                        with GraphTaskGuard(local_graph_task):
-                            self.evaluate_function(local_graph_task, fn, task.inputs,
-                                                   local_graph_task.cpu_ready_queue)
-                    except Exception as e:  # noqa: BLE001 - reported through the future
-                        self.thread_on_exception(local_graph_task, fn, e)
+                # AutoGradMode(graph_task.grad_mode) and GraphTaskGuard, inlined: this
+                # runs once per node, and two context managers cost as much as the heap.
+                prev_mode = getattr(grad_tls, "enabled", True)
+                prev_task = getattr(current_tls, "task", None)
+                grad_tls.enabled = local_graph_task.grad_mode
+                current_tls.task = local_graph_task
+                try:
+                    self.evaluate_function(local_graph_task, fn, task.inputs,
+                                           local_graph_task.cpu_ready_queue)
+                except Exception as e:  # noqa: BLE001 - reported through the future
+                    current_tls.task = prev_task
+                    self.thread_on_exception(local_graph_task, fn, e)
+                finally:
+                    grad_tls.enabled = prev_mode
+                    current_tls.task = prev_task
             elif fn is not None and self._observers:
                 self._emit("node_skipped", local_graph_task, fn, None, reason="has_error")
             del task
@@ -637,13 +646,20 @@ class Engine:
     # --- call_function and hooks ----------------------------------------------------------------
     def call_function(self, graph_task: GraphTask, func: Node,
                       input_buffer: InputBuffer) -> list[Tensor | None]:
+        if not (func._pre_hooks or func._post_hooks or func._tensor_pre_hooks
+                or func._retains_grad_hooks or isinstance(func, AccumulateGrad)):
+            # No hook of any kind: the common case, without the hook machinery.
+            outputs = func.apply(list(input_buffer.buffer))
+            if not isinstance(outputs, list):
+                outputs = list(outputs)
+            validate_outputs(func._next_edges, outputs, func)
+            return outputs
         inputs = self.call_tensor_pre_hooks(graph_task, func, InputBuffer.variables(input_buffer))
         inputs = self.call_pre_hooks(graph_task, func, inputs)
         outputs = func.apply(list(inputs))
         if not isinstance(outputs, list):
             outputs = list(outputs)
-        validate_outputs(func._next_edges, outputs,
-                         lambda msg: f"Function {func.name()} returned an {msg}")
+        validate_outputs(func._next_edges, outputs, func)
         if func._post_hooks:
             return self.call_post_hooks(graph_task, func, outputs, inputs)
         return outputs
@@ -883,27 +899,36 @@ def compute_min_topological_nr(outputs: Sequence[Edge]) -> int:
 
 
 def validate_outputs(edges: Sequence[Edge], grads: list[Tensor | None],
-                     format_error: Callable[[str], str]) -> None:
+                     producer: Node | None = None) -> None:
     """Check each gradient against the metadata of the input it flows to; sum a
-    broadcast gradient back to shape and cast its dtype, as PyTorch does."""
+    broadcast gradient back to shape and cast its dtype, as PyTorch does.  Errors
+    name ``producer`` ("Function MulBackward0 returned an invalid gradient ...")."""
+
+    def fail(msg: str) -> RuntimeError:
+        return RuntimeError(f"Function {producer.name()} returned an {msg}"
+                            if producer is not None else msg)
+
     if len(grads) != len(edges):
-        raise RuntimeError(format_error(
-            f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}"))
+        raise fail(f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}")
     for i, (edge, grad) in enumerate(zip(edges, grads)):
         fn = edge.function
         if fn is None or grad is None:
             continue
-        metadata = fn._input_metadata[edge.input_nr] if edge.input_nr < len(
-            fn._input_metadata) else None
-        if metadata is None:
+        meta = fn._input_metadata
+        if edge.input_nr >= len(meta):
             continue
-        if tuple(grad.shape) != metadata.shape:
+        metadata = meta[edge.input_nr]
+        data = grad.data
+        if (data.shape == metadata.shape and data.dtype == metadata.dtype
+                and grad.device == metadata.device):
+            continue  # the common case: nothing to check further
+        shape = tuple(data.shape)
+        if shape != metadata.shape:
             from .ops import is_expandable_to, sum_to
 
-            if not is_expandable_to(metadata.shape, tuple(grad.shape)):
-                raise RuntimeError(format_error(
-                    f"invalid gradient at index {i} - got {list(grad.shape)} but expected "
-                    f"shape compatible with {list(metadata.shape)}"))
+            if not is_expandable_to(metadata.shape, shape):
+                raise fail(f"invalid gradient at index {i} - got {list(shape)} but expected "
+                           f"shape compatible with {list(metadata.shape)}")
             grad = sum_to(grad, metadata.shape)
         if grad.dtype != metadata.dtype and grad.dtype.kind in "fc":
             grad = grad.to(dtype=metadata.dtype)
@@ -911,9 +936,8 @@ def validate_outputs(edges: Sequence[Edge], grads: list[Tensor | None],
             if grad.ndim == 0:
                 grad = grad.to(metadata.device)
             else:
-                raise RuntimeError(format_error(
-                    f"invalid gradient at index {i} - expected device {metadata.device} but "
-                    f"got {grad.device}"))
+                raise fail(f"invalid gradient at index {i} - expected device "
+                           f"{metadata.device} but got {grad.device}")
         grads[i] = grad
 
 

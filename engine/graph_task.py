@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -164,6 +165,7 @@ class GraphTask:
     engine: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        self.weak_self = weakref.ref(self)  # shared by every NodeTask of this GraphTask
         if not self.id:
             self.id = next(_graph_task_ids)
         waits = self.engine.waits if self.engine is not None else None

@@ -19,7 +19,6 @@ the depth rule, to show the deadlock that rule prevents.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -38,8 +37,9 @@ class NodeTask:
 
     def __init__(self, graph_task: GraphTask | None, fn: Node | None, inputs: InputBuffer,
                  is_shutdown_task: bool = False) -> None:
+        # One weak reference per GraphTask, shared by its tasks (see compare_node_task_time).
         self.base: Callable[[], GraphTask | None] = (
-            weakref.ref(graph_task) if graph_task is not None else _none
+            graph_task.weak_self if graph_task is not None else _none
         )
         self.fn = fn
         self.inputs = inputs
@@ -58,13 +58,17 @@ def compare_node_task_time(t1: NodeTask, t2: NodeTask) -> bool:
     """``CompareNodeTaskTime``: True when t1 pops *after* t2."""
     if t2.is_shutdown_task:
         return True
-    if t1.fn is None or t1.is_shutdown_task:
+    f1 = t1.fn
+    if f1 is None or t1.is_shutdown_task:
         return False
-    if t2.fn is None:
+    f2 = t2.fn
+    if f2 is None:
         return True
+    if t1.base is t2.base:  # the same GraphTask (the usual case): the same depth
+        return f1._sequence_nr < f2._sequence_nr
     d1, d2 = t1.get_reentrant_depth(), t2.get_reentrant_depth()
     if d1 == d2:
-        return t1.fn._sequence_nr < t2.fn._sequence_nr
+        return f1._sequence_nr < f2._sequence_nr
     return d1 < d2
 
 

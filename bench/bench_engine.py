@@ -1,0 +1,391 @@
+"""Backward-pass overhead per node: our engine vs. a 2017-style loop vs. PyTorch.
+
+For each size (about 1,000 / 10,000 / 100,000 backward nodes) a seeded
+generator writes one *program*: a random DAG over 2-element float64 vectors,
+made of cheap ops only (``AddBackward0``, ``MulBackward0``), mixing long chains
+with fan-out in the forward pass (= gradient fan-in in the backward pass,
+accumulated in input buffers) and leaves reused many times (many gradients
+summed into one ``AccumulateGrad``).  The program is replayed once with
+``engine`` tensors and once with ``torch`` tensors, so both graphs have exactly
+the same nodes and edges (checked).
+
+Timed, per size, in one run:
+
+1. ours: ``loss.backward(retain_graph=True)`` on a fresh ``engine.Engine()``
+   with no observer (``with engine.use_engine(eng):``, closed afterwards);
+2. 2017: ``bench.baseline_2017.run_backward(loss)``, the 2017 pure-Python
+   ``ExecutionEngine`` loop calling the *same* Node objects' ``apply()``;
+3. torch: ``loss.backward(retain_graph=True)`` on the torch copy.
+
+The graphs are built once per size, outside the timed region, and reused by
+every repetition (``retain_graph=True``; the baseline never frees anything).
+Leaf ``.grad`` are reset to ``None`` between calls, outside the timed region.
+The three contenders take turns, repetition by repetition, so that a busy
+machine slows them alike; the cyclic GC is collected once per size and off
+while the repetitions run (as in ``timeit``).  Each call is timed by the wall
+clock and by the calling thread's CPU time (all three run the whole backward on
+the calling thread).  The tables report the best repetition, then the median.
+In the first repetition (1), (2) and (3) must give the same leaf gradients.
+
+Then ours is profiled (cProfile, one backward on the 10k graph) and the top
+functions by own time are printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import cProfile
+import functools
+import gc
+import os
+import pstats
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import engine
+from bench import baseline_2017
+
+SEED = 20170907
+SIZES = (1_000, 10_000, 100_000)
+REPS = {1_000: 15, 10_000: 5, 100_000: 3}
+PROFILE_SIZE = 10_000
+PROFILE_TOP = 15
+GOAL = 3.0  # ours <= GOAL x the minimal loop
+
+# Operand choice (see make_program)
+P_CHAIN = 0.75   # first operand: the value just made (a chain) ...
+WINDOW = 256     # ... else a random one among the last WINDOW values (a fork)
+P_LEAF = 0.5     # second operand of an "avg": a random leaf, else any earlier value
+P_MUL = 0.4      # share of "mul by a leaf" among the ops
+LEAF_SHARE = 20  # one leaf per LEAF_SHARE nodes
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# --- the graph -------------------------------------------------------------------------
+@dataclass
+class Program:
+    """A forward computation to replay with either library.
+
+    Values are numbered: ``0 .. n_leaves-1`` are the leaves, then one value per op.
+    Ops: ``("avg", a, b)`` is ``(v[a] + v[b]) * 0.5`` (AddBackward0 + MulBackward0);
+    ``("mul", a, leaf)`` is ``v[a] * v[leaf]`` (MulBackward0); ``("add", a, b)`` is
+    ``v[a] + v[b]`` (AddBackward0; only in the final reduction).  The loss is
+    ``v[-1].sum()`` (SumBackward0)."""
+
+    leaves: np.ndarray  # (n_leaves, 2) float64
+    ops: list[tuple[str, int, int]]
+    n_nodes: int  # backward nodes: AccumulateGrads + op nodes + SumBackward0
+
+
+def make_program(target: int, seed: int = SEED) -> Program:
+    """About ``target`` backward nodes; every value (and leaf) reaches the loss."""
+    rng = np.random.default_rng(seed)
+    n_leaves = max(4, target // LEAF_SHARE)
+    # Values near 1: long chains of products neither overflow nor underflow.
+    leaves = rng.uniform(0.9, 1.1, size=(n_leaves, 2))
+    ops: list[tuple[str, int, int]] = []
+    unused = set(range(n_leaves))  # values not yet an operand
+    n_values = n_leaves
+    op_nodes = 0
+    last = n_leaves - 1
+    # total = n_leaves + op_nodes + (len(unused) - 1 adds) + 1 sum
+    while n_leaves + op_nodes + len(unused) < target:
+        if rng.random() < P_CHAIN:
+            a = last
+        else:
+            a = int(rng.integers(max(0, n_values - WINDOW), n_values))
+        if rng.random() < P_MUL:
+            b = int(rng.integers(0, n_leaves))
+            ops.append(("mul", a, b))
+            op_nodes += 1
+        else:
+            if rng.random() < P_LEAF:
+                b = int(rng.integers(0, n_leaves))
+            else:
+                b = int(rng.integers(0, n_values))
+            ops.append(("avg", a, b))
+            op_nodes += 2
+        unused.discard(a)
+        unused.discard(b)
+        unused.add(n_values)
+        last = n_values
+        n_values += 1
+    # Reduce what nobody used yet, so that every node is reachable from the loss.
+    rest = sorted(unused)
+    acc = rest[0]
+    for v in rest[1:]:
+        ops.append(("add", acc, v))
+        acc = n_values
+        n_values += 1
+    if acc != n_values - 1:
+        raise AssertionError("the last value must be the reduction")
+    return Program(leaves, ops, n_leaves + op_nodes + len(rest) - 1 + 1)
+
+
+def replay(program: Program, leaf: Callable[[np.ndarray], Any]) -> tuple[Any, list[Any]]:
+    """Run ``program`` forward; ``leaf(row)`` makes a leaf tensor that requires grad.
+    The cyclic GC is off meanwhile (it would halve the build speed at 100k nodes)."""
+    gc.disable()
+    try:
+        return _replay(program, leaf)
+    finally:
+        gc.enable()
+
+
+def _replay(program: Program, leaf: Callable[[np.ndarray], Any]) -> tuple[Any, list[Any]]:
+    leaves = [leaf(row) for row in program.leaves]
+    v: list[Any] = list(leaves)
+    append = v.append
+    for kind, a, b in program.ops:
+        if kind == "avg":
+            append((v[a] + v[b]) * 0.5)
+        elif kind == "mul":
+            append(v[a] * v[b])
+        else:
+            append(v[a] + v[b])
+    return v[-1].sum(), leaves
+
+
+def build_ours(program: Program) -> tuple[engine.Tensor, list[engine.Tensor]]:
+    return replay(program, lambda row: engine.tensor(row, requires_grad=True))
+
+
+def build_torch(program: Program, torch: Any) -> tuple[Any, list[Any]]:
+    return replay(program, lambda row: torch.tensor(row, dtype=torch.float64,
+                                                    requires_grad=True))
+
+
+def count_nodes(root: Any, edges: Callable[[Any], Sequence[tuple[Any, int]]]) -> int:
+    seen = {root}
+    stack = [root]
+    while stack:
+        for fn, _ in edges(stack.pop()):
+            if fn is not None and fn not in seen:
+                seen.add(fn)
+                stack.append(fn)
+    return len(seen)
+
+
+# --- timing -----------------------------------------------------------------------------
+def timed(fn: Callable[[], Any], wall: list[int], cpu: list[int]) -> None:
+    """Run ``fn()`` once; append its wall-clock and its thread CPU time (ns) to ``wall``
+    and ``cpu``.  Call it inside ``no_gc()``."""
+    c0 = time.thread_time_ns()
+    t0 = time.perf_counter_ns()
+    fn()
+    t1 = time.perf_counter_ns()
+    c1 = time.thread_time_ns()
+    wall.append(t1 - t0)
+    cpu.append(c1 - c0)
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """The cyclic GC collected once, then off (as in ``timeit``): a full collection
+    walks the whole 100k-node graph and would land in a random repetition."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def reset(leaves: Sequence[Any]) -> None:
+    for t in leaves:
+        t.grad = None
+
+
+@dataclass
+class Row:
+    size: int
+    nodes: int
+    reps: int
+    ours: list[int]
+    base: list[int]
+    ours_cpu: list[int]
+    base_cpu: list[int]
+    torch: list[int] | None
+    torch_cpu: list[int] | None
+    diff_base: float
+    diff_torch: float | None
+
+
+def measure(size: int, torch: Any) -> Row:
+    """Time the three contenders on one program, repetition by repetition in turn."""
+    program = make_program(size)
+    reps = REPS[size]
+    loss, leaves = build_ours(program)
+    nodes = count_nodes(loss.grad_fn, lambda n: n.next_edges())
+    if nodes != program.n_nodes:
+        raise AssertionError(f"expected {program.n_nodes} nodes, built {nodes}")
+    tloss: Any = None
+    tleaves: list[Any] = []
+    if torch is not None:
+        tloss, tleaves = build_torch(program, torch)
+        tnodes = count_nodes(tloss.grad_fn, lambda n: n.next_functions)
+        if tnodes != nodes:
+            raise AssertionError(f"torch graph has {tnodes} nodes, ours {nodes}")
+
+    row = Row(size, nodes, reps, [], [], [], [], [] if torch is not None else None,
+              [] if torch is not None else None, float("nan"), None)
+    eng = engine.Engine()
+    try:
+        with engine.use_engine(eng), no_gc():
+            assert not eng._observers, "ours is timed with no observer attached"
+            run_ours = functools.partial(loss.backward, retain_graph=True)
+            run_base = functools.partial(baseline_2017.run_backward, loss)
+            run_torch = (functools.partial(tloss.backward, retain_graph=True)
+                         if tloss is not None else None)
+            for rep in range(reps):
+                reset(leaves)
+                timed(run_ours, row.ours, row.ours_cpu)
+                ours_grads = [t.grad for t in leaves]
+                reset(leaves)
+                timed(run_base, row.base, row.base_cpu)
+                if rep == 0:  # the leaf gradients must agree (checked once per size)
+                    row.diff_base = baseline_2017.assert_same_grads(
+                        ours_grads, [t.grad for t in leaves])
+                reset(leaves)
+                if run_torch is not None:
+                    reset(tleaves)
+                    timed(run_torch, row.torch, row.torch_cpu)
+                    if rep == 0:
+                        row.diff_torch = baseline_2017.assert_same_grads(
+                            ours_grads, [engine.tensor(t.grad.numpy()) for t in tleaves])
+                    reset(tleaves)
+    finally:
+        eng.close()
+    del loss, leaves, tloss, tleaves, run_ours, run_base, run_torch
+    gc.collect()
+    return row
+
+
+# --- report -----------------------------------------------------------------------------
+def per_node(times: Sequence[int] | None, nodes: int, how: Callable[[Sequence[int]], float]
+             ) -> float | None:
+    return how(times) / nodes if times else None
+
+
+def fmt(x: float | None, spec: str) -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _table(rows: Sequence[Row], clock: str, pick: Callable[[Sequence[int]], float]) -> bool:
+    """One table; True if every size meets the goal."""
+    head = (f"{'size':>8} {'nodes':>8} {'reps':>4} {'ours':>8} {'2017 loop':>9} "
+            f"{'torch':>8} {'ours/2017':>9} {'ours/torch':>10} {'goal<=3x':>8}")
+    print(head)
+    print("-" * len(head))
+    all_met = True
+    for r in rows:
+        cpu = clock == "cpu"
+        o = per_node(r.ours_cpu if cpu else r.ours, r.nodes, pick)
+        b = per_node(r.base_cpu if cpu else r.base, r.nodes, pick)
+        t = per_node(r.torch_cpu if cpu else r.torch, r.nodes, pick)
+        rb = ratio(o, b)
+        met = rb is not None and rb <= GOAL
+        all_met = all_met and met
+        print(f"{r.size:>8,} {r.nodes:>8,} {r.reps:>4} {fmt(o, '8.0f')} {fmt(b, '9.0f')} "
+              f"{fmt(t, '8.0f')} {fmt(rb, '8.2f')}x {fmt(ratio(o, t), '9.1f')}x "
+              f"{'met' if met else 'NOT met':>8}")
+    return all_met
+
+
+def print_table(rows: Sequence[Row]) -> bool:
+    """The tables; True if the goal is met on the best wall-clock times."""
+    print("backward time per node, ns: best of reps, wall clock "
+          "(graph built once, retain_graph=True)")
+    met = _table(rows, "wall", min)
+    print()
+    print("the same, median of reps, wall clock")
+    _table(rows, "wall", statistics.median)
+    print()
+    print("the same, best of reps, CPU time of the calling thread "
+          "(less sensitive to a busy machine)")
+    met_cpu = _table(rows, "cpu", min)
+    print()
+    print("leaf gradients, max |difference| from ours:")
+    for r in rows:
+        print(f"{r.size:>8,}  2017 loop {r.diff_base:.1e}  torch {fmt(r.diff_torch, '.1e')}")
+    print()
+    verdict = {True: "MET", False: "NOT MET"}
+    print(f"goal: ours <= {GOAL:g}x the 2017 loop at every size: {verdict[met]} "
+          f"(best wall clock); {verdict[met_cpu]} (best CPU time)")
+    return met
+
+
+def _where(key: tuple[str, int, str]) -> str:
+    filename, line, name = key
+    if filename == "~":  # a builtin
+        return name
+    path = os.path.relpath(filename, REPO) if filename.startswith(REPO) else \
+        os.path.basename(filename)
+    return f"{path}:{line}({name})"
+
+
+def profile(size: int | None = None, top: int | None = None) -> None:
+    """cProfile one backward of ours; print the top functions by own time."""
+    size = PROFILE_SIZE if size is None else size
+    top = PROFILE_TOP if top is None else top
+    program = make_program(size)
+    loss, leaves = build_ours(program)
+    nodes = program.n_nodes
+    eng = engine.Engine()
+    try:
+        with engine.use_engine(eng):
+            plain: list[int] = []
+            with no_gc():
+                timed(functools.partial(loss.backward, retain_graph=True), plain, [])
+                reset(leaves)
+                prof = cProfile.Profile()
+                prof.runcall(loss.backward, retain_graph=True)
+    finally:
+        eng.close()
+    stats = pstats.Stats(prof)
+    total = stats.total_tt  # type: ignore[attr-defined]
+    entries = sorted(stats.stats.items(), key=lambda kv: (-kv[1][2], _where(kv[0])))  # type: ignore[attr-defined]
+    print(f"cProfile of ours, one loss.backward(retain_graph=True), {nodes:,} nodes: "
+          f"{total * 1e3:.0f} ms under the profiler ({total * 1e9 / nodes:.0f} ns/node), "
+          f"{plain[0] / 1e6:.0f} ms without")
+    print("(the profiler's cost is per call: functions called many times per node, like the "
+          "ReadyQueue comparator, are over-weighted)")
+    print(f"top {top} by own time (tottime):")
+    head = (f"{'ncalls':>9} {'calls/node':>10} {'tottime ms':>10} {'%':>5} {'ns/node':>8} "
+            f"{'cumtime ms':>10}  function")
+    print(head)
+    print("-" * len(head))
+    for key, (_cc, nc, tt, ct, _callers) in entries[:top]:
+        print(f"{nc:>9,} {nc / nodes:>10.2f} {tt * 1e3:>10.1f} {100 * tt / total:>5.1f} "
+              f"{tt * 1e9 / nodes:>8.0f} {ct * 1e3:>10.1f}  {_where(key)}")
+
+
+def main() -> None:
+    try:
+        import torch
+    except ImportError:  # the table still has ours and the 2017 loop
+        torch = None
+        print("torch is not installed: the torch column is n/a")
+    print(f"seed {SEED}; 2-element float64 values; ops: (a+b)*0.5, a*leaf; "
+          f"{'torch ' + torch.__version__ if torch is not None else 'no torch'}")
+    t0 = time.perf_counter()
+    rows = [measure(size, torch) for size in SIZES]
+    print_table(rows)
+    print()
+    profile()
+    print()
+    print(f"bench_engine: {time.perf_counter() - t0:.1f} s in all")
+
+
+if __name__ == "__main__":
+    main()
