@@ -10,15 +10,20 @@ on the engine.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import events, work
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
+from textual.css.query import NoMatches
+from textual.geometry import Size
 from textual.reactive import reactive
+from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from autograd_tui import render
@@ -36,6 +41,7 @@ from engine.events import format_event
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 LIST_VIEW_ABOVE = 60  # nodes: larger graphs open in the compact list view
 REFRESH_HZ = 30
+THREAD_COLUMNS = ("#", "thread", "state", "node", "depth")
 LOG_ROWS = 400  # the event log shows this many events around the shown index
 
 KIND_STYLE = {
@@ -54,7 +60,15 @@ PLACEHOLDER_TEXT = "autograd-tui: step through PyTorch's autograd engine."
 class Timeline(Static):
     """A scrub bar of the whole run: where the shown event sits."""
 
+    _shown: tuple[int, int, str] | None = None
+
+    def on_resize(self) -> None:
+        # The first show() runs before layout (width 0): draw again at the real width.
+        if self._shown is not None:
+            self.show(*self._shown)
+
     def show(self, index: int, total: int, status: str) -> None:
+        self._shown = (index, total, status)
         width = max(self.size.width - 24, 10)
         pos = 0 if total == 0 else round(index / total * (width - 1))
         bar = Text("▕")
@@ -64,7 +78,7 @@ class Timeline(Static):
         bar.append("▏ ")
         bar.append(f"{index}/{total}", style="bold")
         bar.append(f"  {status}", style="bold red" if status == "deadlock" else "")
-        self.update(bar)
+        self.update(bar, layout=False)  # one line, always: no need to re-lay out the screen
 
 
 class AutogradApp(App[int]):
@@ -81,8 +95,10 @@ class AutogradApp(App[int]):
         Binding("b", "breakpoints", "Breakpts"),
         Binding("p", "pause_thread", "Pause thr"),
         Binding("g", "goto", "Go to"),
-        Binding("home", "first", "First", show=False),
-        Binding("end", "last", "Last", show=False),
+        # priority: a focused DataTable (the threads pane, once a row is clicked; the hidden
+        # node list, at start) would take home/end for scrolling.
+        Binding("home", "first", "First", show=False, priority=True),
+        Binding("end", "last", "Last", show=False, priority=True),
         Binding("v", "toggle_view", "View"),
         Binding("d", "details", "Details"),
         Binding("r", "restart", "Restart"),
@@ -121,6 +137,8 @@ class AutogradApp(App[int]):
         self._announced_deadlock = False
         self._log_range = (0, 0)
         self._mounted = False
+        self._list_rows: list[tuple[str, ...]] | None = None  # what the list view shows
+        self._drive_lock = threading.Lock()  # one controller request at a time
 
     # --- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -152,7 +170,7 @@ class AutogradApp(App[int]):
         self.query_one("#graph-tasks").border_title = "GraphTasks"
         self.query_one("#events").border_title = "events"
         threads = self.query_one("#threads", DataTable)
-        threads.add_columns("#", "thread", "state", "node", "depth")
+        threads.add_columns(*THREAD_COLUMNS)
         nodes = self.query_one("#node-list", DataTable)
         nodes.add_columns("id", "node", "device", "state", "deps", "seq", "where")
         log = self.query_one("#events", DataTable)
@@ -160,7 +178,7 @@ class AutogradApp(App[int]):
         self._check_size()
         self._mounted = True
         self._open()
-        self.set_interval(1 / REFRESH_HZ, self._tick)
+        self.set_interval(1 / REFRESH_HZ, self._on_timer)
 
     def _open(self) -> None:
         """Start the session: a live run of the scenario, or the recording."""
@@ -169,6 +187,7 @@ class AutogradApp(App[int]):
         self._close_session()
         self._seen, self._last_drawn, self._announced_deadlock = -1, None, False
         self._follow, self._details_node = True, None
+        self._auto_running = False
         self.cursor = 0
         try:
             if self._recording is not None:
@@ -195,6 +214,14 @@ class AutogradApp(App[int]):
             self.session = None
 
     # --- the refresh loop -----------------------------------------------------------------
+    def _on_timer(self) -> None:
+        try:
+            self._tick()
+        except NoMatches:
+            # Quitting: the timer can fire once more after the panes are removed (it raised
+            # NoMatches and printed a traceback on exit).
+            return
+
     def _tick(self, force: bool = False) -> None:
         s = self.session
         if s is None:
@@ -202,9 +229,9 @@ class AutogradApp(App[int]):
         n = s.count()
         if n != self._seen or force:
             self._seen = n
+            self._append_log(n)  # before the cursor moves: drawing selects the log row
             if self._follow:
                 self.cursor = n
-            self._append_log(n)
         self._draw(force)
         if s.status == "deadlock" and not self._announced_deadlock:
             self._announced_deadlock = True
@@ -218,7 +245,8 @@ class AutogradApp(App[int]):
         s = self.session
         if s is None or not self._mounted:
             return
-        key = (self.cursor, self._seen)
+        # The status and the report are in the key: they change without a new event.
+        key = (self.cursor, self._seen, s.status, s.report)
         if key == self._last_drawn and not force:
             self._draw_threads()
             return
@@ -235,11 +263,11 @@ class AutogradApp(App[int]):
         if self._list_view or big:
             self._draw_list(state)
         else:
-            self.query_one("#graph", Static).update(render.graph_text(state, highlight))
+            self._show("#graph", render.graph_text(state, highlight))
         # side panes
-        self.query_one("#queues", Static).update(render.queues_text(state))
-        self.query_one("#not-ready", Static).update(render.not_ready_text(state))
-        self.query_one("#graph-tasks", Static).update(render.graph_tasks_text(state))
+        self._show("#queues", render.queues_text(state))
+        self._show("#not-ready", render.not_ready_text(state))
+        self._show("#graph-tasks", render.graph_tasks_text(state))
         node = self._details_node if self._details_node is not None else highlight
         details = self.query_one("#details", Static)
         if details.has_class("shown") and node is not None:
@@ -250,15 +278,35 @@ class AutogradApp(App[int]):
         self._select_log_row()
         self._update_title()
 
+    def _show(self, selector: str, text: Text) -> None:
+        """Update a Static only if its text changed: each update re-lays out the screen."""
+        widget = self.query_one(selector, Static)
+        if widget.content != text:
+            widget.update(text)
+
     def _draw_list(self, state: Any) -> None:
         table = self.query_one("#node-list", DataTable)
         rows = render.list_rows(state)
+        old = self._list_rows
+        self._list_rows = rows
+
+        def cell(r: tuple[str, ...], i: int) -> Any:
+            style = render.STATE_STYLE.get(r[3].replace(" ", "_"), ("", ""))[0]
+            return Text(r[i], style=style) if i in (1, 3) else r[i]
+
+        if old is not None and [r[0] for r in old] == [r[0] for r in rows]:
+            # The same nodes in the same order (most steps): update the changed cells
+            # only, rather than rebuilding hundreds of rows twice a step.
+            columns = list(table.columns)
+            for r, o in zip(rows, old):
+                if r != o:
+                    for i in range(len(r)):
+                        if r[i] != o[i]:
+                            table.update_cell(r[0], columns[i], cell(r, i))
+            return
         table.clear()
         for r in rows:
-            st = r[3].replace(" ", "_")
-            style = render.STATE_STYLE.get(st, ("", ""))[0]
-            table.add_row(*[Text(c, style=style) if i in (1, 3) else c
-                            for i, c in enumerate(r)], key=r[0])
+            table.add_row(*[cell(r, i) for i in range(len(r))], key=r[0])
 
     def _draw_threads(self, state: Any = None) -> None:
         s = self.session
@@ -276,16 +324,37 @@ class AutogradApp(App[int]):
             cyc = s.report.cycle if hasattr(s.report, "cycle") else s.report.get("cycle", [])
             cycle = {c.split(" ", 1)[1] for c in cyc if c.startswith("thread ")}
         key = (tuple(rows), frozenset(cycle))
-        if key == getattr(self, "_threads_key", None):
+        old = getattr(self, "_threads_key", None)
+        if key == old:
             return
         self._threads_key = key
-        cursor = table.cursor_row
-        table.clear()
-        for i, (name, what, node, depth) in enumerate(rows, 1):
+
+        def cells(i: int, row: tuple[str, str, str, str]) -> list[Any]:
+            name, what, node, depth = row
             style = "bold red" if name in cycle else (
                 "yellow" if "paused" in what else "dim" if what.startswith("finished") else "")
-            table.add_row(str(i), Text(name, style=style), Text(what, style=style), node, depth,
-                          key=name)
+            return [str(i), Text(name, style=style), Text(what, style=style), node, depth]
+
+        def widths(rs: tuple[tuple[str, ...], ...]) -> list[int]:
+            return [max((len(r[c]) for r in rs), default=0) for c in range(4)]
+
+        if old is not None and [r[0] for r in old[0]] == [r[0] for r in rows] and \
+                table.row_count == len(rows) and widths(old[0]) == widths(key[0]):
+            # The same threads at the same column widths (most steps): update the changed
+            # cells in place; rebuilding the table re-lays out the whole screen.
+            columns = list(table.columns)
+            for i, (row, was) in enumerate(zip(rows, old[0]), 1):
+                if row != was or key[1] != old[1]:
+                    for column, value in zip(columns, cells(i, row)):
+                        table.update_cell(row[0], column, value)
+            return
+        # Rebuilt with its columns: a DataTable's column only ever widens, so the widths
+        # (and the scrollbar) would depend on every state drawn before, not this one.
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        table.add_columns(*THREAD_COLUMNS)
+        for i, row in enumerate(rows, 1):
+            table.add_row(*cells(i, row), key=row[0])
         if rows:
             table.move_cursor(row=min(cursor, len(rows) - 1))
 
@@ -354,13 +423,15 @@ class AutogradApp(App[int]):
                           f"{s.policy} | {s.devices}")
 
     # --- size -----------------------------------------------------------------------------
-    def on_resize(self) -> None:
-        self._check_size()
+    def on_resize(self, event: events.Resize) -> None:
+        # event.size: this handler runs before the app's own one updates self.size (the
+        # "too small" message stayed up after the terminal was enlarged).
+        self._check_size(event.size)
 
-    def _check_size(self) -> None:
-        w, h = self.size
+    def _check_size(self, size: Size | None = None) -> None:
+        w, h = size or self.size
         small = w < MIN_WIDTH or h < MIN_HEIGHT
-        self.screen.set_class(small, "too-small")
+        self.default_screen.set_class(small, "too-small")  # not a dialog shown on top
         if small:
             self.query_one("#too-small", Static).update(
                 f"The terminal is {w}x{h}; autograd-tui needs at least {MIN_WIDTH}x{MIN_HEIGHT}."
@@ -388,11 +459,17 @@ class AutogradApp(App[int]):
             self.cursor += 1
             self._follow = self.cursor == self._seen
 
+    def _skip_in_dialogs(self) -> None:
+        if isinstance(self.screen, ModalScreen):
+            raise SkipAction()  # home/end then reach the dialog's input
+
     def action_first(self) -> None:
+        self._skip_in_dialogs()
         self._follow = False
         self.cursor = 0
 
     def action_last(self) -> None:
+        self._skip_in_dialogs()
         self._follow = True
         self.cursor = self._seen
 
@@ -445,6 +522,12 @@ class AutogradApp(App[int]):
         if s.finished:
             self._say_finished()
             return
+        self._start_run(s)
+
+    def _start_run(self, s: Session) -> None:
+        # Set on the UI thread, so that space pressed again before the worker starts stops it.
+        s.arm()
+        self._auto_running = True
         self._follow = True
         self._drive("run")
 
@@ -457,8 +540,7 @@ class AutogradApp(App[int]):
             return
         if not s.breakpoints:
             self.notify("no breakpoints set (b): running to the end", timeout=3)
-        self._follow = True
-        self._drive("run")
+        self._start_run(s)
 
     def _say_finished(self) -> None:
         s = self.session
@@ -466,25 +548,35 @@ class AutogradApp(App[int]):
         self.notify(f"the run has ended ({s.status}); r restarts, s picks another scenario",
                     timeout=4)
 
-    @work(thread=True, exclusive=True, group="driver")
+    @work(thread=True, group="driver")
     def _drive(self, what: str, thread: str | None = None) -> None:
-        """Blocking controller calls, off the UI thread."""
+        """Blocking controller calls, off the UI thread.
+
+        Not an exclusive worker: cancelling one that has not started yet dropped
+        key presses (n pressed quickly stepped fewer times).  A lock makes the
+        requests run one at a time."""
         s = self.session
         if s is None:
             return
-        self._auto_running = what == "run"
-        self._stepped_thread = what == "thread"
-        try:
-            if what == "step":
-                r = s.step_any()
-            elif what == "thread":
-                assert thread is not None
-                r = s.step_thread(thread)
-            else:
-                r = s.run_until_breakpoint()
-        finally:
-            self._auto_running = False
-        self.call_from_thread(self._after_drive, r)
+        with self._drive_lock:
+            if self.session is not s or s.finished:
+                if what == "run" and self.session is s:
+                    self._auto_running = False
+                return  # restarted, switched or quit while this request waited
+            self._stepped_thread = what == "thread"
+            try:
+                if what == "step":
+                    r = s.step_any()
+                elif what == "thread":
+                    assert thread is not None
+                    r = s.step_thread(thread)
+                else:
+                    r = s.run_until_breakpoint(arm=False)
+            finally:
+                if what == "run":
+                    self._auto_running = False
+        if self.session is s:
+            self.call_from_thread(self._after_drive, r)
 
     def _after_drive(self, r: Any) -> None:
         if r.status == "breakpoint":
@@ -496,7 +588,7 @@ class AutogradApp(App[int]):
         elif r.status == "blocked" and r.thread and self._stepped_thread:
             self.notify(f"{r.thread} is blocked: it cannot move until another thread does",
                         timeout=3)
-        self._tick(force=True)
+        self._tick()
 
     def action_pause_thread(self) -> None:
         s = self._live()

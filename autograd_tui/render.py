@@ -26,7 +26,9 @@ STATE_STYLE = {
     "errored": ("bold red", "E"),
 }
 
-BOX_WIDTH = 24
+# 20 wide, one space apart: three boxes fit the graph pane of a 120-column terminal
+# (with 24 and two spaces, linear-relu's Linear1 was cut off in not_ready).
+BOX_WIDTH = 20
 
 
 def seq_text(seq: int) -> str:
@@ -108,7 +110,7 @@ def graph_text(state: EngineState, highlight: int | None = None,
             line = Text(f"{depth:>2} " if r == 0 else "   ", style="dim")
             for b in boxes:
                 line.append_text(b[r])
-                line.append("  ")
+                line.append(" ")
             rows.append(line)
     out = Text()
     for i, row in enumerate(rows):
@@ -187,6 +189,11 @@ def graph_tasks_text(state: EngineState) -> Text:
         t.append(status, style=style)
         if gt.handoff:
             t.append(f" ({gt.handoff} from GT{gt.parent})", style="dim")
+    if state.leaf_grads:  # each AccumulateGrad's leaf, as it is written
+        t.append("\nleaf .grad", style="bold")
+        for n, g in sorted(state.leaf_grads.items()):
+            t.append(f"  #{n}=", style="dim")
+            t.append(short_value(g), style="blue")
     return t
 
 

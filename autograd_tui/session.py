@@ -152,9 +152,15 @@ class Session:
             self.status, self.report = "deadlock", r.report
         elif r.status == "paused":
             self.report = r.report
-        elif self.run is not None and self.run.finished:
-            self.status = "error" if self.run.error is not None else "completed"
+        else:
+            self._clear_paused_report()  # something moved: the old "paused" report is stale
+            if self.run is not None and self.run.finished:
+                self.status = "error" if self.run.error is not None else "completed"
         return r
+
+    def _clear_paused_report(self) -> None:
+        if getattr(self.report, "kind", None) == "paused":
+            self.report = None
 
     def step_any(self) -> StepResult:
         assert self.run is not None
@@ -168,10 +174,17 @@ class Session:
             return StepResult("finished", [])
         return self._after(self.run.controller.step(name))
 
-    def run_until_breakpoint(self) -> StepResult:
-        """Run until a breakpoint (or the end); with none set, to the end."""
-        assert self.run is not None
+    def arm(self) -> None:
+        """Forget an earlier stop(): the app calls this when a run is asked for, so that a
+        stop() pressed before the run's worker starts is not lost."""
         self._stop.clear()
+
+    def run_until_breakpoint(self, *, arm: bool = True) -> StepResult:
+        """Run until a breakpoint (or the end); with none set, to the end.  stop() ends it
+        (``arm=False``: a stop() since the last arm() ends it at once)."""
+        assert self.run is not None
+        if arm:
+            self._stop.clear()
         preds = [b.predicate() for b in self.breakpoints]
         while not self._stop.is_set():
             r = self.step_any()
@@ -190,6 +203,7 @@ class Session:
         st = self.run.controller.thread_states().get(name)
         if st is not None and st.user_paused:
             self.run.controller.resume(name)
+            self._clear_paused_report()
             return False
         self.run.controller.pause(name)
         return True

@@ -1,0 +1,180 @@
+"""The app's step latency: from pressing ``n`` to the redrawn screen, via Textual's Pilot.
+
+For each scenario (``linear-relu``, the default, and the largest built-in one:
+``transformer-block`` if it exists, else the scenario whose backward graph has
+the most nodes), the app is started headless at 120x40 and:
+
+* **start**: the time from entering ``App.run_test`` to the app being mounted
+  (compose and ``on_mount`` done: the context manager returns) and to its first
+  frame (the first ``pilot.pause()`` after that: the first refresh processed);
+* **step**: ``STEPS`` times, post the key event ``n`` to the app (what the
+  terminal driver does for a key press) and poll (``asyncio.sleep`` of 0.5 ms)
+  until ``app.session.count()`` has grown and the app has drawn it (the title's
+  ``event i/n`` shows the new count; a step that makes no event: until its
+  worker is done), then
+  ``pilot.pause(0)`` twice: the screen's compositor renders the updated widgets.
+  The wall time of each is one sample.  ``pilot.press`` and ``pilot.pause()``
+  are not used inside the timing: they wait for the process to look idle (in
+  20 ms slices, up to a second), which measures the machine's load, not the app.
+  A scenario that ends before ``STEPS`` steps is restarted (``r``), outside the
+  timing.
+
+Prints the median and the maximum per scenario, and PASS/FAIL against the goal:
+a median under ``GOAL_MS`` on the large graph.  On a failure (or with
+``--profile``) the large scenario's steps are profiled with cProfile and the top
+functions by cumulative time are printed.
+
+Run: ``.venv/bin/python -m bench.bench_app`` (``--steps N``, ``--profile``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import os
+import pstats
+import re
+import statistics
+import sys
+import time
+from typing import Any
+
+from textual import events
+
+from autograd_tui.app import AutogradApp
+
+STEPS = 200
+GOAL_MS = 50.0
+SIZE = (120, 40)
+SMALL = "linear-relu"
+PREFERRED_LARGE = "transformer-block"
+PROFILE_TOP = 25
+PROFILE_FILTER = r"autograd_tui|_data_table|_compositor|screen\.py|_styles_cache|widget\.py"
+_SHOWN = re.compile(r"event (\d+)/(\d+)")
+
+
+def largest_scenario() -> tuple[str, int]:
+    """``transformer-block`` if it exists, else the built-in with the most graph nodes."""
+    import scenarios
+    from autograd_tui.runner import Run
+
+    names = scenarios.names()
+    if PREFERRED_LARGE in names:
+        return PREFERRED_LARGE, -1
+    best = ("", -1)
+    for name in names:
+        run = Run(scenarios.load(name))
+        try:
+            result = run.run()
+            nodes = len(run.history.state_at(len(run.history)).nodes)
+        finally:
+            run.close()
+        if result.status == "finished" and nodes > best[1]:
+            best = (name, nodes)
+    return best
+
+
+def _shown(app: AutogradApp) -> tuple[int, int]:
+    m = _SHOWN.search(str(app.sub_title))
+    return (int(m.group(1)), int(m.group(2))) if m else (-1, -1)
+
+
+def _busy(app: AutogradApp) -> bool:
+    return any(w.group == "driver" and not w.is_finished for w in app.workers)
+
+
+async def _settle(pilot: Any, before: int, timeout: float = 10.0) -> None:
+    """Until the step is done and drawn (or nothing more will come), then render."""
+    app = pilot.app
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        s = app.session
+        if s is None:
+            return
+        n = s.count()
+        if _shown(app)[1] == n and (n > before or s.finished or not _busy(app)):
+            break  # drawn (or the step made no event and its worker is done)
+        await asyncio.sleep(0.0005)
+    await pilot.pause(0)
+    await pilot.pause(0)
+
+
+async def _measure(name: str, steps: int, profile: cProfile.Profile | None
+                   ) -> dict[str, Any]:
+    app = AutogradApp(name)
+    t0 = time.perf_counter()
+    async with app.run_test(size=SIZE, notifications=False) as pilot:
+        t_mounted = time.perf_counter()
+        await pilot.pause()
+        t_frame = time.perf_counter()
+        assert app.session is not None
+        samples: list[float] = []
+        cpu: list[float] = []
+        restarts = 0
+        while len(samples) < steps:
+            s = app.session
+            assert s is not None
+            if s.finished:
+                restarts += 1
+                await pilot.press("r")
+                await _settle(pilot, -1)
+                await pilot.pause()
+                continue
+            before = s.count()
+            if profile is not None:
+                profile.enable()
+            t, c = time.perf_counter(), time.process_time()
+            app.post_message(events.Key("n", "n"))
+            await _settle(pilot, before)
+            samples.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+            if profile is not None:
+                profile.disable()
+        n_events = app.session.count() if app.session else 0
+        nodes = len(app.session.state_at(n_events).nodes) if app.session else 0
+        await pilot.press("q")
+    return {"name": name, "mounted": t_mounted - t0, "frame": t_frame - t0,
+            "samples": samples, "cpu": cpu, "restarts": restarts, "events": n_events,
+            "nodes": nodes}
+
+
+def _report(r: dict[str, Any]) -> float:
+    ms = [x * 1000 for x in r["samples"]]
+    med = statistics.median(ms)
+    print(f"{r['name']:<20} start: mounted {r['mounted'] * 1000:7.1f} ms, first frame "
+          f"{r['frame'] * 1000:7.1f} ms")
+    print(f"{'':<20} {len(ms)} steps ({r['restarts']} restarts; at the end {r['events']} "
+          f"events, {r['nodes']} nodes): median {med:6.2f} ms, p90 "
+          f"{statistics.quantiles(ms, n=10)[-1]:6.2f} ms, max {max(ms):7.2f} ms; process CPU "
+          f"per step: median {statistics.median(r['cpu']) * 1000:6.2f} ms")
+    return med
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=STEPS)
+    ap.add_argument("--profile", action="store_true",
+                    help="profile the large scenario's steps even if it passes")
+    args = ap.parse_args(argv if argv is not None else [])
+    large, nodes = largest_scenario()
+    print(f"app step latency, {args.steps} steps per scenario at {SIZE[0]}x{SIZE[1]} "
+          f"(large scenario: {large}" + (f", {nodes} nodes" if nodes >= 0 else "") + "); "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    asyncio.run(_measure(SMALL, 5, None))  # warm up imports and caches, not reported
+    _report(asyncio.run(_measure(SMALL, args.steps, None)))
+    med = _report(asyncio.run(_measure(large, args.steps, None)))
+    ok = med < GOAL_MS
+    print(f"goal: median under {GOAL_MS:.0f} ms per step on {large}: "
+          f"{'PASS' if ok else 'FAIL'} ({med:.2f} ms)")
+    if args.profile or not ok:
+        prof = cProfile.Profile()
+        asyncio.run(_measure(large, min(args.steps, 100), prof))
+        print(f"profile of {large}'s steps (UI thread): the app's drawing and Textual's "
+              f"layout, rendering and DataTable work, top {PROFILE_TOP} by cumulative time")
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(PROFILE_FILTER, PROFILE_TOP)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,668 @@
+"""The Textual app, key by key, through Textual's Pilot (headless, 120x40).
+
+Every binding is driven the way a person would: a key press (and, in dialogs,
+clicks and typing), then a wait until the engine's worker is done and the app
+has drawn the newest event (the title's ``event i/n``).  What the panes show is
+compared with ``autograd_tui.render`` of ``Session.state_at(i)``: the panes are
+pure functions of the state at the shown index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.text import Text
+from textual import events
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input, Label, Markdown, OptionList, Static
+
+import autograd_tui.app
+import scenarios
+from autograd_tui import render
+from autograd_tui.app import AutogradApp
+from autograd_tui.runner import Run
+from autograd_tui.screens import HELP, BreakpointsScreen, GotoScreen, ScenarioScreen, TextScreen
+from engine import trace
+
+pytestmark = pytest.mark.timeout(120)
+
+SIZE = (120, 40)
+_SHOWN = re.compile(r"event (\d+)/(\d+)")
+
+# tests/graphs.py reentrant_on_owner as a scenario file, for when the built-in deadlock
+# scenario is missing: with reentrant="block" the owner waits on the nested GraphTask's
+# future while that GraphTask's first task sits in the owner's own queue.
+DEADLOCK_FILE = '''\
+from __future__ import annotations
+
+import engine
+from engine import Function
+
+NAME = "reentrant-block"
+EXPECT = "deadlock"
+ENGINE = {"reentrant": "block"}
+
+
+class Reentrant(Function):
+    @staticmethod
+    def forward(ctx, x):
+        with engine.enable_grad():
+            ctx.x = engine.tensor(float(x.detach()), requires_grad=True, device=x.device) - 1
+        return ctx.x.detach()
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.x < 0:
+            return g
+        with engine.enable_grad():
+            Reentrant.apply(ctx.x).sum().backward()
+        return g
+
+
+def program():
+    v = engine.tensor(1.0, requires_grad=True)
+    Reentrant.apply(v).sum().backward()
+    return {"v": v.grad}
+'''
+
+
+class App(AutogradApp):
+    """The app, keeping every notification it shows (title, message, severity)."""
+
+    CSS_PATH = str(Path(autograd_tui.app.__file__).with_name("app.tcss"))  # not tests/
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.notes: list[tuple[str, str, str]] = []
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        self.notes.append((title, str(message), str(severity)))
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def said(self, fragment: str) -> bool:
+        return any(fragment in f"{title} {message}" for title, message, _ in self.notes)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+def shown(app: AutogradApp) -> tuple[int, int]:
+    """(shown index, newest event) as the title says."""
+    m = _SHOWN.search(str(app.sub_title))
+    assert m, app.sub_title
+    return int(m.group(1)), int(m.group(2))
+
+
+def busy(app: AutogradApp) -> bool:
+    return any(w.group == "driver" and not w.is_finished for w in app.workers)
+
+
+async def settle(pilot: Pilot[Any], timeout: float = 30.0) -> None:
+    """Until no engine request is in flight and the app has drawn the newest event."""
+    app = pilot.app
+    assert isinstance(app, AutogradApp)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause(0.01)
+        s = app.session
+        if not busy(app) and (s is None or shown(app)[1] == s.count()):
+            break
+    else:
+        raise AssertionError("the app did not settle")
+    await pilot.pause()
+
+
+async def press(pilot: Pilot[Any], *keys: str) -> None:
+    for k in keys:
+        await pilot.press(k)
+        await settle(pilot)
+
+
+def run_app(app: AutogradApp, script: Callable[[Pilot[Any]], Awaitable[None]],
+            size: tuple[int, int] = SIZE) -> None:
+    async def main() -> None:
+        async with app.run_test(size=size, notifications=True) as pilot:
+            await settle(pilot)
+            await script(pilot)
+
+    asyncio.run(main())
+
+
+def text_of(app: AutogradApp, selector: str) -> str:
+    content = app.query_one(selector, Static).content
+    return content.plain if isinstance(content, Text) else str(content)
+
+
+def graph_matches(app: AutogradApp, i: int) -> None:
+    """The graph and side panes at cursor ``i`` are the renders of state_at(i)."""
+    assert app.session is not None
+    state = app.session.state_at(i)
+    last = state.last_event
+    graph = app.query_one("#graph", Static).content
+    assert graph == render.graph_text(state, last.node if last is not None else None)
+    assert app.query_one("#queues", Static).content == render.queues_text(state)
+    assert app.query_one("#not-ready", Static).content == render.not_ready_text(state)
+    assert app.query_one("#graph-tasks", Static).content == render.graph_tasks_text(state)
+
+
+def thread_rows(app: AutogradApp) -> list[list[Any]]:
+    table = app.query_one("#threads", DataTable)
+    return [table.get_row_at(i) for i in range(table.row_count)]
+
+
+def last_kind(app: AutogradApp) -> str:
+    assert app.session is not None
+    return app.session.event(app.session.count() - 1).kind
+
+
+def engine_threads() -> list[str]:
+    return [t.name for t in threading.enumerate()
+            if t.name.startswith("autograd ") and t.is_alive()]
+
+
+@pytest.fixture
+def deadlock_scenario(tmp_path: Path) -> str:
+    """The built-in deadlock scenario, or the same program written into tmp_path."""
+    if "deadlock-reentrant-block" in scenarios.names():
+        return "deadlock-reentrant-block"
+    path = tmp_path / "reentrant_block.py"
+    path.write_text(DEADLOCK_FILE)
+    return str(path)
+
+
+# --- stepping -----------------------------------------------------------------------------------
+def test_n_steps_one_event_at_a_time() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        assert app.session is not None and app.session.count() == 0
+        assert shown(app) == (0, 0)
+        assert "No graph yet" in text_of(app, "#graph")
+        log = app.query_one("#events", DataTable)
+        for k in range(1, 16):
+            await press(pilot, "n")
+            assert app.session.count() == k
+            assert shown(app) == (k, k)
+            assert log.row_count == k
+            assert log.cursor_row == k - 1  # the log follows the newest event
+        graph_matches(app, 15)
+        assert app.query_one("#graph-pane").border_title.startswith("graph: 11 nodes")
+        assert app.sub_title.startswith("linear-relu | live | event 15/15")
+
+    run_app(app, script)
+
+
+def test_number_keys_step_only_the_chosen_thread() -> None:
+    app = App("multi-device")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        while len(thread_rows(app)) < 2:  # until cuda:1 starts
+            await press(pilot, "n")
+            assert s.count() < 60
+        names = [str(r[1]) for r in thread_rows(app)]
+        assert names[:2] == ["cpu (owner)", "cuda:1"]
+        for key, name in (("2", "cuda:1"), ("2", "cuda:1"), ("2", "cuda:1"),
+                          ("1", "cpu (owner)"), ("2", "cuda:1")):
+            before = s.count()
+            await press(pilot, key)
+            new = s.events(before)
+            assert new, f"{key} made no event"
+            assert {e.thread for e in new} == {name}, [(e.kind, e.thread) for e in new]
+        await press(pilot, "9")
+        assert app.said("there is no thread 9")
+
+    run_app(app, script)
+
+
+def test_p_pauses_the_selected_thread_and_space_stops_at_it() -> None:
+    app = App("multi-device")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        while len(thread_rows(app)) < 2 or s.count() < 28:
+            await press(pilot, "n")
+        table = app.query_one("#threads", DataTable)
+        await pilot.click("#threads", offset=(4, 2))  # row 2: cuda:1 (row 0 is the header)
+        await settle(pilot)
+        assert table.cursor_row == 1
+        await press(pilot, "p")
+        assert app.said("cuda:1 paused")
+        assert s.thread_states()["cuda:1"].user_paused
+        assert "paused" in str(thread_rows(app)[1][2])
+        await press(pilot, "space")
+        # cpu (owner) ran until it needed cuda:1: the run stops with the "paused" report
+        assert not s.finished
+        assert s.report is not None and s.report.kind == "paused"
+        banner = text_of(app, "#banner")
+        assert app.query_one("#banner").has_class("shown")
+        assert "you paused cuda:1" in banner and banner == s.report.explanation
+        assert app.said("paused Not a deadlock")
+        await press(pilot, "p")  # resume
+        assert app.said("cuda:1 resumed")
+        assert not app.query_one("#banner").has_class("shown")
+        await press(pilot, "space")
+        assert s.status == "completed"
+
+    run_app(app, script)
+
+
+def test_space_runs_to_the_end() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        await press(pilot, "space")
+        assert s.status == "completed"
+        assert last_kind(app) == "completion"
+        assert shown(app) == (s.count(), s.count())
+        tasks = text_of(app, "#graph-tasks")
+        assert "GT1" in tasks and "completed" in tasks
+        # the leaf gradients, by AccumulateGrad node
+        grads = s.state_at(s.count()).leaf_grads
+        assert len(grads) == 5 and "leaf .grad" in tasks
+        assert "#9=[0.35]" in tasks  # input.grad = w1 * (1 + w2) = 0.5 * 0.7
+        badges = re.findall(r"╭ (\S) \w+", text_of(app, "#graph"))
+        assert len(badges) == 11 and set(badges) == {"✓"}  # every node done
+        await press(pilot, "space")  # after the end: a hint, nothing moves
+        assert app.said("the run has ended (completed)")
+
+    run_app(app, script)
+
+
+def test_space_again_pauses_a_run() -> None:
+    app = App("chain", params={"n": 3000})  # about 42,000 events: seconds of running
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        # Keys posted as the terminal driver does (pilot.press would wait for the process
+        # to look idle, which it does not while the engine runs).
+        app.post_message(events.Key("space", " "))
+        await asyncio.sleep(0.5)
+        assert busy(app) and s.count() > 0
+        app.post_message(events.Key("space", " "))
+        await settle(pilot)
+        stopped = s.count()
+        assert 0 < stopped and not s.finished and s.status == "ready"
+        await pilot.pause(0.3)
+        assert s.count() == stopped  # it stays paused
+        assert shown(app) == (stopped, stopped)
+        await press(pilot, "n")
+        assert s.count() == stopped + 1
+
+    run_app(app, script)
+
+
+def test_c_stops_at_a_breakpoint_set_in_the_dialog() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        await press(pilot, "b")
+        assert isinstance(app.screen, BreakpointsScreen)
+        await pilot.click("#bp-kind")
+        await pilot.press(*"not_ready_insert")
+        assert app.screen.query_one("#bp-kind", Input).value == "not_ready_insert"
+        await pilot.click("#bp-add")
+        await pilot.pause()
+        listing = app.screen.query_one("#bp-list", Static).content
+        assert "1. kind=not_ready_insert" in str(listing)
+        await pilot.click("#bp-done")
+        await settle(pilot)
+        assert not isinstance(app.screen, BreakpointsScreen)
+        assert [b.describe() for b in s.breakpoints] == ["kind=not_ready_insert"]
+        await press(pilot, "c")
+        assert last_kind(app) == "not_ready_insert"
+        assert app.said("breakpoint: not_ready_insert")
+        # Linear1 (LinearBackward0#6, the lower sequence number) waits in not_ready
+        assert "LinearBackward0#6" in text_of(app, "#not-ready")
+        await press(pilot, "c")  # the only one: c now runs to the end
+        assert s.status == "completed"
+
+    run_app(app, script)
+
+
+def test_breakpoint_dialog_rejects_an_unknown_kind() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await press(pilot, "b")
+        app.screen.query_one("#bp-kind", Input).value = "no_such_kind"
+        await pilot.click("#bp-add")
+        await pilot.pause()
+        assert app.said("unknown event kind 'no_such_kind'")
+        await press(pilot, "escape")
+        assert app.session is not None and app.session.breakpoints == []
+
+    run_app(app, script)
+
+
+# --- history ------------------------------------------------------------------------------------
+def test_left_right_home_end_walk_the_history() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        await press(pilot, "space")
+        n = s.count()
+        graph_matches(app, n)
+        for i in range(n - 1, n - 8, -1):
+            await press(pilot, "left")
+            assert shown(app) == (i, n)
+            graph_matches(app, i)
+            assert app.query_one("#events", DataTable).cursor_row == i - 1
+        await press(pilot, "right")
+        assert shown(app) == (n - 6, n)
+        graph_matches(app, n - 6)
+        await press(pilot, "home")
+        assert shown(app) == (0, n)
+        assert "No graph yet" in text_of(app, "#graph")
+        await press(pilot, "left")  # nothing before the first event
+        assert shown(app) == (0, n)
+        for i in range(1, 4):
+            await press(pilot, "right")
+            assert shown(app) == (i, n)
+            graph_matches(app, i)
+        await press(pilot, "end")
+        assert shown(app) == (n, n)
+        graph_matches(app, n)
+
+    run_app(app, script)
+
+
+def test_n_after_stepping_back_moves_the_engine_and_jumps_to_the_newest() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await press(pilot, *["n"] * 10, "left", "left", "left")
+        assert shown(app) == (7, 10)
+        await press(pilot, "n")
+        assert shown(app) == (11, 11)
+
+    run_app(app, script)
+
+
+def test_g_goes_to_an_index() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        await press(pilot, "space")
+        n = s.count()
+        await press(pilot, "g")
+        assert isinstance(app.screen, GotoScreen)
+        await pilot.press(*"999", "enter")
+        await pilot.pause()
+        assert app.said(f"999 is outside 0..{n}")
+        assert isinstance(app.screen, GotoScreen)
+        inp = app.screen.query_one("#goto", Input)
+        inp.value = ""
+        await pilot.press(*"25", "enter")
+        await settle(pilot)
+        assert not isinstance(app.screen, GotoScreen)
+        assert shown(app) == (25, n)
+        graph_matches(app, 25)
+        await press(pilot, "g", "escape")  # cancel: stays
+        assert shown(app) == (25, n)
+
+    run_app(app, script)
+
+
+# --- session ------------------------------------------------------------------------------------
+def test_r_restarts() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await press(pilot, *["n"] * 20)
+        old = app.session
+        assert old is not None and old.count() == 20
+        await press(pilot, "r")
+        s = app.session
+        assert s is not None and s is not old
+        assert s.count() < 3 and shown(app) == (s.count(), s.count())
+        assert app.query_one("#events", DataTable).row_count == s.count()
+        await press(pilot, "n")
+        assert s.count() == 1 and s.event(0).kind == "graph_task_created"
+
+    run_app(app, script)
+
+
+def test_s_picks_another_scenario() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await press(pilot, "n", "n", "s")
+        assert isinstance(app.screen, ScenarioScreen)
+        options = app.screen.query_one(OptionList)
+        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert ids[0] == "linear-relu" and "multi-device" in ids
+        options.focus()
+        options.highlighted = ids.index("multi-device")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert not isinstance(app.screen, ScenarioScreen)
+        assert app.session is not None and app.session.scenario_name == "multi-device"
+        assert app.sub_title.startswith("multi-device | live | event 0/0")
+        assert app.session.count() == 0
+        await press(pilot, "n")
+        assert app.session.count() == 1
+
+    run_app(app, script)
+
+
+def test_t_shows_the_teaching_notes() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await press(pilot, "t")
+        assert isinstance(app.screen, TextScreen)
+        assert str(app.screen.query_one(".dialog-title", Label).content) == \
+            "teaching notes: linear-relu"
+        notes = app.screen.query_one(Markdown).source
+        assert notes == scenarios.load("linear-relu").notes
+        assert "not_ready" in notes
+        await press(pilot, "escape")
+        assert not isinstance(app.screen, TextScreen)
+
+    run_app(app, script)
+
+
+def test_question_mark_shows_help_with_every_key() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await press(pilot, "question_mark")
+        assert isinstance(app.screen, TextScreen)
+        assert str(app.screen.query_one(".dialog-title", Label).content) == "help"
+        source = app.screen.query_one(Markdown).source
+        assert source == HELP
+        for key in ("`space`", "`n`", "`1`-`9`", "`p`", "`c`", "`b`", "`left`", "`right`",
+                    "`home`", "`end`", "`g`", "`v`", "`d`", "`shift+arrows`", "`r`", "`s`",
+                    "`e`", "`t`", "`?`", "`q`"):
+            assert key in source, key
+        await press(pilot, "question_mark")  # ? closes it again
+        assert not isinstance(app.screen, TextScreen)
+
+    run_app(app, script)
+
+
+def test_e_exports_the_shown_state(tmp_path: Path) -> None:
+    app = App("linear-relu")
+    out = tmp_path / "state.dot"
+    available = importlib.util.find_spec("autograd_tui.graphviz_export") is not None
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await press(pilot, *["n"] * 12, "e")
+        inp = app.screen.query_one("#export-path", Input)
+        assert inp.value == "autograd-linear-relu-0012.svg"
+        inp.value = str(out)
+        await pilot.press("enter")
+        await settle(pilot)
+        if available:
+            assert out.exists(), app.notes
+            text = out.read_text()
+            assert text.startswith("digraph") or "digraph" in text[:200]
+            assert "SumBackward0" in text
+            assert app.said(f"wrote {out}")
+        else:
+            assert not out.exists()
+            assert app.said("export is not available")
+
+    run_app(app, script)
+
+
+def test_v_and_d_switch_views() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        await press(pilot, *["n"] * 12)
+        pane = app.query_one("#graph-pane")
+        assert not pane.has_class("list")
+        await press(pilot, "v")
+        assert pane.has_class("list")
+        nodes = app.query_one("#node-list", DataTable)
+        assert nodes.row_count == 11
+        assert [str(c) for c in nodes.get_row_at(0)][:2] == ["1", "✓ SumBackward0"]
+        await press(pilot, "n")  # the list follows the engine
+        rows = render.list_rows(s.state_at(s.count()))
+        assert [tuple(str(c) for c in nodes.get_row_at(i)) for i in range(11)] == rows
+        await press(pilot, "v")
+        assert not pane.has_class("list")
+        await press(pilot, "d")
+        details = app.query_one("#details", Static)
+        assert details.has_class("shown")
+        state = s.state_at(s.count())
+        assert details.content == render.node_details(state, state.last_event.node)
+        await press(pilot, "d")
+        assert not details.has_class("shown")
+
+    run_app(app, script)
+
+
+def test_q_quits_and_tears_down_every_engine_thread() -> None:
+    app = App("multi-device")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        while s.count() < 30:  # cuda:1's thread is up and holds work
+            await press(pilot, "n")
+        assert any(name.startswith("autograd cuda") for name in engine_threads())
+        await pilot.press("q")
+        await pilot.pause()
+
+    run_app(app, script)
+    assert app.return_code == 0
+    deadline = time.monotonic() + 5
+    while engine_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not engine_threads()
+
+
+# --- deadlock, replay, small terminals -----------------------------------------------------------
+def test_deadlock_is_shown_and_history_and_restart_still_work(deadlock_scenario: str) -> None:
+    app = App(deadlock_scenario)
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        await press(pilot, "space")
+        assert s.status == "deadlock" and last_kind(app) == "deadlock"
+        banner = app.query_one("#banner", Static)
+        assert banner.has_class("shown")
+        text = text_of(app, "#banner")
+        assert text.startswith("DEADLOCK  ")
+        assert text == "DEADLOCK  " + s.report.explanation
+        assert "No thread in this cycle can move" in text
+        assert app.said("deadlock Deadlock detected")
+        cycle = [c.split(" ", 1)[1] for c in s.report.cycle if c.startswith("thread ")]
+        assert cycle == ["cpu (owner)"]
+        for row in thread_rows(app):
+            name, what = row[1], row[2]
+            want = "bold red" if str(name) in cycle else ""
+            assert str(name.style) == want and str(what.style) == want, row
+        assert "deadlock" in str(app.query_one("#timeline", Static).content)
+        n = s.count()
+        await press(pilot, "left")
+        assert shown(app) == (n - 1, n)
+        graph_matches(app, n - 1)
+        assert banner.has_class("shown")  # the deadlock stays announced
+        await press(pilot, "n")
+        assert app.said("the run has ended (deadlock)")
+        await press(pilot, "r")
+        s2 = app.session
+        assert s2 is not None and s2 is not s and s2.status == "ready" and s2.count() < 3
+        assert not banner.has_class("shown")
+        assert all(str(r[1].style) == "" for r in thread_rows(app))
+
+    run_app(app, script)
+
+
+def test_replay_of_a_recording(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with Run(scenarios.load("linear-relu")) as run:
+        assert run.run().status == "finished"
+        run.save(path)
+        total = len(run.events)
+    app = App(recording=trace.load(path))
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None and not s.live and s.count() == total
+        assert "| replay |" in app.sub_title and app.sub_title.startswith("linear-relu")
+        assert shown(app) == (total, total)
+        await press(pilot, "home")
+        assert shown(app) == (0, total)
+        await press(pilot, "n")
+        assert shown(app) == (1, total)
+        await press(pilot, "right", "right", "n")
+        assert shown(app) == (4, total)
+        graph_matches(app, 4)
+        await press(pilot, "left")
+        assert shown(app) == (3, total)
+        graph_matches(app, 3)
+        await press(pilot, "g")
+        await pilot.press(*"33", "enter")
+        await settle(pilot)
+        assert shown(app) == (33, total)
+        assert s.state_at(33).last_event.kind == "not_ready_insert"
+        graph_matches(app, 33)
+        await press(pilot, "end", "n")  # at the end, n stays there
+        assert shown(app) == (total, total)
+        assert s.count() == total  # nothing runs in a replay
+
+    run_app(app, script)
+
+
+def test_a_small_terminal_asks_for_80x24() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        assert app.screen.has_class("too-small")
+        msg = text_of(app, "#too-small")
+        assert "The terminal is 60x20" in msg and "needs at least 80x24" in msg
+        assert app.query_one("#too-small").display
+        assert not app.query_one("#main").display
+        await pilot.resize_terminal(120, 40)
+        await settle(pilot)
+        assert not app.screen.has_class("too-small")
+        assert app.query_one("#main").display
+        assert not app.query_one("#too-small").display
+
+    run_app(app, script, size=(60, 20))

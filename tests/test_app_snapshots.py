@@ -1,0 +1,190 @@
+"""SVG snapshots of the app at 120x40 (pytest-textual-snapshot's ``snap_compare``).
+
+Each ``run_before`` drives the app to the moment shown, waits until the engine's
+worker is done and the newest event is drawn, then clears the notifications (they
+are transient) and lets the screen refresh, so the screenshot is deterministic.
+
+Update after a deliberate change to the app's look:
+``.venv/bin/python -m pytest tests/test_app_snapshots.py --snapshot-update``
+and review the SVGs in ``tests/__snapshots__/test_app_snapshots/``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+import scenarios
+from autograd_tui.app import AutogradApp
+from autograd_tui.session import Breakpoint
+
+pytestmark = pytest.mark.timeout(120)
+
+SIZE = (120, 40)
+_SHOWN = re.compile(r"event (\d+)/(\d+)")
+
+# tests/graphs.py reentrant_on_owner, for when the built-in deadlock scenario is missing
+DEADLOCK_FILE = '''\
+from __future__ import annotations
+
+import engine
+from engine import Function
+
+NAME = "reentrant-block"
+EXPECT = "deadlock"
+ENGINE = {"reentrant": "block"}
+
+
+class Reentrant(Function):
+    @staticmethod
+    def forward(ctx, x):
+        with engine.enable_grad():
+            ctx.x = engine.tensor(float(x.detach()), requires_grad=True, device=x.device) - 1
+        return ctx.x.detach()
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.x < 0:
+            return g
+        with engine.enable_grad():
+            Reentrant.apply(ctx.x).sum().backward()
+        return g
+
+
+def program():
+    v = engine.tensor(1.0, requires_grad=True)
+    Reentrant.apply(v).sum().backward()
+    return {"v": v.grad}
+'''
+
+
+async def settle(pilot: Pilot[Any], timeout: float = 30.0) -> None:
+    """Until no engine request is in flight and the app has drawn the newest event."""
+    app = pilot.app
+    assert isinstance(app, AutogradApp)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause(0.01)
+        s = app.session
+        busy = any(w.group == "driver" and not w.is_finished for w in app.workers)
+        m = _SHOWN.search(str(app.sub_title))
+        if not busy and (s is None or (m is not None and int(m.group(2)) == s.count())):
+            break
+    else:
+        raise AssertionError("the app did not settle")
+    await pilot.pause()
+
+
+async def finish(pilot: Pilot[Any]) -> None:
+    """Settled, without notifications, refreshed."""
+    await settle(pilot)
+    pilot.app.clear_notifications()
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
+async def step_until(pilot: Pilot[Any], done: Callable[[AutogradApp], bool],
+                     limit: int = 300) -> None:
+    app = pilot.app
+    assert isinstance(app, AutogradApp)
+    await settle(pilot)
+    for _ in range(limit):
+        if done(app):
+            return
+        await pilot.press("n")
+        await settle(pilot)
+    raise AssertionError("never reached the wanted state")
+
+
+def last_kind(app: AutogradApp) -> str | None:
+    s = app.session
+    assert s is not None
+    return s.event(s.count() - 1).kind if s.count() else None
+
+
+def test_default_scenario_at_its_start(snap_compare: Any) -> None:
+    app = AutogradApp("linear-relu")
+    assert snap_compare(app, terminal_size=SIZE, run_before=finish)
+
+
+def test_linear_relu_with_linear1_in_not_ready(snap_compare: Any) -> None:
+    app = AutogradApp("linear-relu")
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await step_until(pilot, lambda a: last_kind(a) == "not_ready_insert")
+        await finish(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_multi_device_with_two_queues_busy(snap_compare: Any) -> None:
+    app = AutogradApp("multi-device")
+
+    def two_busy(a: AutogradApp) -> bool:
+        assert a.session is not None
+        state = a.session.state_at(a.session.count())
+        return len([q for q, tasks in state.queues.items() if tasks]) >= 2
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await step_until(pilot, two_busy)
+        await finish(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_reentrant_hand_off_to_a_pool_thread(snap_compare: Any) -> None:
+    # depth limit 2: the third nested backward is handed to reentrant-pool-1
+    app = AutogradApp("reentrant-deep", params={"depth": 5},
+                      engine_overrides={"max_recursion_depth": 2})
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        assert app.session is not None
+        app.session.breakpoints = [Breakpoint(kind="thread_start", thread="reentrant-pool-1")]
+        await pilot.press("c")
+        await settle(pilot)
+        assert last_kind(app) == "thread_start"
+        await finish(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_deadlock(snap_compare: Any, tmp_path: Path) -> None:
+    if "deadlock-reentrant-block" in scenarios.names():
+        source = "deadlock-reentrant-block"
+    else:
+        (tmp_path / "reentrant_block.py").write_text(DEADLOCK_FILE)
+        source = str(tmp_path / "reentrant_block.py")
+    app = AutogradApp(source)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        await pilot.press("space")
+        await settle(pilot)
+        assert app.session is not None and app.session.status == "deadlock"
+        await finish(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_help_screen(snap_compare: Any) -> None:
+    app = AutogradApp("linear-relu")
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await finish(pilot)
+        await pilot.press("question_mark")
+        await finish(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_small_terminal_message(snap_compare: Any) -> None:
+    app = AutogradApp("linear-relu")
+    assert snap_compare(app, terminal_size=(60, 20), run_before=finish)

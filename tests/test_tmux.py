@@ -1,0 +1,150 @@
+"""The app in a real terminal: tmux runs ``autograd-tui run linear-relu`` at 120x40.
+
+Keys go in with ``tmux send-keys``; what a person would see comes back with
+``tmux capture-pane -p``.  Skipped when tmux is not installed (CI installs it).
+Each test uses its own session name and always kills that session (never the
+tmux server: other sessions may share it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import scenarios
+from autograd_tui.runner import Run
+from engine.events import short_value, summarize
+
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(shutil.which("tmux") is None,
+                       reason="tmux is not installed: the real-terminal test needs it "
+                              "(apt-get install tmux; CI installs it)"),
+]
+
+REPO = Path(__file__).resolve().parent.parent
+CLI = Path(sys.executable).parent / "autograd-tui"
+_SHOWN = re.compile(r"event (\d+)/(\d+)")
+
+
+def tmux(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["tmux", "-u", *args], capture_output=True, text=True, timeout=20,
+                          check=check)
+
+
+def capture(session: str) -> str:
+    return tmux("capture-pane", "-p", "-t", session).stdout
+
+
+def wait_for(session: str, done: Callable[[str], bool], timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = capture(session)
+        if done(screen):
+            return screen
+        time.sleep(0.1)
+    raise AssertionError(f"timed out; the screen was:\n{screen}")
+
+
+def timeline(screen: str) -> tuple[int, int, str] | None:
+    """(shown event, newest event, status) from the timeline under the event log."""
+    m = re.search(r"▏ (\d+)/(\d+)\s+(\w+)", screen)
+    return (int(m.group(1)), int(m.group(2)), m.group(3)) if m else None
+
+
+def pane_text(screen: str, title: str) -> str:
+    """The text inside the side pane titled ``title``, its lines joined by spaces."""
+    lines = screen.splitlines()
+    top = next(i for i, line in enumerate(lines) if f"╭─ {title} " in line)
+    left = lines[top].index(f"╭─ {title} ")
+    out = []
+    for line in lines[top + 1:]:
+        part = line[left:]
+        if part.startswith("╰"):
+            break
+        out.append(part.strip("│ "))
+    return " ".join(out)
+
+
+def pane_dead(session: str) -> bool:
+    """The pane's process (the shell running the app) has exited."""
+    out = tmux("display-message", "-p", "-t", session, "#{pane_dead}", check=False).stdout
+    return out.strip() == "1"
+
+
+@pytest.fixture
+def session() -> str:
+    name = f"autograd-tui-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    yield name
+    tmux("kill-session", "-t", name, check=False)
+
+
+def expected_leaf_grads() -> set[str]:
+    """The gradients of linear-relu's five leaves, as the app prints them."""
+    with Run(scenarios.load("linear-relu")) as run:
+        assert run.run().status == "finished"
+        return {short_value(summarize(g)) for g in run.gradients().values()}
+
+
+def test_linear_relu_to_completion_in_a_real_terminal(session: str, tmp_path: Path) -> None:
+    assert CLI.exists(), f"{CLI}: the console script is not installed in this environment"
+    status_file = tmp_path / "exit-status"
+    # env -u: a tmux server started without a terminal can hand its panes COLUMNS=80 and
+    # LINES=24, which Textual would take over the pane's real size.  The shell writes the
+    # app's exit status to a file (tmux 3.3 leaves #{pane_dead_status} empty).
+    command = (f"env -u COLUMNS -u LINES {shlex.quote(str(CLI))} run linear-relu; "
+               f"echo $? > {shlex.quote(str(status_file))}")
+    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", str(REPO),
+         command)
+    tmux("set-option", "-t", session, "remain-on-exit", "on")  # the last screen stays
+    screen = wait_for(session, lambda s: "graph: 0 nodes" in s and "event 0/0" in s)
+    assert "No graph yet" in screen
+
+    # n, one at a time (each waits for the screen to change), until the run has ended: the
+    # timeline then says "82/82  completed"
+    last = timeline(screen)
+    for _ in range(300):
+        tmux("send-keys", "-t", session, "n")
+        before = last
+        screen = wait_for(session, lambda s, b=before: timeline(s) not in (None, b),
+                          timeout=10)
+        last = timeline(screen)
+        if last[2] == "completed":
+            break
+    assert last is not None and last[2] == "completed" and last[0] == last[1] > 0, screen
+    m = _SHOWN.search(screen)
+    assert m and int(m.group(1)) == int(m.group(2)) == last[0], screen
+    # the first notification ("n steps, space runs ...") has timed out: nothing covers the panes
+    screen = wait_for(session, lambda s: "space runs" not in s and "run has ended" not in s)
+
+    # every node is done: eleven boxes, all with the ✓ badge
+    badges = re.findall(r"╭ (\S) \w+", screen)
+    assert len(badges) == 11 and set(badges) == {"✓"}, screen
+    # the GraphTask completed (the GraphTasks pane, its wrapped lines joined)
+    tasks = pane_text(screen, "GraphTasks")
+    assert re.search(r"GT1 owner cpu \(owner\) depth 0 outstanding 0 completed", tasks), tasks
+    # the final gradients of the five leaves (by AccumulateGrad node)
+    assert "leaf .grad" in tasks
+    shown_grads = re.findall(r"#\d+=(\[[^\]]*\])", tasks)
+    assert len(shown_grads) == 5, screen
+    assert set(shown_grads) == expected_leaf_grads()
+    assert "#9=[0.35]" in screen  # input.grad = w1 * (relu' + w2) = 0.5 * 0.7
+
+    tmux("send-keys", "-t", session, "q")
+    deadline = time.monotonic() + 20
+    while not pane_dead(session) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pane_dead(session), f"the app did not exit after q:\n{capture(session)}"
+    assert status_file.read_text().strip() == "0", capture(session)
+    assert "Traceback" not in capture(session)
