@@ -6,6 +6,7 @@ from typing import Any
 
 import engine
 from scenarios import Param, ScenarioError
+from scenarios.reentrant_deep import _reentrant
 
 NAME = "deadlock-pool-exhausted"
 TITLE = "Deadlock: an exhausted reentrant thread pool"
@@ -68,30 +69,11 @@ branch), `Engine::add_thread_pool_task`, `Engine::reentrant_thread_init`,
 """
 
 
-def _reentrant(mod: Any, **kw: Any) -> Any:
-    class Reentrant(mod.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            with mod.enable_grad():
-                ctx.x = mod.tensor(float(x.detach()), requires_grad=True, **kw) - 1
-            return ctx.x.detach()
-
-        @staticmethod
-        def backward(ctx, g):
-            if ctx.x < 0:
-                return g
-            with mod.enable_grad():
-                Reentrant.apply(ctx.x).sum().backward()
-            return g
-
-    return Reentrant
-
-
 def _run(mod: Any, depth: int, **kw: Any) -> dict[str, Any]:
     if depth < 0:
         raise ScenarioError(f"{__name__}: parameter 'depth' must be >= 0, not {depth}")
     v = mod.tensor(float(depth), requires_grad=True, **kw)
-    _reentrant(mod, **kw).apply(v).sum().backward()
+    _reentrant(mod, **kw).apply(v).sum().backward()  # the chain of reentrant-deep
     return {"v": v.grad}
 
 
