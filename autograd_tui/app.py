@@ -44,17 +44,7 @@ REFRESH_HZ = 30
 THREAD_COLUMNS = ("#", "thread", "state", "node", "depth")
 LOG_ROWS = 400  # the event log shows this many events around the shown index
 
-KIND_STYLE = {
-    "push": "green", "pop": "cyan", "node_start": "bold", "node_end": "bold",
-    "dependency_decrement": "yellow", "buffer_accumulate": "magenta",
-    "not_ready_insert": "bold magenta", "not_ready_remove": "magenta",
-    "completion": "bold green", "error": "bold red", "deadlock": "bold red",
-    "wakeup": "bold blue", "reentrant_handoff": "bold blue", "thread_wait": "dim",
-    "thread_wake": "dim", "hook": "blue", "node_skipped": "dim",
-}
 
-# Kept for the placeholder test and as the app's one-line purpose.
-PLACEHOLDER_TEXT = "autograd-tui: step through PyTorch's autograd engine."
 
 
 class Timeline(Static):
@@ -389,7 +379,7 @@ class AutogradApp(App[int]):
         names = self._names()
         for i, e in enumerate(new, stop):
             log.add_row(str(e.seq), Text(format_event(e, names)[6:],
-                                          style=KIND_STYLE.get(e.kind, "")), key=str(i))
+                                          style=render.KIND_STYLE.get(e.kind, "")), key=str(i))
         stop = n
         if stop - start > LOG_ROWS * 2:  # keep the table small: drop the oldest rows
             for i in range(start, stop - LOG_ROWS):

@@ -18,14 +18,6 @@ from autograd_tui import __version__
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
 
-KIND_STYLE = {
-    "push": "green", "pop": "cyan", "node_start": "bold", "node_end": "bold",
-    "dependency_decrement": "yellow", "buffer_accumulate": "magenta",
-    "not_ready_insert": "bold magenta", "not_ready_remove": "magenta",
-    "completion": "bold green", "error": "bold red", "deadlock": "bold red",
-    "wakeup": "bold blue", "reentrant_handoff": "bold blue", "thread_wait": "dim",
-    "thread_wake": "dim", "hook": "blue", "node_skipped": "dim",
-}
 
 
 class UsageError(Exception):
@@ -248,6 +240,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def print_trace(con: Any, events: list[Any]) -> None:
     from rich.text import Text
 
+    from autograd_tui.render import KIND_STYLE
     from engine.events import format_event
 
     names: dict[int, str] = {}

@@ -26,6 +26,16 @@ STATE_STYLE = {
     "errored": ("bold red", "E"),
 }
 
+#: event kind -> style, for the event log and the headless trace
+KIND_STYLE = {
+    "push": "green", "pop": "cyan", "node_start": "bold", "node_end": "bold",
+    "dependency_decrement": "yellow", "buffer_accumulate": "magenta",
+    "not_ready_insert": "bold magenta", "not_ready_remove": "magenta",
+    "completion": "bold green", "error": "bold red", "deadlock": "bold red",
+    "wakeup": "bold blue", "reentrant_handoff": "bold blue", "thread_wait": "dim",
+    "thread_wake": "dim", "hook": "blue", "node_skipped": "dim",
+}
+
 # 20 wide, one space apart: three boxes fit the graph pane of a 120-column terminal
 # (with 24 and two spaces, linear-relu's Linear1 was cut off in not_ready).
 BOX_WIDTH = 20

@@ -53,19 +53,15 @@ def _record(out: Tensor, node_cls: type[Node], inputs: Sequence[Any], **saved: A
     if not builtins.any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
         return out
     node = node_cls()
+    # A Python scalar is a constant: its edge is invalid (Edge(None, 0)), as in PyTorch.
     node.set_next_edges(collect_next_edges(*[t if isinstance(t, Tensor) else None
-                                             for t in inputs if not _is_scalar_const(t)]))
+                                             for t in inputs]))
     if saved:
         node.save(**saved)
     node.add_input_metadata(out.shape, out.dtype, out.device)
     out.grad_fn = node
     out.output_nr = 0
     return out
-
-
-def _is_scalar_const(x: Any) -> bool:
-    """A Python scalar that PyTorch wraps but still gives an (invalid) edge slot."""
-    return False
 
 
 def _wrap(x: Any, like: Tensor) -> Any:
