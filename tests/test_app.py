@@ -289,7 +289,12 @@ def test_space_again_pauses_a_run() -> None:
         # Keys posted as the terminal driver does (pilot.press would wait for the process
         # to look idle, which it does not while the engine runs).
         app.post_message(events.Key("space", " "))
-        await asyncio.sleep(0.5)
+        # The forward pass (3000 ops) runs before the first event: wait for the run to
+        # be under way, however slow the machine is today.
+        for _ in range(200):
+            await asyncio.sleep(0.05)
+            if s.count() > 0:
+                break
         assert busy(app) and s.count() > 0
         app.post_message(events.Key("space", " "))
         await settle(pilot)
