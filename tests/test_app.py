@@ -37,41 +37,6 @@ pytestmark = pytest.mark.timeout(120)
 SIZE = (120, 40)
 _SHOWN = re.compile(r"event (\d+)/(\d+)")
 
-# tests/graphs.py reentrant_on_owner as a scenario file, for when the built-in deadlock
-# scenario is missing: with reentrant="block" the owner waits on the nested GraphTask's
-# future while that GraphTask's first task sits in the owner's own queue.
-DEADLOCK_FILE = '''\
-from __future__ import annotations
-
-import engine
-from engine import Function
-
-NAME = "reentrant-block"
-EXPECT = "deadlock"
-ENGINE = {"reentrant": "block"}
-
-
-class Reentrant(Function):
-    @staticmethod
-    def forward(ctx, x):
-        with engine.enable_grad():
-            ctx.x = engine.tensor(float(x.detach()), requires_grad=True, device=x.device) - 1
-        return ctx.x.detach()
-
-    @staticmethod
-    def backward(ctx, g):
-        if ctx.x < 0:
-            return g
-        with engine.enable_grad():
-            Reentrant.apply(ctx.x).sum().backward()
-        return g
-
-
-def program():
-    v = engine.tensor(1.0, requires_grad=True)
-    Reentrant.apply(v).sum().backward()
-    return {"v": v.grad}
-'''
 
 
 class App(AutogradApp):
@@ -168,13 +133,9 @@ def engine_threads() -> list[str]:
 
 
 @pytest.fixture
-def deadlock_scenario(tmp_path: Path) -> str:
-    """The built-in deadlock scenario, or the same program written into tmp_path."""
-    if "deadlock-reentrant-block" in scenarios.names():
-        return "deadlock-reentrant-block"
-    path = tmp_path / "reentrant_block.py"
-    path.write_text(DEADLOCK_FILE)
-    return str(path)
+def deadlock_scenario() -> str:
+    """The built-in scenario that deadlocks (engine option reentrant="block")."""
+    return "deadlock-reentrant-block"
 
 
 # --- stepping -----------------------------------------------------------------------------------

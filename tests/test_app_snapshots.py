@@ -14,13 +14,11 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.pilot import Pilot
 
-import scenarios
 from autograd_tui.app import AutogradApp
 from autograd_tui.session import Breakpoint
 
@@ -29,39 +27,6 @@ pytestmark = pytest.mark.timeout(120)
 SIZE = (120, 40)
 _SHOWN = re.compile(r"event (\d+)/(\d+)")
 
-# tests/graphs.py reentrant_on_owner, for when the built-in deadlock scenario is missing
-DEADLOCK_FILE = '''\
-from __future__ import annotations
-
-import engine
-from engine import Function
-
-NAME = "reentrant-block"
-EXPECT = "deadlock"
-ENGINE = {"reentrant": "block"}
-
-
-class Reentrant(Function):
-    @staticmethod
-    def forward(ctx, x):
-        with engine.enable_grad():
-            ctx.x = engine.tensor(float(x.detach()), requires_grad=True, device=x.device) - 1
-        return ctx.x.detach()
-
-    @staticmethod
-    def backward(ctx, g):
-        if ctx.x < 0:
-            return g
-        with engine.enable_grad():
-            Reentrant.apply(ctx.x).sum().backward()
-        return g
-
-
-def program():
-    v = engine.tensor(1.0, requires_grad=True)
-    Reentrant.apply(v).sum().backward()
-    return {"v": v.grad}
-'''
 
 
 async def settle(pilot: Pilot[Any], timeout: float = 30.0) -> None:
@@ -156,13 +121,8 @@ def test_reentrant_hand_off_to_a_pool_thread(snap_compare: Any) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
-def test_deadlock(snap_compare: Any, tmp_path: Path) -> None:
-    if "deadlock-reentrant-block" in scenarios.names():
-        source = "deadlock-reentrant-block"
-    else:
-        (tmp_path / "reentrant_block.py").write_text(DEADLOCK_FILE)
-        source = str(tmp_path / "reentrant_block.py")
-    app = AutogradApp(source)
+def test_deadlock(snap_compare: Any) -> None:
+    app = AutogradApp("deadlock-reentrant-block")
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await settle(pilot)
