@@ -11,8 +11,11 @@ the most nodes), the app is started headless at 120x40 and:
   terminal driver does for a key press) and poll (``asyncio.sleep`` of 0.5 ms)
   until ``app.session.count()`` has grown and the app has drawn it (the title's
   ``event i/n`` shows the new count; a step that makes no event: until its
-  worker is done), then
+  worker has been seen and is done), then
   ``pilot.pause(0)`` twice: the screen's compositor renders the updated widgets.
+  (Until commit 86a46c1 "no event" was "no worker busy", which is also true
+  before the app has handled the key at all: when the previous step's worker was
+  already gone, a sample could end at once and the next one time two steps.)
   The wall time of each is one sample.  ``pilot.press`` and ``pilot.pause()``
   are not used inside the timing: they wait for the process to look idle (in
   20 ms slices, up to a second), which measures the machine's load, not the app.
@@ -88,12 +91,15 @@ async def _settle(pilot: Any, before: int, timeout: float = 10.0) -> None:
     """Until the step is done and drawn (or nothing more will come), then render."""
     app = pilot.app
     deadline = time.perf_counter() + timeout
+    worked = False  # a driver worker was seen: the key has been handled
     while time.perf_counter() < deadline:
         s = app.session
         if s is None:
             return
         n = s.count()
-        if _shown(app)[1] == n and (n > before or s.finished or not _busy(app)):
+        busy = _busy(app)
+        worked = worked or busy
+        if _shown(app)[1] == n and (n > before or s.finished or (worked and not busy)):
             break  # drawn (or the step made no event and its worker is done)
         await asyncio.sleep(0.0005)
     await pilot.pause(0)
