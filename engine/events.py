@@ -246,6 +246,9 @@ def format_event(e: Event, names: dict[int, str] | None = None) -> str:
         body = f"error {d['exc_type']}: {d['message']}"
     elif k == "exec_info":
         body = f"exec_info needed {d['needed']} captures {d['captures']}"
+    elif k == "deadlock":  # the explanation's first sentence (it is long; the report has it all)
+        first = d["explanation"].removeprefix("Deadlock: ").split(". ", 1)[0].rstrip(".")
+        body = f"deadlock: {first}"
     else:
         body = k + (" " + str(d) if d else "")
     return f"{e.seq:5d} {e.thread:<18} {where:<5} {body}"
