@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.events import Event, format_event, short_value
+from engine.events import summary as plain_summary
 from engine.state import EngineState, NodeInfo, NodeState, QueueTask
 
 #: output formats; every one but ``dot`` is rendered by Graphviz ``dot``
@@ -154,6 +155,7 @@ def _shape(summary: dict[str, Any]) -> str:
 
 def slot_text(summary: dict[str, Any] | None, values: bool = True) -> str:
     """One InputBuffer slot: ``empty``, ``[0.7]`` or (without values) ``filled 2×3``."""
+    summary = plain_summary(summary)
     if summary is None:
         return "empty"
     if not values:

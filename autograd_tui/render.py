@@ -10,7 +10,7 @@ from typing import Any
 import networkx as nx
 from rich.text import Text
 
-from engine.events import short_value
+from engine.events import short_value, summary
 from engine.state import EngineState, NodeInfo
 
 UINT64_MAX = 2**64 - 1
@@ -247,7 +247,7 @@ def node_details(state: EngineState, n: int, values: bool = True) -> Text:
             t.append(f"input buffer (GT{gt}): " + "  ".join(
                 f"[{k}] {short_value(s) if s is not None else 'empty'}"
                 for k, s in enumerate(slots)) + "\n")
-    outs = state.outputs.get(n)
+    outs = summary(state.outputs.get(n))
     if outs is not None:
         t.append("output gradients: " + ", ".join(short_value(o) for o in outs) + "\n")
     if n in state.leaf_grads:

@@ -57,11 +57,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 import engine
 from engine import trace
-from engine.events import Event, ListObserver
+from engine.events import Event, ListObserver, make_event
 from engine.state import EngineState, History, fold
 
 SEED = 20240601
@@ -149,6 +150,11 @@ def _shift(kind: str, d: dict[str, Any], g: int, n: int) -> dict[str, Any]:
     return d
 
 
+_SHIFTED = {"graph_task_created", "dependencies_computed", "exec_info", "push",
+            "dependency_decrement", "buffer_accumulate", "reentrant_handoff", "thread_wait",
+            "thread_wake"}
+
+
 def replicate(base: Sequence[Event], target: int) -> tuple[list[Event], int]:
     """Copies of ``base`` one after the other, renumbered, until ``target`` events;
     returns the events and the number of copies.  Thread starts appear once (the
@@ -167,13 +173,16 @@ def replicate(base: Sequence[Event], target: int) -> tuple[list[Event], int]:
         for e in body:
             if copies and e.kind == "thread_start":
                 continue
-            out.append(Event(len(out), e.kind, e.thread,
-                             None if e.graph_task is None else e.graph_task + g,
-                             None if e.node is None else e.node + n, e.queue,
-                             _shift(e.kind, e.data, g, n) if copies else e.data))
+            gt = None if e.graph_task is None else e.graph_task + g
+            node = None if e.node is None else e.node + n
+            if copies and e.kind in _SHIFTED:
+                out.append(make_event(len(out), e.kind, e.thread, gt, node, e.queue,
+                                      _shift(e.kind, e.data, g, n)))
+            else:
+                out.append(msgspec.structs.replace(e, seq=len(out), graph_task=gt, node=node))
         copies += 1
     for e in tail:
-        out.append(Event(len(out), e.kind, e.thread, e.graph_task, e.node, e.queue, e.data))
+        out.append(msgspec.structs.replace(e, seq=len(out)))
     return out, copies
 
 

@@ -38,7 +38,7 @@ from typing import Any
 import networkx as nx
 
 from .engine import Engine, use_engine
-from .events import Event
+from .events import Event, make_event
 from .sync import ThreadAborted, Waitable
 
 #: how long a step waits for the moving thread to reach its next gate before it
@@ -782,7 +782,7 @@ class Controller:
         if report.real:
             self.report = report
             eng = self.engine
-            ev = Event(next(eng._seq), "deadlock", "controller", None, None, None,
+            ev = make_event(next(eng._seq), "deadlock", "controller", None, None, None,
                        {"explanation": report.explanation, "cycle": report.cycle,
                         "threads": report.threads})
             with self._cv:

@@ -55,7 +55,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import grad_mode
-from .events import Event, Observer, summarize
+from .events import Event, Observer, make_event, summarize
 from .grad_mode import _tls as grad_tls
 from .graph import AccumulateGrad, Edge, GraphRoot, Node
 from .graph_task import (
@@ -180,7 +180,7 @@ class Engine:
     def _make_event(self, kind: str, gt: GraphTask | None, node: Node | None,
                     queue: Any, data: dict[str, Any]) -> Event:
         qname = queue.name if isinstance(queue, ReadyQueue) else queue
-        return Event(next(self._seq), kind, self.thread_name(),
+        return make_event(next(self._seq), kind, self.thread_name(),
                      gt.id if gt is not None else None,
                      self.node_id(node) if node is not None else None, qname, data)
 
@@ -250,14 +250,14 @@ class Engine:
         def stamp(size: int, order: list[NodeTask]) -> Event:
             return self._make_event("push", gt, task.fn, queue, {
                 "depth": task.get_reentrant_depth(),
-                "seq": task.fn._sequence_nr if task.fn is not None else None,
+                "seq": int(task.fn._sequence_nr) if task.fn is not None else None,
                 "dummy": task.fn is None and not task.is_shutdown_task,
                 "shutdown": task.is_shutdown_task,
                 "size": size,
                 "order": [[t.base().id if t.base() is not None else None,
                            self.node_id(t.fn) if t.fn is not None else None,
                            t.get_reentrant_depth(),
-                           t.fn._sequence_nr if t.fn is not None else None] for t in order],
+                           int(t.fn._sequence_nr) if t.fn is not None else None] for t in order],
                 "outstanding": gt.outstanding_tasks if gt is not None else 0,
             })
 
@@ -395,7 +395,7 @@ class Engine:
         for n in [root, *sorted(task.nodes_in_graph - {root}, key=self.node_id)]:
             nodes.append({
                 "id": self.node_id(n), "name": n.name(), "device": n.device(),
-                "seq": n._sequence_nr, "topo": n._topological_nr,
+                "seq": int(n._sequence_nr), "topo": n._topological_nr,
                 "num_inputs": n.num_inputs(), "leaf": isinstance(n, AccumulateGrad),
                 "next": [[self.node_id(e.function) if e.function is not None else None,
                           e.input_nr] for e in n._next_edges],

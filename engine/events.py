@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
+import msgspec
 import numpy as np
 
 #: kind -> {field: (type name, meaning)}.  Common fields (seq, kind, thread,
@@ -124,20 +124,141 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class NodeInfo(NamedTuple):
+    """A node of the graph, as ``dependencies_computed`` describes it."""
+    id: int
+    name: str
+    device: str
     seq: int
-    kind: str
+    topo: int
+    num_inputs: int
+    next: tuple[tuple[int | None, int], ...]
+    leaf: bool
+
+
+class QueueTask(NamedTuple):
+    """A task in a ReadyQueue, as ``push`` lists the queue."""
+    graph_task: int | None
+    node: int | None  # None: a dummy (wake-up) task
+    depth: int
+    seq: int | None
+
+
+class Event(msgspec.Struct, array_like=True, frozen=True, gc=False, tag_field="kind",
+            forbid_unknown_fields=True):
+    """One event.  Each kind is a subclass (``EVENT_TYPES[kind]``) whose fields after the
+    common five are the kind's ``SCHEMA`` fields, in order; build one with
+    :func:`make_event`.  Encoded (``msgspec.json``) it is one JSON array
+    ``[kind, seq, thread, graph_task, node, queue, field...]``: the trace format's
+    event line.  Tensor summaries are kept as raw JSON (``msgspec.Raw``) so that
+    loading a recording does not build them until something shows them; graph
+    nodes and queue entries are ``NodeInfo`` and ``QueueTask`` tuples.  ``data``
+    gives every field as plain JSON-like values (dicts and lists)."""
+
+    seq: int
     thread: str
-    graph_task: int | None = None
-    node: int | None = None
-    queue: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
+    graph_task: int | None
+    node: int | None
+    queue: str | None
+
+    kind: ClassVar[str] = ""
+    #: (data key, attribute, SCHEMA type) per kind field, in SCHEMA order
+    FIELDS: ClassVar[tuple[tuple[str, str, str], ...]] = ()
+
+    @property
+    def data(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, attr, typ in self.FIELDS:
+            v = getattr(self, attr)
+            conv = _TO_PLAIN.get(typ)
+            out[key] = conv(v) if conv is not None else v
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "kind": self.kind, "thread": self.thread,
                 "graph_task": self.graph_task, "node": self.node, "queue": self.queue,
                 "data": self.data}
+
+
+_NODES, _ORDER = "list[dict]", "list[[int|null,int|null,int,int|null]]"
+#: SCHEMA type name -> the field's type (summaries: raw JSON, decoded on demand)
+_TYPES: dict[str, Any] = {
+    "int": int, "bool": bool, "str": str, "int|null": int | None, "str|null": str | None,
+    "list[int]": list[int], "list[bool]": list[bool], "list[str]": list[str],
+    "list[list[int]]": list[list[int]], "list[[int,int]]": list[list[int]],
+    _ORDER: list[QueueTask], _NODES: list[NodeInfo], "dict[str,str]": dict[str, str],
+    "dict|null": msgspec.Raw, "list[dict|null]": msgspec.Raw,
+}
+
+
+def _node_dict(n: NodeInfo) -> dict[str, Any]:
+    d = n._asdict()
+    d["next"] = [list(x) for x in n.next]
+    return d
+
+
+def _node_info(d: dict[str, Any] | NodeInfo) -> NodeInfo:
+    if isinstance(d, NodeInfo):
+        return d
+    return NodeInfo(d["id"], d["name"], d["device"], d["seq"], d["topo"], d["num_inputs"],
+                    tuple(tuple(x) for x in d["next"]), d["leaf"])
+
+
+#: SCHEMA type -> (stored value -> plain value), for ``data``
+_TO_PLAIN: dict[str, Callable[[Any], Any]] = {
+    "dict|null": lambda v: _decode(v), "list[dict|null]": lambda v: _decode(v),
+    _NODES: lambda v: [_node_dict(n) for n in v], _ORDER: lambda v: [list(t) for t in v],
+}
+#: SCHEMA type -> (plain value -> stored value), for ``make_event``
+_FROM_PLAIN: dict[str, Callable[[Any], Any]] = {
+    "dict|null": lambda v: raw(v), "list[dict|null]": lambda v: raw(v),
+    _NODES: lambda v: [_node_info(n) for n in v], _ORDER: lambda v: [QueueTask(*t) for t in v],
+}
+#: data keys that clash with a common field get another attribute name
+_ATTR = {("push", "seq"): "seq_nr"}
+
+
+def _make_types() -> dict[str, type[Event]]:
+    out: dict[str, type[Event]] = {}
+    for kind, fields in SCHEMA.items():
+        spec = tuple((key, _ATTR.get((kind, key), key), t) for key, (t, _) in fields.items())
+        name = "".join(w.title() for w in kind.split("_")) + "Event"
+        out[kind] = msgspec.defstruct(
+            name, [(attr, _TYPES[t]) for _, attr, t in spec], bases=(Event,),
+            tag=kind, namespace={"kind": kind, "FIELDS": spec, "__module__": __name__})
+    return out
+
+
+EVENT_TYPES: dict[str, type[Event]] = _make_types()
+globals().update({cls.__name__: cls for cls in EVENT_TYPES.values()})  # for pickle
+NULL = msgspec.Raw(b"null")
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+
+def raw(value: Any) -> msgspec.Raw:
+    """A summary (or list of summaries) as the raw JSON an event keeps."""
+    if isinstance(value, msgspec.Raw):
+        return value
+    return NULL if value is None else msgspec.Raw(_encode(value))
+
+
+def make_event(seq: int, kind: str, thread: str, graph_task: int | None = None,
+               node: int | None = None, queue: str | None = None,
+               data: dict[str, Any] | None = None) -> Event:
+    """The event of ``kind`` with its fields from ``data`` (every SCHEMA field)."""
+    cls = EVENT_TYPES[kind]
+    d = data or {}
+    args = []
+    for key, _, typ in cls.FIELDS:
+        conv = _FROM_PLAIN.get(typ)
+        args.append(conv(d[key]) if conv is not None else d[key])
+    return cls(seq, thread, graph_task, node, queue, *args)  # type: ignore[call-arg]
+
+
+def summary(value: Any) -> Any:
+    """A summary (or list of them) as plain values, whether kept raw or not."""
+    return _decode(value) if isinstance(value, msgspec.Raw) else value
 
 
 class Observer(Protocol):
@@ -179,7 +300,8 @@ def _json_safe(x: Any) -> Any:
     return x if math.isfinite(x) else repr(x)
 
 
-def short_value(s: dict[str, Any] | None) -> str:
+def short_value(s: Any) -> str:
+    s = summary(s)
     if s is None:
         return "None"
     vals = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in s["values"])

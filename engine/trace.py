@@ -2,41 +2,56 @@
 
 Not in PyTorch.  The format is specified in ``docs/trace-format.md``:
 
-* line 1, the **header**: ``{"format": "autograd-tui-trace", "version": 1, ...}``
+* line 1, the **header**: ``{"format": "autograd-tui-trace", "version": 2, ...}``
   with the program's version, the scenario and its parameters, the engine
   options, the scheduling policy and seed, and the graph (nodes with names,
   devices, sequence numbers, edges with input numbers);
-* one line per **event**: ``[seq, kind, thread, graph_task, node, queue, data]``;
+* one line per **event**: ``[kind, seq, thread, graph_task, node, queue, field...]``
+  with the kind's fields in ``SCHEMA`` order (version 1, still read, had
+  ``[seq, kind, thread, graph_task, node, queue, {data}]``);
 * the last line, the **footer**: ``{"footer": {"events": N, "schedule": ...,
   "gradients": {...}, "checksum": "sha256:..."}}``; the checksum covers the
   bytes of the event lines, so truncation and tampering are detected.
 
-A file ending in ``.gz`` is gzip-compressed.  Loading never executes code: it is
-``json.loads`` and a fold of the events through ``EngineState`` (which rejects an
-event that contradicts the state).  Every problem is one ``TraceError`` naming
-the file, the line and what is wrong.
+A file ending in ``.gz`` is gzip-compressed.  Loading never executes code: the
+event lines are decoded by ``msgspec`` straight into the typed event classes
+(which checks every field's type, in C), then folded through ``EngineState``
+(which rejects an event that contradicts the state).  Tensor summaries are
+checked to be JSON and kept raw until shown.  Every problem is one
+``TraceError`` naming the file, the line and what is wrong.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import gzip
 import hashlib
+import itertools
 import json
+import operator
 import os
 import tempfile
+import threading
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .events import SCHEMA, Event
+import msgspec
+
+from .events import EVENT_TYPES, SCHEMA, Event, make_event
 from .state import History, StateError
 
 FORMAT = "autograd-tui-trace"
-VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
+
+_ENCODER = msgspec.json.Encoder()
+_PLAIN = msgspec.json.Decoder()
+CHECKSUM_MARK = b'"checksum":"sha256:'  # version 2: the digest of every byte before its own
+_DECODER = msgspec.json.Decoder(functools.reduce(operator.or_, EVENT_TYPES.values()))
 
 
 class TraceError(Exception):
@@ -95,8 +110,8 @@ def make_header(*, scenario: str | None = None, params: dict[str, Any] | None = 
 
 
 def event_line(e: Event) -> bytes:
-    return json.dumps([e.seq, e.kind, e.thread, e.graph_task, e.node, e.queue, e.data],
-                      separators=(",", ":"), allow_nan=False).encode() + b"\n"
+    """The event's line in a version-2 recording."""
+    return _ENCODER.encode(e) + b"\n"
 
 
 def _open_write(path: Path) -> tuple[IO[bytes], IO[bytes], str]:
@@ -131,16 +146,22 @@ def save(path: str | os.PathLike[str], header: dict[str, Any], events: Iterable[
     nbytes = 0
     try:
         with raw, out:
-            out.write(json.dumps(header, separators=(",", ":"), sort_keys=True).encode() + b"\n")
-            for e in evs:
-                line = event_line(e)
-                h.update(line)
-                nbytes += len(line)
-                out.write(line)
-            foot = dict(footer or {})
-            foot.update({"events": len(evs), "checksum": "sha256:" + h.hexdigest()})
-            out.write(json.dumps({"footer": foot}, separators=(",", ":"),
-                                 sort_keys=True).encode() + b"\n")
+            head = json.dumps(header, separators=(",", ":"), sort_keys=True).encode() + b"\n"
+            h.update(head)
+            out.write(head)
+            encode = _ENCODER.encode
+            for i in range(0, len(evs), 10_000):  # a block at a time: fewer writes and updates
+                block = b"".join([encode(e) + b"\n" for e in evs[i:i + 10_000]])
+                h.update(block)
+                nbytes += len(block)
+                out.write(block)
+            foot = {k: v for k, v in (footer or {}).items() if k != "checksum"}
+            foot["events"] = len(evs)
+            body = json.dumps(foot, separators=(",", ":"), sort_keys=True).encode()
+            # The checksum is the footer's last field and covers every byte before its digits.
+            prefix = b'{"footer":' + body[:-1] + b"," + CHECKSUM_MARK
+            h.update(prefix)
+            out.write(prefix + h.hexdigest().encode() + b'"}}\n')
         os.replace(tmp, p)
     except BaseException as e:
         try:
@@ -149,7 +170,7 @@ def save(path: str | os.PathLike[str], header: dict[str, Any], events: Iterable[
             pass
         if isinstance(e, OSError):
             raise TraceError(f"{p}: cannot write: {e.strerror or e}") from None
-        if isinstance(e, ValueError):
+        if isinstance(e, (ValueError, TypeError, msgspec.EncodeError)):
             raise TraceError(f"{p}: cannot write: {e}") from None
         raise
     return nbytes
@@ -178,19 +199,15 @@ def _read(p: Path) -> bytes:
         raise TraceError(f"{p}: the gzip data is damaged or truncated ({e})") from None
 
 
-def _parse_all(p: Path, lines: list[bytes]) -> list[Any]:
-    """Parse every line in one call (fast); if that fails, find the bad line."""
+def _json(p: Path, lineno: int | Callable[[], int], line: bytes) -> Any:
+    """One JSON value (msgspec: the header holds the whole graph); on an error, json
+    says where.  ``lineno`` may be a function: counting lines costs a pass."""
     try:
-        objs = json.loads(b"[" + b",".join(lines) + b"]")
-        if len(objs) == len(lines):
-            return objs
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        return _PLAIN.decode(line)
+    except (msgspec.DecodeError, UnicodeDecodeError):
         pass
-    # A line holding two values, or a bad one somewhere: parse line by line.
-    return [_json(p, i, line) for i, line in enumerate(lines, 1)]
-
-
-def _json(p: Path, lineno: int, line: bytes) -> Any:
+    if callable(lineno):
+        lineno = lineno()
     try:
         return json.loads(line)
     except UnicodeDecodeError:
@@ -200,7 +217,163 @@ def _json(p: Path, lineno: int, line: bytes) -> Any:
             from None
 
 
-def _event(p: Path, lineno: int, obj: Any) -> Event:
+def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Recording:
+    """Read and validate a recording; raise ``TraceError`` with one clear message."""
+    p = Path(path)
+    data = _read(p)
+    if not data:
+        raise TraceError(f"{p}: empty file: not a recording")
+    first = data.find(b"\n")
+    header = _json(p, 1, data if first < 0 else data[:first])
+    if not isinstance(header, dict) or "format" not in header:
+        raise TraceError(f"{p}, line 1: missing header: not an autograd-tui recording")
+    if header["format"] != FORMAT:
+        raise TraceError(f"{p}, line 1: unknown format {header['format']!r} "
+                         f"(expected {FORMAT!r})")
+    version = header.get("version")
+    if version not in SUPPORTED_VERSIONS:
+        understood = ", ".join(map(str, SUPPORTED_VERSIONS))
+        raise TraceError(f"{p}, line 1: format version {version!r} is not "
+                         f"understood; this program reads version(s) {understood}")
+    if first < 0:
+        raise TraceError(f"{p}: missing footer after line 1: the recording is truncated or "
+                         "was not finished")
+    body, footer = _split_footer(p, data, first)
+    # Version 2: the checksum covers every byte before its own digits; version 1: the events.
+    covered = body if version == 1 else \
+        memoryview(data)[:data.rfind(CHECKSUM_MARK) + len(CHECKSUM_MARK)]
+    checksum = _Checksum(covered)
+    was_enabled = gc.isenabled()
+    gc.disable()  # the objects built here hold no cycles; the collector only slows us
+    try:
+        events = _decode_v2(p, body) if version == 2 else _decode_v1(p, body)
+        if footer.get("events") != len(events):
+            _no_blank_line(p, data, first, body)
+            raise TraceError(f"{p}: the footer says {footer.get('events')} events but the "
+                             f"file has {len(events)}: lines are missing or were added")
+        _check_order(p, events)
+        if footer.get("checksum") != "sha256:" + checksum.result():
+            _no_blank_line(p, data, first, body)
+            raise TraceError(f"{p}: checksum mismatch: the recording was changed after it "
+                             "was written")
+        history = _fold(p, events) if validate_state else None
+    finally:
+        checksum.join()
+        if was_enabled:
+            gc.enable()
+    return Recording(header, events, footer, history)
+
+
+def _split_footer(p: Path, data: bytes, first: int) -> tuple[memoryview, dict[str, Any]]:
+    """The event lines (line 2 up to the footer, with their newlines) and the footer.
+
+    Works on offsets into ``data``: no copy of the body (it can be hundreds of MB)."""
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    cut = max(data.rfind(b"\n", first + 1, end), first)  # the newline before the last line
+    last = data[cut + 1:end]
+
+    def lineno(at: int) -> int:
+        return 1 + data.count(b"\n", 0, at)
+
+    footer = None
+    if last.startswith(b'{"footer"'):
+        obj = _json(p, lambda: lineno(cut + 1), last)
+        if isinstance(obj, dict) and "footer" in obj:
+            footer = obj["footer"]
+            if not isinstance(footer, dict):
+                raise TraceError(f"{p}, line {lineno(cut + 1)}: the footer must be an object")
+    if footer is None:
+        at = data.find(b'\n{"footer"', first, end)
+        if at >= 0:
+            raise TraceError(f"{p}, line {lineno(at + 1) + 1}: text after the footer")
+        if last.strip():
+            _json(p, lambda: lineno(cut + 1), last)  # a cut-off last line: not JSON
+        raise TraceError(f"{p}: missing footer after line {lineno(end)}: the recording is "
+                         "truncated or was not finished")
+    return memoryview(data)[first + 1:cut + 1], footer
+
+
+def _no_blank_line(p: Path, data: bytes, first: int, body: memoryview) -> None:
+    """msgspec skips empty lines; name one (looked for only when a check fails)."""
+    blank = data.find(b"\n\n", first, first + 1 + len(body))
+    if blank >= 0:
+        lineno = 2 + data.count(b"\n", 0, blank)
+        raise TraceError(f"{p}, line {lineno}: empty line")
+
+
+class _Checksum(threading.Thread):
+    """SHA-256 of a buffer on another thread: hashlib lets go of the GIL on large
+    buffers, so the hash runs while this thread decodes and folds."""
+
+    def __init__(self, buf: memoryview) -> None:
+        super().__init__(name="trace-checksum", daemon=True)
+        self.buf, self.hexdigest = buf, ""
+        self.start()
+
+    def run(self) -> None:
+        self.hexdigest = hashlib.sha256(self.buf).hexdigest()
+
+    def result(self) -> str:
+        self.join()
+        return self.hexdigest
+
+
+def _decode_v2(p: Path, body: memoryview) -> list[Event]:
+    try:
+        return _DECODER.decode_lines(body)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        pass
+    # Something is wrong: decode line by line to name the line and say what.
+    for lineno, line in enumerate(bytes(body).split(b"\n")[:-1], 2):
+        try:
+            _DECODER.decode(line)
+        except msgspec.ValidationError as e:
+            raise TraceError(f"{p}, line {lineno}: {_explain(line, str(e))}") from None
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            obj = _json(p, lineno, line)  # not JSON: say where
+            raise TraceError(f"{p}, line {lineno}: not one JSON array per line "
+                             f"({type(obj).__name__} found)") from None
+    raise TraceError(f"{p}: the event lines cannot be read")  # pragma: no cover
+
+
+def _explain(line: bytes, err: str) -> str:
+    """msgspec's "Expected `int`, got `str` - at `$[3]`" in the words of the format."""
+    msg, _, where = err.partition(" - at `$")
+    idx = where.strip("`").strip("[]").split("][")
+    if not where:
+        return f"an event must be an array [kind, seq, thread, graph_task, node, queue, " \
+               f"field...]: {msg}"
+    try:
+        kind = json.loads(line)[0]
+    except (ValueError, IndexError, KeyError, TypeError):
+        kind = None
+    pos = int(idx[0]) if idx and idx[0].isdigit() else -1
+    if pos == 0:
+        return f"unknown event kind {kind!r}" if "Invalid value" in msg else \
+            f"the first field must be the event kind: {msg}"
+    names = ["kind", "seq", "thread", "graph_task", "node", "queue"]
+    if kind in SCHEMA:
+        names += list(SCHEMA[kind])
+    field_name = names[pos] if 0 <= pos < len(names) else f"field {pos}"
+    what = f"{kind} event" if kind in SCHEMA else "event"
+    if "length" in msg:
+        return f"{what}: {msg.replace('`array`', 'the array')} (fields: {', '.join(names)})"
+    return f"{what}, field {field_name}: {msg}"
+
+
+def _decode_v1(p: Path, body: memoryview) -> list[Event]:
+    """Version 1: ``[seq, kind, thread, graph_task, node, queue, {data}]`` per line."""
+    lines = bytes(body).split(b"\n")[:-1]
+    try:
+        objs = json.loads(b"[" + b",".join(lines) + b"]")
+        if len(objs) != len(lines):
+            raise ValueError
+    except (UnicodeDecodeError, ValueError):
+        objs = [_json(p, i, line) for i, line in enumerate(lines, 2)]
+    return [_event_v1(p, lineno, obj) for lineno, obj in enumerate(objs, 2)]
+
+
+def _event_v1(p: Path, lineno: int, obj: Any) -> Event:
     where = f"{p}, line {lineno}"
     if not isinstance(obj, list) or len(obj) != 7:
         raise TraceError(f"{where}: an event must be a list of 7 fields "
@@ -222,80 +395,30 @@ def _event(p: Path, lineno: int, obj: Any) -> Event:
     missing = [f for f in SCHEMA[kind] if f not in data]
     if missing:
         raise TraceError(f"{where}: {kind} event lacks field(s) {', '.join(missing)}")
-    return Event(seq, kind, thread, gt, node, queue, data)
+    return make_event(seq, kind, thread, gt, node, queue, data)
 
 
-def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Recording:
-    """Read and validate a recording; raise ``TraceError`` with one clear message."""
-    p = Path(path)
-    data = _read(p)
-    if not data:
-        raise TraceError(f"{p}: empty file: not a recording")
-    lines = data.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            raise TraceError(f"{p}, line {i}: empty line")
-    objs = _parse_all(p, lines)
-    header = objs[0]
-    if not isinstance(header, dict) or "format" not in header:
-        raise TraceError(f"{p}, line 1: missing header: not an autograd-tui recording")
-    if header["format"] != FORMAT:
-        raise TraceError(f"{p}, line 1: unknown format {header['format']!r} "
-                         f"(expected {FORMAT!r})")
-    if header.get("version") not in SUPPORTED_VERSIONS:
-        understood = ", ".join(map(str, SUPPORTED_VERSIONS))
-        raise TraceError(f"{p}, line 1: format version {header.get('version')!r} is not "
-                         f"understood; this program reads version(s) {understood}")
-    footer: dict[str, Any] | None = None
-    events: list[Event] = []
-    history = History() if validate_state else None
-    last_seq = -1
-    n_event_lines = 0
-    was_enabled = gc.isenabled()
-    gc.disable()  # the objects built here hold no cycles; the collector only slows us
+def _check_order(p: Path, events: list[Event]) -> None:
+    seqs = list(map(operator.attrgetter("seq"), events))
+    if seqs and seqs[0] < 0:
+        raise TraceError(f"{p}, line 2: seq must be a non-negative integer, not {seqs[0]}")
+    if not all(map(operator.lt, seqs, itertools.islice(seqs, 1, None))):
+        i = next(i for i, (a, b) in enumerate(zip(seqs, seqs[1:]), 1) if a >= b)
+        raise TraceError(f"{p}, line {i + 2}: events out of order (seq {seqs[i]} "
+                         f"after {seqs[i - 1]}): lines were moved or repeated")
+
+
+def _fold(p: Path, events: list[Event]) -> History:
+    history = History()
     try:
-        for lineno, obj in enumerate(objs[1:], 2):
-            if footer is not None:
-                raise TraceError(f"{p}, line {lineno}: text after the footer")
-            if isinstance(obj, dict) and "footer" in obj:
-                footer = obj["footer"]
-                if not isinstance(footer, dict):
-                    raise TraceError(f"{p}, line {lineno}: the footer must be an object")
-                continue
-            e = _event(p, lineno, obj)
-            if e.seq <= last_seq:
-                raise TraceError(f"{p}, line {lineno}: events out of order (seq {e.seq} "
-                                 f"after {last_seq}): lines were moved or repeated")
-            last_seq = e.seq
-            n_event_lines = lineno - 1
-            if history is not None:
-                _fold_one(p, lineno, history, e)
-            events.append(e)
-    finally:
-        if was_enabled:
-            gc.enable()
-    if footer is None:
-        raise TraceError(f"{p}: missing footer after line {len(lines)}: the recording is "
-                         "truncated or was not finished")
-    if footer.get("events") != len(events):
-        raise TraceError(f"{p}: the footer says {footer.get('events')} events but the file "
-                         f"has {len(events)}: lines are missing or were added")
-    body = lines[1:1 + n_event_lines]
-    digest = hashlib.sha256(b"\n".join(body) + b"\n" if body else b"").hexdigest()
-    if footer.get("checksum") != "sha256:" + digest:
-        raise TraceError(f"{p}: checksum mismatch: the event lines were changed after "
-                         "recording")
-    return Recording(header, events, footer, history)
-
-
-def _fold_one(p: Path, lineno: int, history: History, e: Event) -> None:
-    try:
-        history.append(e)
+        history.extend(events)
     except StateError as err:
+        lineno = err.index + 2  # type: ignore[attr-defined]
         raise TraceError(f"{p}, line {lineno}: the event contradicts the state: {err}") \
             from None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+        e = events[err.index]  # type: ignore[attr-defined]
         what = f"missing field {err}" if isinstance(err, KeyError) else str(err)
-        raise TraceError(f"{p}, line {lineno}: malformed {e.kind} event ({what})") from None
+        raise TraceError(f"{p}, line {err.index + 2}: malformed {e.kind} event ({what})") \
+            from None
+    return history

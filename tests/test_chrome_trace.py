@@ -16,7 +16,7 @@ from autograd_tui.runner import Run
 from engine import trace
 from engine.chrome_trace import PID, PROCESS_NAME, to_chrome_trace, write_chrome_trace
 from engine.control import Controller
-from engine.events import Event
+from engine.events import Event, make_event
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -311,7 +311,7 @@ def test_write_errors_are_clear_and_lose_nothing(linear_relu, tmp_path):
         write_chrome_trace(a_file / "t.json", events, header)
     target = tmp_path / "keep.json"
     target.write_bytes(b"precious")
-    bad = Event(10**6, "hook", "t", None, None, None,
+    bad = make_event(10**6, "hook", "t", None, None, None,
                 {"hook_kind": "pre", "modified": False, "name": float("nan")})
     with pytest.raises(trace.TraceError, match="cannot write"):
         write_chrome_trace(target, events + [bad], header)

@@ -274,14 +274,15 @@ def test_empty_state_is_a_valid_graph():
 
 
 def test_quoting_of_odd_names():
-    from engine.events import Event
-    from engine.state import EngineState, NodeInfo, NodeState
+    from engine.events import make_event
+    from engine.state import EngineState, NodeInfo, NodeState, ThreadState
 
     s = EngineState()
     s.nodes[1] = NodeInfo(1, 'Weird<&>"\\Backward', 'dev "x"', 3, 1, 1, ((None, 0),), False)
     s.node_states[1] = NodeState("running", 'thread "a"\\b', None)
-    s._thread("t")
-    s.last_event = Event(0, "node_start", 'thread "a"', None, 1, None, {"name": "x", "depth": 0})
+    s.threads["t"] = ThreadState("t", "running")
+    s.last_event = make_event(0, "node_start", 'thread "a"', None, 1, None,
+                              {"name": "x", "depth": 0, "inputs": []})
     text = gx.to_dot(s)
     assert "Weird&lt;&amp;&gt;&quot;\\Backward" in text
     assert 'tooltip="Weird<&>\\"\\\\Backward #1 (running)"' in text

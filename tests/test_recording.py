@@ -12,7 +12,7 @@ import pytest
 import scenarios
 from autograd_tui.runner import Run, reexecute
 from engine import trace
-from engine.events import Event
+from engine.events import make_event
 from engine.state import EngineState, History, fold
 
 pytestmark = pytest.mark.timeout(300)
@@ -123,15 +123,11 @@ def _drop_first(kind):
 def _duplicate_decrement(events):
     i = next(i for i, e in enumerate(events) if e.kind == "dependency_decrement")
     e = events[i]
-    dup = Event(e.seq, e.kind, e.thread, e.graph_task, e.node, e.queue,
-                {**e.data, "remaining": -1})
-    shifted = [Event(x.seq + 1, x.kind, x.thread, x.graph_task, x.node, x.queue, x.data)
+    dup = make_event(e.seq + 1, e.kind, e.thread, e.graph_task, e.node, e.queue,
+                     {**e.data, "remaining": -1})
+    shifted = [make_event(x.seq + 1, x.kind, x.thread, x.graph_task, x.node, x.queue, x.data)
                for x in events[i + 1:]]
-    return events[:i + 1] + [Event(e.seq + 1, *[getattr(dup, f) for f in
-                                                 ("kind", "thread", "graph_task", "node",
-                                                  "queue", "data")])] + [
-        Event(x.seq + 1, x.kind, x.thread, x.graph_task, x.node, x.queue, x.data)
-        for x in shifted]
+    return events[:i + 1] + [dup] + shifted
 
 
 BAD = {
@@ -140,8 +136,8 @@ BAD = {
     "missing footer": (lambda t, g: _write(t, "f.jsonl", b"".join(
         g.read_bytes().splitlines(keepends=True)[:-1])), "missing footer"),
     "wrong version": (lambda t, g: _write(t, "v.jsonl", g.read_bytes().replace(
-        b'"version":1', b'"version":7', 1)), "version 7 is not understood; this program "
-        "reads version(s) 1"),
+        b'"version":2', b'"version":7', 1)), "version 7 is not understood; this program "
+        "reads version(s) 1, 2"),
     "reordered lines": (lambda t, g: _write(t, "r.jsonl", _swap(g.read_bytes(), 5, 6)),
                         "events out of order"),
     "pop from an empty queue": (lambda t, g: _resave(t, g, _drop_first("push")),
@@ -203,7 +199,8 @@ def test_saving_never_loses_what_was_there(good, tmp_path):
     target = tmp_path / "keep.jsonl"
     target.write_bytes(b"precious")
     rec = trace.load(good)
-    bad_event = Event(10**9, "push", "t", None, None, "q", {"x": float("nan")})
+    bad_event = make_event(10**9, "hook", "t", None, None, None,  # not JSON-encodable
+                           {"hook_kind": object(), "modified": False, "name": "x"})
     with pytest.raises(trace.TraceError, match="cannot write"):
         trace.save(target, rec.header, rec.events + [bad_event])
     assert target.read_bytes() == b"precious"
