@@ -327,12 +327,9 @@ def _decode_v2(p: Path, body: memoryview) -> list[Event]:
     for lineno, line in enumerate(bytes(body).split(b"\n")[:-1], 2):
         try:
             _DECODER.decode(line)
-        except msgspec.ValidationError as e:
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:
+            _json(p, lineno, line)  # not JSON at all: say so, and where
             raise TraceError(f"{p}, line {lineno}: {_explain(line, str(e))}") from None
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            obj = _json(p, lineno, line)  # not JSON: say where
-            raise TraceError(f"{p}, line {lineno}: not one JSON array per line "
-                             f"({type(obj).__name__} found)") from None
     raise TraceError(f"{p}: the event lines cannot be read")  # pragma: no cover
 
 

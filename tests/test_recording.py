@@ -12,8 +12,8 @@ import pytest
 import scenarios
 from autograd_tui.runner import Run, reexecute
 from engine import trace
-from engine.events import make_event
-from engine.state import EngineState, History, fold
+from engine.events import Event, make_event
+from engine.state import EngineState, History, StateError, fold
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -79,6 +79,37 @@ def test_backward_seek_equals_forward_fold(tmp_path):
         assert h.state_at(i) == fold(run.events[:i])
         if i:
             assert h.state_at(i) == live[i - 1]
+
+
+@pytest.mark.parametrize("name", ["multi-device", "reentrant", "checkpoint", "diamond"])
+@pytest.mark.parametrize("every,min_checkpoint", [(1, 1), (3, 10), (16, 40), (1024, 20_000)])
+def test_deltas_and_checkpoints_rebuild_every_state(name, every, min_checkpoint):
+    """Snapshots are deltas (entries the fold wrote, entries buffers/not_ready lost) and
+    checkpoints: rebuilding from them gives the folded state at every index."""
+    run, live = record(scenarios.get(name), "random", 1)
+    h = History(run.events, every=every, min_checkpoint=min_checkpoint)
+    assert h.head == live[-1]
+    kinds = {type(s).__name__ for s in h._snaps}
+    if every == 1:  # small graphs: deltas between checkpoints only when they are cheap
+        assert kinds == {"EngineState", "_Delta"}, kinds
+    for i in range(len(run.events) + 1):
+        assert h.state_at(i) == (live[i - 1] if i else EngineState()), (name, i)
+
+
+def test_history_append_keeps_nothing_of_a_contradicting_event():
+    run, _ = record(scenarios.get("linear-relu"))
+    events = list(run.events)
+    h = History(every=4)
+    for e in events[:10]:
+        h.append(e)
+    before = h.state_at(10)
+    pop = next(e for e in events[10:] if e.kind == "pop")
+    with pytest.raises(StateError):
+        h.append(make_event(pop.seq, "pop", pop.thread, pop.graph_task, pop.node, "nowhere",
+                            pop.data))
+    assert len(h) == 10 and h.head == before
+    h.extend(events[10:])  # and goes on as if it had not happened
+    assert h.head == fold(events)
 
 
 def test_full_tensors_are_stored_whole(tmp_path):
@@ -181,11 +212,11 @@ def test_bad_recordings_give_one_clear_message(case, good, tmp_path):
 
 
 def test_one_corrupted_byte_anywhere_is_detected(good, tmp_path):
+    """Header, events and footer: the checksum covers every byte before its own digits."""
     data = good.read_bytes()
-    header_end = data.index(b"\n") + 1
     rng = random.Random(1)
-    for _ in range(40):
-        i = rng.randrange(header_end, len(data) - 1)
+    for _ in range(60):
+        i = rng.randrange(0, len(data) - 1)
         if data[i:i + 1] == b"\n":
             continue
         bad = bytearray(data)
@@ -222,3 +253,55 @@ def test_loading_executes_no_code(tmp_path, good):
     assert loaded.scenario.startswith("__import__")
     assert not (Path.cwd() / "PWNED").exists()
     assert json.loads(p.read_text().splitlines()[0])["format"] == trace.FORMAT
+
+
+def _lines(p: Path) -> list[bytes]:
+    return p.read_bytes().splitlines(keepends=True)
+
+
+def test_a_field_of_the_wrong_type_names_the_line_and_the_field(good, tmp_path):
+    lines = _lines(good)
+    i = next(k for k, line in enumerate(lines) if line.startswith(b'["push"'))
+    fields = json.loads(lines[i])
+    fields[6] = "deep"  # push's first field: depth
+    lines[i] = json.dumps(fields, separators=(",", ":")).encode() + b"\n"
+    p = _write(tmp_path, "typed.jsonl", b"".join(lines))
+    with pytest.raises(trace.TraceError) as err:
+        trace.load(p)
+    assert f"line {i + 1}: push event, field depth: Expected `int`, got `str`" in str(err.value)
+
+
+@pytest.mark.parametrize("change,expected", [
+    (lambda ls: ls[:2] + [ls[2][:-1] + b",7]\n"] + ls[3:], "line 3: "),  # an extra field
+    (lambda ls: ls[:2] + [b'["no_such_kind",1,"t",null,null,null]\n'] + ls[3:],
+     "line 3: unknown event kind 'no_such_kind'"),
+    (lambda ls: ls[:2] + [b"\n"] + ls[2:], "line 3: empty line"),
+    (lambda ls: ls + [b'["pop",99999,"t",null,null,null,false,false,0,false]\n'],
+     "text after the footer"),
+    (lambda ls: ls[:2] + [b"{not json\n"] + ls[3:], "line 3: not JSON"),
+])
+def test_version_2_lines_that_cannot_be_read(good, tmp_path, change, expected):
+    p = _write(tmp_path, "bad.jsonl", b"".join(change(_lines(good))))
+    with pytest.raises(trace.TraceError) as err:
+        trace.load(p)
+    assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+def test_version_1_recordings_still_load(good, tmp_path):
+    """A version-1 file (an object of data per event, checksum of the event lines only)."""
+    import hashlib
+
+    rec = trace.load(good)
+    body = b"".join(json.dumps([e.seq, e.kind, e.thread, e.graph_task, e.node, e.queue,
+                                e.data], separators=(",", ":")).encode() + b"\n"
+                    for e in rec.events)
+    header = {**rec.header, "version": 1}
+    footer = {**rec.footer, "checksum": "sha256:" + hashlib.sha256(body).hexdigest()}
+    p = _write(tmp_path, "v1.jsonl", json.dumps(header).encode() + b"\n" + body
+               + json.dumps({"footer": footer}).encode() + b"\n")
+    old = trace.load(p)
+    assert old.events == rec.events
+    assert old.state_at(len(old.events)) == rec.state_at(len(rec.events))
+    bad = p.read_bytes().replace(b'"remaining":0', b'"remaining":5', 1)
+    with pytest.raises(trace.TraceError, match="checksum mismatch"):
+        trace.load(_write(tmp_path, "v1bad.jsonl", bad))
