@@ -22,9 +22,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.css.query import NoMatches
 from textual.geometry import Size
-from textual.reactive import reactive
+from textual.reactive import Reactive, var
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import Footer, Static
 
 from autograd_tui import render
 from autograd_tui.screens import (
@@ -36,15 +36,13 @@ from autograd_tui.screens import (
     TextScreen,
 )
 from autograd_tui.session import Session
+from autograd_tui.tables import LineTable, Row, ThreadsTable, cells
 from engine.events import format_event
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 LIST_VIEW_ABOVE = 60  # nodes: larger graphs open in the compact list view
 REFRESH_HZ = 30
-THREAD_COLUMNS = ("#", "thread", "state", "node", "depth")
-LOG_ROWS = 400  # the event log shows this many events around the shown index
-
-
+NODE_COLUMNS = ("id", "node", "device", "state", "deps", "seq", "where")
 
 
 class Timeline(Static):
@@ -85,8 +83,8 @@ class AutogradApp(App[int]):
         Binding("b", "breakpoints", "Breakpts"),
         Binding("p", "pause_thread", "Pause thr"),
         Binding("g", "goto", "Go to"),
-        # priority: a focused DataTable (the threads pane, once a row is clicked; the hidden
-        # node list, at start) would take home/end for scrolling.
+        # priority: a focused table (the threads pane, once a row is clicked; the list
+        # view) would take home/end for scrolling.
         Binding("home", "first", "First", show=False, priority=True),
         Binding("end", "last", "Last", show=False, priority=True),
         Binding("v", "toggle_view", "View"),
@@ -104,7 +102,10 @@ class AutogradApp(App[int]):
         Binding("shift+down", "pan(0, 4)", show=False),
     ]
 
-    cursor: reactive[int] = reactive(0)
+    # Neither repaints the whole screen when it changes (a reactive of the App does, by
+    # default): the panes that show them update themselves.
+    cursor: var[int] = var(0)
+    sub_title: Reactive[str] = Reactive("", compute=False, repaint=False)
 
     def __init__(self, scenario: str | None = None, *, params: dict[str, Any] | None = None,
                  policy: str = "round-robin", seed: int = 0,
@@ -125,29 +126,29 @@ class AutogradApp(App[int]):
         self._details_node: int | None = None
         self._last_drawn: tuple[int, int] | None = None
         self._announced_deadlock = False
-        self._log_range = (0, 0)
         self._mounted = False
-        self._list_rows: list[tuple[str, ...]] | None = None  # what the list view shows
+        self._threads_key: tuple[Any, ...] | None = None  # what the threads pane shows
         self._drive_lock = threading.Lock()  # one controller request at a time
 
     # --- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Header()
+        # Not Textual's Header: its title is re-laid out (the whole screen) at each change.
+        yield Static("", id="header")
         yield Static("", id="banner")
         with Horizontal(id="main"):
             with Vertical(id="graph-pane"):
                 with ScrollableContainer(id="graph-scroll", can_focus=False):
                     yield Static("", id="graph")
-                yield DataTable(id="node-list", cursor_type="row", zebra_stripes=True)
+                yield LineTable(NODE_COLUMNS, zebra=True, id="node-list")
                 yield Static("", id="details")
             with Vertical(id="side"):
                 with Vertical(id="threads-pane", classes="pane"):
-                    yield DataTable(id="threads", cursor_type="row", show_cursor=True)
+                    yield ThreadsTable(id="threads")
                 yield Static("", id="queues", classes="pane")
                 yield Static("", id="not-ready", classes="pane")
                 yield Static("", id="graph-tasks", classes="pane")
         with Vertical(id="bottom"):
-            yield DataTable(id="events", cursor_type="row", zebra_stripes=True)
+            yield LineTable(("seq", "event"), zebra=True, id="events")
             yield Timeline("", id="timeline")
         yield Static("", id="too-small")
         yield Footer()
@@ -159,12 +160,6 @@ class AutogradApp(App[int]):
         self.query_one("#not-ready").border_title = "not_ready"
         self.query_one("#graph-tasks").border_title = "GraphTasks"
         self.query_one("#events").border_title = "events"
-        threads = self.query_one("#threads", DataTable)
-        threads.add_columns(*THREAD_COLUMNS)
-        nodes = self.query_one("#node-list", DataTable)
-        nodes.add_columns("id", "node", "device", "state", "deps", "seq", "where")
-        log = self.query_one("#events", DataTable)
-        log.add_columns("seq", "event")
         self._check_size()
         self._mounted = True
         self._open()
@@ -179,6 +174,8 @@ class AutogradApp(App[int]):
         self._follow, self._details_node = True, None
         self._auto_running = False
         self.cursor = 0
+        self.query_one("#events", LineTable).clear()  # the new run's events replace these
+        self._threads_key = None
         try:
             if self._recording is not None:
                 self.session = Session.from_recording(self._recording)
@@ -248,8 +245,10 @@ class AutogradApp(App[int]):
         pane = self.query_one("#graph-pane")
         big = len(state.nodes) > LIST_VIEW_ABOVE
         pane.set_class(self._list_view or big, "list")
-        pane.border_title = (f"graph: {len(state.nodes)} nodes"
-                             + ("  (list view: v toggles)" if self._list_view or big else ""))
+        title = (f"graph: {len(state.nodes)} nodes"
+                 + ("  (list view: v toggles)" if self._list_view or big else ""))
+        if pane.border_title != title:  # setting it, even unchanged, repaints the pane
+            pane.border_title = title
         if self._list_view or big:
             self._draw_list(state)
         else:
@@ -269,34 +268,29 @@ class AutogradApp(App[int]):
         self._update_title()
 
     def _show(self, selector: str, text: Text) -> None:
-        """Update a Static only if its text changed: each update re-lays out the screen."""
+        """Update a Static only if its text changed, and re-lay out the screen only if its
+        height changes: a layout costs more than all the rest of a step."""
         widget = self.query_one(selector, Static)
-        if widget.content != text:
+        if widget.content == text:
+            return
+        width = widget.size.width
+        if not width:
             widget.update(text)
+            return
+        shown = widget.size.height
+        before = widget.get_content_height(widget.size, widget.size, width)
+        widget.update(text, layout=False)
+        after = widget.get_content_height(widget.size, widget.size, width)
+        # An auto height capped by max-height: taller content than shown stays capped.
+        if after != before and not (before > shown and after >= shown):
+            widget.refresh(layout=True)
 
     def _draw_list(self, state: Any) -> None:
-        table = self.query_one("#node-list", DataTable)
-        rows = render.list_rows(state)
-        old = self._list_rows
-        self._list_rows = rows
-
-        def cell(r: tuple[str, ...], i: int) -> Any:
+        rows: list[Row] = []
+        for r in render.list_rows(state):
             style = render.STATE_STYLE.get(r[3].replace(" ", "_"), ("", ""))[0]
-            return Text(r[i], style=style) if i in (1, 3) else r[i]
-
-        if old is not None and [r[0] for r in old] == [r[0] for r in rows]:
-            # The same nodes in the same order (most steps): update the changed cells
-            # only, rather than rebuilding hundreds of rows twice a step.
-            columns = list(table.columns)
-            for r, o in zip(rows, old):
-                if r != o:
-                    for i in range(len(r)):
-                        if r[i] != o[i]:
-                            table.update_cell(r[0], columns[i], cell(r, i))
-            return
-        table.clear()
-        for r in rows:
-            table.add_row(*[cell(r, i) for i in range(len(r))], key=r[0])
+            rows.append(cells(r[0], (r[1], style), r[2], (r[3], style), *r[4:]))
+        self.query_one("#node-list", LineTable).set_rows(rows, [r[0][0] for r in rows])
 
     def _draw_threads(self, state: Any = None) -> None:
         s = self.session
@@ -307,46 +301,21 @@ class AutogradApp(App[int]):
                 return
             state = s.state_at(self.cursor)
         live = s.thread_states() if s.live and self.cursor == self._seen else {}
-        table = self.query_one("#threads", DataTable)
         rows = render.threads_rows(state, live)
         cycle = set()
         if s.status == "deadlock" and s.report is not None:
             cyc = s.report.cycle if hasattr(s.report, "cycle") else s.report.get("cycle", [])
             cycle = {c.split(" ", 1)[1] for c in cyc if c.startswith("thread ")}
         key = (tuple(rows), frozenset(cycle))
-        old = getattr(self, "_threads_key", None)
-        if key == old:
+        if key == self._threads_key:
             return
         self._threads_key = key
-
-        def cells(i: int, row: tuple[str, str, str, str]) -> list[Any]:
-            name, what, node, depth = row
+        table_rows: list[Row] = []
+        for i, (name, what, node, depth) in enumerate(rows, 1):
             style = "bold red" if name in cycle else (
                 "yellow" if "paused" in what else "dim" if what.startswith("finished") else "")
-            return [str(i), Text(name, style=style), Text(what, style=style), node, depth]
-
-        def widths(rs: tuple[tuple[str, ...], ...]) -> list[int]:
-            return [max((len(r[c]) for r in rs), default=0) for c in range(4)]
-
-        if old is not None and [r[0] for r in old[0]] == [r[0] for r in rows] and \
-                table.row_count == len(rows) and widths(old[0]) == widths(key[0]):
-            # The same threads at the same column widths (most steps): update the changed
-            # cells in place; rebuilding the table re-lays out the whole screen.
-            columns = list(table.columns)
-            for i, (row, was) in enumerate(zip(rows, old[0]), 1):
-                if row != was or key[1] != old[1]:
-                    for column, value in zip(columns, cells(i, row)):
-                        table.update_cell(row[0], column, value)
-            return
-        # Rebuilt with its columns: a DataTable's column only ever widens, so the widths
-        # (and the scrollbar) would depend on every state drawn before, not this one.
-        cursor = table.cursor_row
-        table.clear(columns=True)
-        table.add_columns(*THREAD_COLUMNS)
-        for i, row in enumerate(rows, 1):
-            table.add_row(*cells(i, row), key=row[0])
-        if rows:
-            table.move_cursor(row=min(cursor, len(rows) - 1))
+            table_rows.append(cells(str(i), (name, style), depth, node, (what, style)))
+        self.query_one("#threads", ThreadsTable).set_rows(table_rows, [r[0] for r in rows])
 
     def _draw_banner(self) -> None:
         s = self.session
@@ -366,26 +335,18 @@ class AutogradApp(App[int]):
             banner.remove_class("shown")
 
     def _append_log(self, n: int) -> None:
-        """The event log holds the events up to the newest (the last LOG_ROWS of them)."""
+        """The event log holds every event up to the newest."""
         s = self.session
         if s is None:
             return
-        log = self.query_one("#events", DataTable)
-        start, stop = self._log_range
-        if n < stop:  # restarted
-            log.clear()
-            start = stop = 0
-        new = s.events(stop, n)
+        log = self.query_one("#events", LineTable)
+        new = s.events(log.row_count, n)
+        if not new:
+            return
         names = self._names()
-        for i, e in enumerate(new, stop):
-            log.add_row(str(e.seq), Text(format_event(e, names)[6:],
-                                          style=render.KIND_STYLE.get(e.kind, "")), key=str(i))
-        stop = n
-        if stop - start > LOG_ROWS * 2:  # keep the table small: drop the oldest rows
-            for i in range(start, stop - LOG_ROWS):
-                log.remove_row(str(i))
-            start = stop - LOG_ROWS
-        self._log_range = (start, stop)
+        log.append_rows([cells(str(e.seq), (format_event(e, names)[6:],
+                                            render.KIND_STYLE.get(e.kind, "")))
+                         for e in new])
 
     def _names(self) -> dict[int, str]:
         s = self.session
@@ -395,22 +356,22 @@ class AutogradApp(App[int]):
         return {n: info.name for n, info in state.nodes.items()}
 
     def _select_log_row(self) -> None:
-        log = self.query_one("#events", DataTable)
-        i = self.cursor - 1
-        if i < self._log_range[0] or i >= self._log_range[1]:
-            return
-        row = i - self._log_range[0]
-        if log.cursor_row != row:
-            log.move_cursor(row=row, animate=False)
+        log = self.query_one("#events", LineTable)
+        if 1 <= self.cursor <= log.row_count:
+            log.move_cursor(self.cursor - 1)
 
     def _update_title(self) -> None:
         s = self.session
         if s is None:
             self.sub_title = "no scenario"
-            return
-        mode = "live" if s.live else "replay"
-        self.sub_title = (f"{s.scenario_name} | {mode} | event {self.cursor}/{self._seen} | "
-                          f"{s.policy} | {s.devices}")
+        else:
+            mode = "live" if s.live else "replay"
+            self.sub_title = (f"{s.scenario_name} | {mode} | event {self.cursor}/{self._seen}"
+                              f" | {s.policy} | {s.devices}")
+        header = self.query_one("#header", Static)
+        text = Text.assemble((self.title, "bold"), " — ", self.sub_title)
+        if header.content != text:
+            header.update(text, layout=False)  # one line, always
 
     # --- size -----------------------------------------------------------------------------
     def on_resize(self, event: events.Resize) -> None:
@@ -428,13 +389,13 @@ class AutogradApp(App[int]):
                 "\nEnlarge the window (q quits).")
 
     # --- events from widgets --------------------------------------------------------------
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        table = event.data_table
-        if table.id == "events" and event.row_key.value is not None:
+    def on_line_table_selected(self, event: LineTable.Selected) -> None:
+        table = event.table
+        if table.id == "events":
             self._follow = False
-            self.cursor = int(event.row_key.value) + 1
-        elif table.id == "node-list" and event.row_key.value is not None:
-            self._details_node = int(event.row_key.value)
+            self.cursor = event.index + 1
+        elif table.id == "node-list":
+            self._details_node = int(event.key)
             self.query_one("#details").add_class("shown")
             self._draw(force=True)
 
@@ -584,10 +545,10 @@ class AutogradApp(App[int]):
         s = self._live()
         if s is None:
             return
-        table = self.query_one("#threads", DataTable)
+        table = self.query_one("#threads", ThreadsTable)
         if table.row_count == 0:
             return
-        name = str(table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value)
+        name = table.key(table.cursor_row)
         paused = s.toggle_pause(name)
         self.notify(f"{name} {'paused' if paused else 'resumed'}", timeout=2)
         self._draw(force=True)

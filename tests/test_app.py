@@ -22,7 +22,7 @@ import pytest
 from rich.text import Text
 from textual import events
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, Label, Markdown, OptionList, Static
+from textual.widgets import Input, Label, Markdown, OptionList, Static
 
 import autograd_tui.app
 import scenarios
@@ -30,6 +30,7 @@ from autograd_tui import render
 from autograd_tui.app import AutogradApp
 from autograd_tui.runner import Run
 from autograd_tui.screens import HELP, BreakpointsScreen, GotoScreen, ScenarioScreen, TextScreen
+from autograd_tui.tables import LineTable, Row, ThreadsTable
 from engine import trace
 
 pytestmark = pytest.mark.timeout(120)
@@ -117,9 +118,16 @@ def graph_matches(app: AutogradApp, i: int) -> None:
     assert app.query_one("#graph-tasks", Static).content == render.graph_tasks_text(state)
 
 
-def thread_rows(app: AutogradApp) -> list[list[Any]]:
-    table = app.query_one("#threads", DataTable)
-    return [table.get_row_at(i) for i in range(table.row_count)]
+def thread_rows(app: AutogradApp) -> list[Row]:
+    """The threads pane's rows: ``(#, thread, node, depth, state)``, each ``(text, style)``."""
+    table = app.query_one("#threads", ThreadsTable)
+    return [table.row(i) for i in range(table.row_count)]
+
+
+def screen_lines(table: LineTable) -> list[str]:
+    """What a table shows, line by line (as the terminal would)."""
+    return [table.render_line(y).text
+            for y in range(table.scrollable_content_region.height)]
 
 
 def last_kind(app: AutogradApp) -> str:
@@ -146,7 +154,7 @@ def test_n_steps_one_event_at_a_time() -> None:
         assert app.session is not None and app.session.count() == 0
         assert shown(app) == (0, 0)
         assert "No graph yet" in text_of(app, "#graph")
-        log = app.query_one("#events", DataTable)
+        log = app.query_one("#events", LineTable)
         for k in range(1, 16):
             await press(pilot, "n")
             assert app.session.count() == k
@@ -169,7 +177,7 @@ def test_number_keys_step_only_the_chosen_thread() -> None:
         while len(thread_rows(app)) < 2:  # until cuda:1 starts
             await press(pilot, "n")
             assert s.count() < 60
-        names = [str(r[1]) for r in thread_rows(app)]
+        names = [r[1][0] for r in thread_rows(app)]
         assert names[:2] == ["cpu (owner)", "cuda:1"]
         for key, name in (("2", "cuda:1"), ("2", "cuda:1"), ("2", "cuda:1"),
                           ("1", "cpu (owner)"), ("2", "cuda:1")):
@@ -192,14 +200,15 @@ def test_p_pauses_the_selected_thread_and_space_stops_at_it() -> None:
         assert s is not None
         while len(thread_rows(app)) < 2 or s.count() < 28:
             await press(pilot, "n")
-        table = app.query_one("#threads", DataTable)
-        await pilot.click("#threads", offset=(4, 2))  # row 2: cuda:1 (row 0 is the header)
+        table = app.query_one("#threads", ThreadsTable)
+        y = next(y for y, line in enumerate(screen_lines(table)) if "cuda:1" in line)
+        await pilot.click("#threads", offset=(4, y))  # cuda:1's row
         await settle(pilot)
         assert table.cursor_row == 1
         await press(pilot, "p")
         assert app.said("cuda:1 paused")
         assert s.thread_states()["cuda:1"].user_paused
-        assert "paused" in str(thread_rows(app)[1][2])
+        assert "paused" in thread_rows(app)[1][4][0]
         await press(pilot, "space")
         # cpu (owner) ran until it needed cuda:1: the run stops with the "paused" report
         assert not s.finished
@@ -213,6 +222,29 @@ def test_p_pauses_the_selected_thread_and_space_stops_at_it() -> None:
         assert not app.query_one("#banner").has_class("shown")
         await press(pilot, "space")
         assert s.status == "completed"
+
+    run_app(app, script)
+
+
+def test_the_threads_pane_shows_long_states_whole() -> None:
+    # multi-device: a thread waits on "lock 'GraphTask 1 mutex' held by cuda:1", longer
+    # than the pane at 120 columns: it wraps under the thread's row, never cut off
+    app = App("multi-device")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        table = app.query_one("#threads", ThreadsTable)
+        while not any(len(r[4][0]) > table.size.width - ThreadsTable.INDENT
+                      for r in thread_rows(app)):
+            await press(pilot, "n")
+            assert not s.finished, "no long state in the whole run"
+        lines = screen_lines(table)
+        shown_text = " ".join(line.strip() for line in lines)
+        for row in thread_rows(app):
+            assert row[4][0] in shown_text, (row, lines)
+        assert any("waiting on lock" in line for line in lines)
+        assert not table.show_horizontal_scrollbar
 
     run_app(app, script)
 
@@ -329,7 +361,7 @@ def test_left_right_home_end_walk_the_history() -> None:
             await press(pilot, "left")
             assert shown(app) == (i, n)
             graph_matches(app, i)
-            assert app.query_one("#events", DataTable).cursor_row == i - 1
+            assert app.query_one("#events", LineTable).cursor_row == i - 1
         await press(pilot, "right")
         assert shown(app) == (n - 6, n)
         graph_matches(app, n - 6)
@@ -388,6 +420,62 @@ def test_g_goes_to_an_index() -> None:
     run_app(app, script)
 
 
+def test_selecting_an_event_in_the_log_shows_that_moment() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        await press(pilot, *["n"] * 20)
+        log = app.query_one("#events", LineTable)
+        lines = screen_lines(log)
+        assert lines[0].split()[:2] == ["seq", "event"]
+        assert lines[-1].split()[0] == "19"  # the newest event, at the bottom
+        # click: the row of seq 15 (the log is 10 lines with its header: rows 10..19)
+        y = next(y for y, line in enumerate(lines) if line.split()[:1] == ["15"])
+        await pilot.click("#events", offset=(6, y + 1))  # + 1: the pane's border
+        await settle(pilot)
+        assert shown(app) == (16, 20)  # after event 15
+        graph_matches(app, 16)
+        assert log.cursor_row == 15
+        # keyboard: with the focus on the log, up moves the cursor, enter shows that event
+        log.focus()
+        await press(pilot, "up", "up")
+        assert shown(app) == (16, 20) and log.cursor_row == 13
+        await press(pilot, "enter")
+        assert shown(app) == (14, 20)
+        graph_matches(app, 14)
+        await press(pilot, "end")
+        assert shown(app) == (20, 20) and log.cursor_row == 19
+
+    run_app(app, script)
+
+
+def test_the_event_log_keeps_every_event_and_scrolls_to_the_shown_one() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        await press(pilot, "space")
+        n = s.count()
+        log = app.query_one("#events", LineTable)
+        assert log.row_count == n
+        names = {i: info.name for i, info in s.state_at(n).nodes.items()}
+        from engine.events import format_event
+
+        for i in (0, n // 2, n - 1):  # each row: seq, then the readable line
+            seq, text = log.row(i)
+            assert seq[0] == str(i) and text[0] == format_event(s.event(i), names)[6:]
+            assert text[1] == render.KIND_STYLE.get(s.event(i).kind, "")
+        await press(pilot, "home", "right")
+        assert screen_lines(log)[1].split()[0] == "0"  # scrolled back to the first event
+        await press(pilot, "end")
+        assert screen_lines(log)[-1].split()[0] == str(n - 1)
+
+    run_app(app, script)
+
+
 # --- session ------------------------------------------------------------------------------------
 def test_r_restarts() -> None:
     app = App("linear-relu")
@@ -400,7 +488,7 @@ def test_r_restarts() -> None:
         s = app.session
         assert s is not None and s is not old
         assert s.count() < 3 and shown(app) == (s.count(), s.count())
-        assert app.query_one("#events", DataTable).row_count == s.count()
+        assert app.query_one("#events", LineTable).row_count == s.count()
         await press(pilot, "n")
         assert s.count() == 1 and s.event(0).kind == "graph_task_created"
 
@@ -424,8 +512,11 @@ def test_s_picks_another_scenario() -> None:
         assert app.session is not None and app.session.scenario_name == "multi-device"
         assert app.sub_title.startswith("multi-device | live | event 0/0")
         assert app.session.count() == 0
+        log = app.query_one("#events", LineTable)
+        assert log.row_count == 0  # linear-relu's events are gone
         await press(pilot, "n")
         assert app.session.count() == 1
+        assert log.row_count == 1 and log.row(0)[1][0].startswith("cpu (owner)")
 
     run_app(app, script)
 
@@ -502,12 +593,12 @@ def test_v_and_d_switch_views() -> None:
         assert not pane.has_class("list")
         await press(pilot, "v")
         assert pane.has_class("list")
-        nodes = app.query_one("#node-list", DataTable)
+        nodes = app.query_one("#node-list", LineTable)
         assert nodes.row_count == 11
-        assert [str(c) for c in nodes.get_row_at(0)][:2] == ["1", "✓ SumBackward0"]
+        assert [c[0] for c in nodes.row(0)][:2] == ["1", "✓ SumBackward0"]
         await press(pilot, "n")  # the list follows the engine
         rows = render.list_rows(s.state_at(s.count()))
-        assert [tuple(str(c) for c in nodes.get_row_at(i)) for i in range(11)] == rows
+        assert [tuple(c[0] for c in nodes.row(i)) for i in range(11)] == rows
         await press(pilot, "v")
         assert not pane.has_class("list")
         await press(pilot, "d")
@@ -517,6 +608,60 @@ def test_v_and_d_switch_views() -> None:
         assert details.content == render.node_details(state, state.last_event.node)
         await press(pilot, "d")
         assert not details.has_class("shown")
+
+    run_app(app, script)
+
+
+def test_selecting_a_node_in_the_list_view_shows_its_details() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        await press(pilot, *["n"] * 12, "v")
+        nodes = app.query_one("#node-list", LineTable)
+        lines = screen_lines(nodes)
+        assert lines[0].split() == ["id", "node", "device", "state", "deps", "seq", "where"]
+        y = next(y for y, line in enumerate(lines) if "ReluBackward0" in line)
+        await pilot.click("#node-list", offset=(2, y))
+        await settle(pilot)
+        details = app.query_one("#details", Static)
+        assert details.has_class("shown")
+        state = s.state_at(s.count())
+        assert details.content == render.node_details(state, 4)  # ReluBackward0 is #4
+        assert nodes.key(nodes.cursor_row) == "4"
+        # keyboard: down then enter selects the next row's node
+        nodes.focus()
+        await press(pilot, "down", "enter")
+        key = int(nodes.key(nodes.cursor_row))
+        assert key != 4 and details.content == render.node_details(state, key)
+
+    run_app(app, script)
+
+
+def test_keys_do_nothing_to_the_engine_while_a_dialog_is_open() -> None:
+    app = App("linear-relu")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        await press(pilot, "n", "n", "n")
+        for opener, dialog in (("question_mark", TextScreen), ("t", TextScreen),
+                               ("b", BreakpointsScreen), ("s", ScenarioScreen)):
+            await press(pilot, opener)
+            assert isinstance(app.screen, dialog)
+            app.screen.set_focus(None)  # keys go to the dialog itself, not to an input in it
+            for key in ("n", "space", "1", "c", "p", "left", "right", "r", "v", "d", "g",
+                        "e"):
+                await pilot.press(key)
+                await settle(pilot)
+                assert isinstance(app.screen, dialog), key
+                assert s.count() == 3 and shown(app) == (3, 3), key
+                assert app.session is s, key
+            await press(pilot, "escape")
+            assert not isinstance(app.screen, dialog)
+        await press(pilot, "n")  # and back on the main screen they work again
+        assert s.count() == 4 and shown(app) == (4, 4)
 
     run_app(app, script)
 
@@ -560,10 +705,14 @@ def test_deadlock_is_shown_and_history_and_restart_still_work(deadlock_scenario:
         cycle = [c.split(" ", 1)[1] for c in s.report.cycle if c.startswith("thread ")]
         assert cycle == ["cpu (owner)"]
         for row in thread_rows(app):
-            name, what = row[1], row[2]
-            want = "bold red" if str(name) in cycle else ""
-            assert str(name.style) == want and str(what.style) == want, row
+            name, what = row[1], row[4]
+            want = "bold red" if name[0] in cycle else ""
+            assert name[1] == want and what[1] == want, row
         assert "deadlock" in str(app.query_one("#timeline", Static).content)
+        log = app.query_one("#events", LineTable)
+        line = log.row(log.row_count - 1)[1][0]  # the deadlock event: readable, no raw dict
+        assert "deadlock: cpu (owner) (inside " in line and "{" not in line, line
+        assert "No thread in this cycle" not in line  # the first sentence only
         n = s.count()
         await press(pilot, "left")
         assert shown(app) == (n - 1, n)
@@ -575,7 +724,7 @@ def test_deadlock_is_shown_and_history_and_restart_still_work(deadlock_scenario:
         s2 = app.session
         assert s2 is not None and s2 is not s and s2.status == "ready" and s2.count() < 3
         assert not banner.has_class("shown")
-        assert all(str(r[1].style) == "" for r in thread_rows(app))
+        assert all(r[1][1] == "" for r in thread_rows(app))
 
     run_app(app, script)
 
