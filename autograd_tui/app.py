@@ -433,17 +433,22 @@ class AutogradApp(App[int]):
         self.push_screen(GotoScreen(self._seen), done)
 
     # --- actions: the engine --------------------------------------------------------------
-    def _live(self) -> Session | None:
+    def _live(self, *, forward_in_replay: bool = False) -> Session | None:
+        """The live session, or None: in a replay there is no engine to drive, so ``n``
+        walks the recording and the other engine keys say which keys do."""
         s = self.session
         if s is None:
             return None
         if not s.live:
-            self.action_forward()  # in a replay, stepping walks the recording
+            if forward_in_replay:
+                self.action_forward()
+            else:
+                self.notify("replay: use left/right/home/end/g", timeout=3)
             return None
         return s
 
     def action_step(self) -> None:
-        s = self._live()
+        s = self._live(forward_in_replay=True)
         if s is None:
             return
         if s.finished:

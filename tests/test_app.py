@@ -761,6 +761,13 @@ def test_replay_of_a_recording(tmp_path: Path) -> None:
         await press(pilot, "end", "n")  # at the end, n stays there
         assert shown(app) == (total, total)
         assert s.count() == total  # nothing runs in a replay
+        # keys that only make sense live say which keys walk a recording, and do nothing
+        await press(pilot, "home")
+        for key in ("space", "c", "p", "1", "9"):
+            app.notes.clear()
+            await press(pilot, key)
+            assert shown(app) == (0, total), key
+            assert app.said("replay: use left/right/home/end/g"), (key, app.notes)
 
     run_app(app, script)
 
