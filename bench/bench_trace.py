@@ -13,47 +13,43 @@ the program had run backward on a new graph ``r`` times, one after the other,
 like a training loop.  The stream folds validly (``engine.state.fold`` is run
 over all of it below and would raise ``StateError`` otherwise).
 
-Measured (one process, cyclic GC on as in the app unless said otherwise; CPU time
-of the process, since the machine may be shared, with wall clock beside it):
+Measured in one process, one run (CPU time of the process, since the machine may
+be shared, with wall clock beside it):
 
-1. write: ``engine.trace.save`` of all 1M events, plain and ``.gz``: events/s;
+1. write: ``engine.trace.save`` of all the events, plain and ``.gz``: events/s;
 2. size: bytes per event of the whole file (header and footer included), plain
    and gzip;
-3. load: ``engine.trace.load`` with its defaults (parse, check, checksum, fold
-   into a ``History`` with a snapshot every 256 events) at 100,000 and 200,000
-   events, and once with the GC off; parsing and checking only
-   (``validate_state=False``) at 200,000 events; the fold alone
-   (``engine.state.fold``, no snapshots) over all 1M events.  A full load of 1M
-   events is *not* run: its snapshots grow with the square of the length (about
-   50 GB here); the table gives the projection from the two measured sizes;
-4. seek: ``History.state_at(i)`` for 1,000 random ``i`` on the 200,000-event
-   load (also after ``gc.freeze()``), and at 1M from its two parts measured at
-   1M: ``fold(events[k:i], snapshot)`` = one copy of the state plus 128 (median
-   case) or 255 (worst case) folds.
+3. load: ``engine.trace.load`` with its defaults (read, decode and type-check
+   every line, checksum, fold every event into a ``History`` that keeps a delta
+   every 1,024 events and checkpoints) of the whole plain file, then of the gzip
+   file; and, to show where the time goes, the same load without the fold
+   (``validate_state=False``) and the fold alone (``History(events)``);
+4. seek: ``History.state_at(i)`` on the loaded history for 1,000 random ``i``
+   (median and max).
 
-A calibration line (``json.loads`` of one typical event line) helps compare
+A calibration line (msgspec decoding of one typical event line) helps compare
 machines.  Goals (printed pass/fail): median seek well under (= under half of)
 50 ms, max seek under 100 ms, load under 2 s per million events.  When a goal is
-missed, ``trace.load`` is profiled (cProfile, GC off) at 100,000 events, the top
-functions are printed, and a diagnosis with proposed fixes.
+missed (or with ``--profile``), ``trace.load`` is profiled (cProfile) on a
+100,000-event prefix and the top functions are printed.
+
+Run: ``.venv/bin/python -m bench.bench_trace`` (``--events N``, ``--profile``).
 """
 
 from __future__ import annotations
 
-import contextlib
+import argparse
 import cProfile
 import gc
-import json
 import os
 import pstats
 import random
 import resource
 import statistics
-import sys
 import tempfile
 import time
 import timeit
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,20 +59,18 @@ import numpy as np
 import engine
 from engine import trace
 from engine.events import Event, ListObserver, make_event
-from engine.state import EngineState, History, fold
+from engine.state import EngineState, History
 
 SEED = 20240601
 TARGET_EVENTS = 1_000_000
 BASE_OPS = 4_000  # forward ops of the real run: about 47,000 events
 BRANCHES = 4  # parallel branches in the generated graph (the last on cuda:0)
 P_MERGE = 0.05  # share of steps that merge two branches (then fork them again)
-FULL_LOAD_SIZES = (100_000, 200_000)  # the full load grows with N^2: not at 1M
 PROFILE_TOP = 14
 SEEKS = 1_000
 GOAL_SEEK_MEDIAN_MS = 50.0
 GOAL_SEEK_MAX_MS = 100.0
 GOAL_LOAD_S_PER_M = 2.0
-SNAPSHOT_EVERY = 256  # History's default
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATE_DICTS = ("nodes", "node_states", "dependencies", "queues", "buffers", "not_ready",
@@ -210,30 +204,6 @@ def timed(fn: Callable[..., Any], *args: Any, **kw: Any) -> tuple[Timing, Any]:
     return Timing(time.perf_counter() - w0, time.process_time() - c0), out
 
 
-@contextlib.contextmanager
-def gc_off() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-def snapshot_bytes(h: History) -> int:
-    """Bytes of the hash tables the snapshots own (the values are shared)."""
-    return sum(sys.getsizeof(getattr(s, f)) for s in h._snaps for f in STATE_DICTS)
-
-
-def state_entries(s: EngineState) -> int:
-    return sum(len(getattr(s, f)) for f in STATE_DICTS)
-
-
-def save_prefix(path: Path, events: Sequence[Event], n: int) -> None:
-    part = events[:n]
-    trace.save(path, header_for(part), part, {"status": "completed"})
-
-
 def seek_times(h: History, seeks: int = SEEKS) -> list[float]:
     """CPU ms of ``h.state_at(i)`` for ``seeks`` random ``i``."""
     rng = random.Random(SEED)
@@ -256,15 +226,13 @@ def _where(key: tuple[str, int, str]) -> str:
 
 
 def profile_load(path: Path, n: int, top: int = PROFILE_TOP) -> None:
-    """cProfile ``trace.load(path)`` with the GC off (else a collection's cost lands on
-    whichever function happened to allocate); print the top functions by own time."""
+    """cProfile ``trace.load(path)``; print the top functions by own time."""
     prof = cProfile.Profile()
-    with gc_off():
-        prof.runcall(trace.load, path)
+    prof.runcall(trace.load, path)
     stats = pstats.Stats(prof)
     total = stats.total_tt  # type: ignore[attr-defined]
     entries = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])  # type: ignore[attr-defined]
-    print(f"cProfile of trace.load, {n:,} events, GC off: {total:.2f} s under the profiler; "
+    print(f"cProfile of trace.load, {n:,} events: {total:.2f} s under the profiler; "
           f"top {top} by own time:")
     head = f"{'ncalls':>9} {'tottime s':>9} {'%':>5} {'cumtime s':>9}  function"
     print(head)
@@ -273,33 +241,32 @@ def profile_load(path: Path, n: int, top: int = PROFILE_TOP) -> None:
         print(f"{nc:>9,} {tt:>9.2f} {100 * tt / total:>5.1f} {ct:>9.2f}  {_where(key)}")
 
 
-def fit_quadratic(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
-    """``y = a*n + b*n^2`` through the two largest points."""
-    (n1, y1), (n2, y2) = sorted(points)[-2:]
-    b = (y2 / n2 - y1 / n1) / (n2 - n1)
-    a = y1 / n1 - b * n1
-    return a, b
-
-
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
 # --- the report -----------------------------------------------------------------------------
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=int, default=TARGET_EVENTS,
+                    help=f"events in the recording (default {TARGET_EVENTS:,})")
+    ap.add_argument("--profile", action="store_true", help="profile trace.load in any case")
+    args = ap.parse_args()
     t_start = time.perf_counter()
     t, base = timed(record_base)
     threads = sorted({e.thread for e in base})
     print(f"real run: {len(base):,} events from {len(threads)} threads ({', '.join(threads)}), "
           f"{sum(e.kind == 'node_start' for e in base):,} backward nodes, {t.wall:.1f} s")
-    t, (events, copies) = timed(replicate, base, TARGET_EVENTS)
+    t, (events, copies) = timed(replicate, base, args.events)
     n = len(events)
     print(f"replicated: {copies} copies, {n:,} events, {t.wall:.1f} s")
     line = trace.event_line(next(e for e in base if e.kind == "node_end"))
-    cal = min(timeit.repeat(lambda: json.loads(line), number=20_000, repeat=3)) / 20_000
-    print(f"calibration: json.loads of a {len(line)}-byte node_end line: {cal * 1e6:.2f} us")
+    cal = min(timeit.repeat(lambda: trace._DECODER.decode(line), number=20_000,
+                            repeat=3)) / 20_000
+    print(f"calibration: decoding one {len(line)}-byte node_end line: {cal * 1e6:.2f} us")
     print("times are CPU time of this process (the machine may be shared), wall clock in "
           "parentheses", flush=True)
+    del base
 
     rows: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="bench-trace-") as tmp:
@@ -310,94 +277,44 @@ def main() -> None:
         t_save_gz, _ = timed(trace.save, gz, header, events, {"status": "completed"})
         size, size_gz = plain.stat().st_size, gz.stat().st_size
         rows += [
-            ("write 1M plain (trace.save)", f"{n / t_save.cpu:>10,.0f} events/s "
-                                            f"(wall {n / t_save.wall:,.0f})"),
-            ("write 1M gzip (trace.save)", f"{n / t_save_gz.cpu:>10,.0f} events/s "
-                                           f"(wall {n / t_save_gz.wall:,.0f})"),
+            ("write plain (trace.save)", f"{n / t_save.cpu:>10,.0f} events/s "
+                                         f"(wall {n / t_save.wall:,.0f})"),
+            ("write gzip (trace.save)", f"{n / t_save_gz.cpu:>10,.0f} events/s "
+                                        f"(wall {n / t_save_gz.wall:,.0f})"),
             ("size plain", f"{size / n:>10.1f} bytes/event ({size / 2**20:.0f} MiB; event "
                            f"lines {nbytes / n:.1f} B/event, header {(size - nbytes) / 2**20:.1f}"
                            " MiB: the graph)"),
             ("size gzip", f"{size_gz / n:>10.1f} bytes/event ({size_gz / 2**20:.0f} MiB, "
                           f"{size / size_gz:.1f}x smaller)"),
         ]
-        plain.unlink()
-        gz.unlink()
+        del events
+        gc.collect()
 
-        # The fold alone at 1M (it also proves the replicated stream valid), in two parts:
-        # up to a snapshot boundary 256 events before the end, then the rest.
-        mid = (n - SNAPSHOT_EVERY) // SNAPSHOT_EVERY * SNAPSHOT_EVERY
-        t_fold1, state_mid = timed(fold, events[:mid])
-        t_fold2, state = timed(fold, events[mid:], state_mid)
-        t_fold = Timing(t_fold1.wall + t_fold2.wall, t_fold1.cpu + t_fold2.cpu)
-        # Seek at 1M from its parts, as History.state_at does it: fold(events[k:i], snap)
-        # is one copy of the snapshot's state + (i - k) folds, i - k <= every - 1.
-        entries_1m = state_entries(state)
-        copy_ms = statistics.median(timed(state_mid.copy)[0].cpu * 1e3 for _ in range(10))
-        seek_1m = {k: statistics.median(timed(fold, events[mid:mid + k], state_mid)[0].cpu * 1e3
-                                        for _ in range(5))
-                   for k in (SNAPSHOT_EVERY // 2, SNAPSHOT_EVERY - 1)}
-        seek_1m_median, seek_1m_max = seek_1m[SNAPSHOT_EVERY // 2], seek_1m[SNAPSHOT_EVERY - 1]
-        del state_mid, state
-
-        # The full default load (parse, check, checksum, fold into History) at two sizes.
-        loads: list[tuple[int, Timing, int, int]] = []
-        history: History | None = None
-        for size_n in FULL_LOAD_SIZES:
-            p = d / f"part{size_n}.jsonl"
-            save_prefix(p, events, size_n)
-            history = None
-            gc.collect()
-            t_load, rec = timed(trace.load, p)
-            history = rec.history
-            assert history is not None and len(history) == size_n
-            loads.append((size_n, t_load, snapshot_bytes(history), state_entries(history.head)))
-            del rec
-        assert history is not None
-        size_h = len(history)
+        t_load, rec = timed(trace.load, plain)
+        history = rec.history
+        assert history is not None and len(history) == n
+        snaps = len(history._snaps)
+        ckpts = sum(isinstance(x, EngineState) for x in history._snaps)
+        entries = history.head.size()
         ms = seek_times(history)
-        gc.freeze()  # what a loader could do: the loaded objects leave the GC's scans
-        ms_frozen = seek_times(history)
-        gc.unfreeze()
-        del history
+        t_fold, _ = timed(History, rec.events)
+        del rec, history, _
         gc.collect()
-
-        small = d / f"part{FULL_LOAD_SIZES[0]}.jsonl"
-        big = d / f"part{FULL_LOAD_SIZES[-1]}.jsonl"
-        with gc_off():
-            t_nogc, rec = timed(trace.load, small)
-            del rec
-        gc.collect()
-        t_parse, rec = timed(trace.load, big, validate_state=False)
+        t_load_gz, rec = timed(trace.load, gz)
         del rec
         gc.collect()
-        with gc_off():
-            t_parse_nogc, rec = timed(trace.load, big, validate_state=False)
-            del rec
+        t_parse, rec = timed(trace.load, plain, validate_state=False)
+        del rec
         gc.collect()
-
-        for size_n, t_load, snap, ent in loads:
-            rows.append((f"load {size_n:,} (full: History)",
-                         f"{t_load.per_m(size_n)}; snapshots {snap / 2**20:,.0f} MiB, "
-                         f"state {ent:,} entries"))
         rows += [
-            (f"load {FULL_LOAD_SIZES[0]:,} (full), GC off", t_nogc.per_m(FULL_LOAD_SIZES[0])),
-            (f"load {FULL_LOAD_SIZES[-1]:,}, parse+check only", t_parse.per_m(size_h)),
-            (f"load {FULL_LOAD_SIZES[-1]:,}, parse+check, GC off", t_parse_nogc.per_m(size_h)),
-            ("fold alone (state.fold), 1M", t_fold.per_m(n)),
-        ]
-        a, b = fit_quadratic([(s, t.cpu) for s, t, _, _ in loads])
-        load_1m = (a * n + b * n * n) / n * 1e6
-        mem_1m = loads[-1][2] * (n / loads[-1][0]) ** 2
-        rows += [
-            ("load 1M (full), projected", f"{load_1m:8.1f} s/1M events; snapshots "
-                                          f"~{mem_1m / 2**30:,.0f} GiB (not run)"),
-            (f"seek {size_h:,}: median / max", f"{statistics.median(ms):8.2f} / "
-                                               f"{max(ms):.2f} ms ({SEEKS:,} random i)"),
-            (f"seek {size_h:,}, gc.freeze(): med / max",
-             f"{statistics.median(ms_frozen):8.2f} / {max(ms_frozen):.2f} ms"),
-            ("seek 1M from parts: median / max", f"{seek_1m_median:8.2f} / {seek_1m_max:.2f} ms"
-                                                 f" (state copy {copy_ms:.1f} ms, "
-                                                 f"{entries_1m:,} entries)"),
+            ("load plain (trace.load)", t_load.per_m(n) + f"; {snaps:,} snapshots, "
+                                                          f"{ckpts} checkpoints, state "
+                                                          f"{entries:,} entries"),
+            ("load gzip (trace.load)", t_load_gz.per_m(n)),
+            ("  of which: read, decode, check", t_parse.per_m(n)),
+            ("  of which: fold (History)", t_fold.per_m(n)),
+            (f"seek {n:,}: median / max", f"{statistics.median(ms):8.2f} / {max(ms):.2f} ms "
+                                          f"({SEEKS:,} random i)"),
         ]
         print()
         print(f"recording of {n:,} events ({copies} copies of a real run):")
@@ -405,72 +322,27 @@ def main() -> None:
         for k, v in rows:
             print(f"  {k:<{width}}  {v}")
 
-        load_meas = loads[-1][1].cpu / loads[-1][0] * 1e6
+        load_1m = t_load.cpu / n * 1e6
         goals = [
-            (f"median seek well under {GOAL_SEEK_MEDIAN_MS:g} ms, {size_h:,} measured",
-             statistics.median(ms), "ms", statistics.median(ms) < GOAL_SEEK_MEDIAN_MS / 2),
-            (f"max seek under {GOAL_SEEK_MAX_MS:g} ms, {size_h:,} measured", max(ms), "ms",
-             max(ms) < GOAL_SEEK_MAX_MS),
-            (f"median seek well under {GOAL_SEEK_MEDIAN_MS:g} ms, 1M from parts",
-             seek_1m_median, "ms", seek_1m_median < GOAL_SEEK_MEDIAN_MS / 2),
-            (f"max seek under {GOAL_SEEK_MAX_MS:g} ms, 1M from parts (no GC pause)",
-             seek_1m_max, "ms", seek_1m_max < GOAL_SEEK_MAX_MS),
-            (f"load under {GOAL_LOAD_S_PER_M:g} s per 1M events, {size_h:,} measured",
-             load_meas, "s/1M", load_meas < GOAL_LOAD_S_PER_M),
-            (f"load under {GOAL_LOAD_S_PER_M:g} s per 1M events, 1M projected", load_1m,
-             "s/1M", load_1m < GOAL_LOAD_S_PER_M),
+            (f"median seek well under {GOAL_SEEK_MEDIAN_MS:g} ms", statistics.median(ms), "ms",
+             statistics.median(ms) < GOAL_SEEK_MEDIAN_MS / 2),
+            (f"max seek under {GOAL_SEEK_MAX_MS:g} ms", max(ms), "ms", max(ms) < GOAL_SEEK_MAX_MS),
+            (f"load under {GOAL_LOAD_S_PER_M:g} s per 1M events (plain)", load_1m, "s/1M",
+             load_1m < GOAL_LOAD_S_PER_M),
         ]
         print()
-        print("goals (\"well under\" = under half; CPU time):")
+        print(f"goals (\"well under\" = under half; CPU time; {n:,} events):")
         gw = max(len(g[0]) for g in goals)
         for name, value, unit, ok in goals:
             print(f"  {name:<{gw}}  {value:9.2f} {unit:<5} {verdict(ok)}")
-        if not all(g[3] for g in goals):
+        if args.profile or not all(g[3] for g in goals):
+            small = d / "part.jsonl"
+            part = trace.load(plain).events[:100_000]
+            trace.save(small, header_for(part), part, {"status": "completed"})
             print()
-            profile_load(small, FULL_LOAD_SIZES[0])
-            print()
-            print(DIAGNOSIS)
+            profile_load(small, len(part))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
     print(f"(bench_trace took {time.perf_counter() - t_start:.0f} s, peak RSS {peak:.1f} GiB)")
-
-
-DIAGNOSIS = """\
-why the load misses its goal (engine/state.py, engine/trace.py):
-  1. snapshots, O(N^2): History.append snapshots every 256 events with
-     EngineState.copy(), a full copy of every dict of the state; and the state only
-     grows: nodes, node_states, outputs, leaf_grads of every node ever seen, and
-     dependencies keyed by (GraphTask, node) are never dropped.  Snapshot k copies
-     O(k) entries, so a load of N events costs O(N^2 / 256) time and memory (see the
-     snapshot MiB per size, and the ~GiB projected at 1M).  state.py:107 (copy) in
-     the profile is this; it grows with N while everything else is per event.
-  2. the cyclic GC: every parsed line and every snapshot are GC-tracked containers;
-     full collections rescan the growing heap during the load (compare "GC off";
-     with the GC on, its cost lands on whichever function allocates).
-  3. parsing, per line in Python: trace.load's loop, json.loads on bytes (detect_encoding,
-     decode, the re-based whitespace checks of decoder.py around the C scanner), then
-     _event (isinstance checks, the SCHEMA field list comprehension) and Event(...),
-     and one sha256.update: together more than the fold itself.
-  4. the fold: _push rebuilds the queue (QueueTask(*t) per entry of "order") and sorts
-     old and new to compare them; GraphTaskState/ThreadState are updated with
-     NamedTuple._replace, which is slow.
-proposed fixes (not applied):
-  1. make snapshots cost O(changes), not O(state): persistent maps (a HAMT, e.g.
-     immutables.Map, or pyrsistent), so that copy() is O(1) and a write copies one
-     path; or keep per snapshot only the entries changed since the previous one, with
-     a full checkpoint every few hundred snapshots.  Load becomes linear; a seek stays
-     one checkpoint copy plus < 256 folds.  Cheaper, partial: when a GraphTask
-     completes, drop its dependencies/buffers/not_ready entries (all zero or empty by
-     then) so that at least those maps stay small.
-  2. in trace.load: gc.disable() (or gc.freeze() once done) while loading; the objects
-     it builds have no cycles.
-  3. in trace.load: decode the file to str once and call a JSONDecoder's raw_decode
-     (or parse blocks of lines with one json.loads of "[" + ",".join(lines) + "]"),
-     or use orjson (about 2.4x faster than json.loads per line on this machine);
-     hash the event block with fewer, larger sha256 updates; check the fields with a
-     precomputed frozenset per kind (SCHEMA[kind].keys() <= data.keys()).
-  4. in state.py: in _push compare lengths and look for the pushed task instead of
-     sorting both queues; build the NamedTuples with their constructors, not _replace.
-"""
 
 
 if __name__ == "__main__":

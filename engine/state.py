@@ -15,8 +15,8 @@ without copying the whole state every K events (the state grows with every
 graph a run touches, so that would be quadratic): every ``every`` events it
 stores only the entries the events since the previous snapshot touched (a
 delta), and a full copy (a checkpoint) once the deltas since the last one add
-up to the size of the state.  A seek is one checkpoint copy, a few dict
-updates and fewer than ``every`` folds.  The handlers below are written for
+up to a quarter of the size of the state.  A seek is one checkpoint copy, a few
+dict updates and fewer than ``every`` folds.  The handlers below are written for
 speed (plain dicts, ``tuple.__new__`` instead of ``NamedTuple._replace``): a
 loaded recording is folded once, whole.
 """
@@ -368,7 +368,7 @@ def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
                 slot = e.slot
                 if not 0 <= slot < len(slots):
                     raise StateError(f"event {e.seq}: slot {slot} of {info.name}, which has "
-                                     f"{len(slots)} inputs")
+                                     f"{len(slots)} input(s)")
                 if e.mode != "undefined":
                     slots = (e.value,) if len(slots) == 1 else \
                         slots[:slot] + (e.value,) + slots[slot + 1:]
@@ -470,8 +470,9 @@ def _bad_decrement(s: EngineState, e: Any, old: int | None) -> StateError:
 def _bad_push(e: Any, old: tuple[QueueTask, ...]) -> StateError:
     if e.queue is None:
         return StateError(f"event {e.seq} (push) names no queue")
-    return StateError(f"event {e.seq}: push to {e.queue} leaves the queue as {e.order}, which "
-                      f"is not the queue before ({[list(t) for t in old]}) plus the pushed task")
+    return StateError(f"event {e.seq}: push to {e.queue} leaves the queue as "
+                      f"{[list(t) for t in e.order]}, which is not the queue before "
+                      f"({[list(t) for t in old]}) plus the pushed task")
 
 
 _DECREMENT, _ACCUMULATE = EVENT_TYPES["dependency_decrement"], EVENT_TYPES["buffer_accumulate"]
@@ -541,9 +542,9 @@ class History:
     ``state_at(i)`` is the state after the first ``i`` events (``state_at(0)`` is
     empty).  Live runs append as events arrive; a loaded recording is extended
     once.  A snapshot is a delta (the entries the last ``every`` events touched)
-    or, once the deltas since the last checkpoint hold as many entries as the
-    state, a checkpoint (a full copy): a seek costs one copy, at most that many
-    delta entries and fewer than ``every`` folds.
+    or, once the deltas since the last checkpoint hold a quarter as many entries
+    as the state, a checkpoint (a full copy): a seek costs one copy, at most that
+    many delta entries and fewer than ``every`` folds.
     """
 
     def __init__(self, events: Sequence[Event] = (), every: int = 1024,
@@ -596,7 +597,7 @@ class History:
         d = _delta(self._head)
         self._since_ckpt += sum(map(len, d.maps.values()))
         self._snap_index.append(n)
-        if self._since_ckpt >= max(self._head.size(), self.min_checkpoint):
+        if self._since_ckpt >= max(self._head.size() // 4, self.min_checkpoint):
             self._snaps.append(self._head.copy())
             self._ckpt_of.append(len(self._snaps) - 1)
             self._since_ckpt = 0

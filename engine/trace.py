@@ -27,7 +27,6 @@ import functools
 import gc
 import gzip
 import hashlib
-import itertools
 import json
 import operator
 import os
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import msgspec
+import numpy as np
 
 from .events import EVENT_TYPES, SCHEMA, Event, make_event
 from .state import History, StateError
@@ -146,7 +146,8 @@ def save(path: str | os.PathLike[str], header: dict[str, Any], events: Iterable[
     nbytes = 0
     try:
         with raw, out:
-            head = json.dumps(header, separators=(",", ":"), sort_keys=True).encode() + b"\n"
+            head = json.dumps(header, separators=(",", ":"), sort_keys=True,
+                              allow_nan=False).encode() + b"\n"
             h.update(head)
             out.write(head)
             encode = _ENCODER.encode
@@ -157,7 +158,8 @@ def save(path: str | os.PathLike[str], header: dict[str, Any], events: Iterable[
                 out.write(block)
             foot = {k: v for k, v in (footer or {}).items() if k != "checksum"}
             foot["events"] = len(evs)
-            body = json.dumps(foot, separators=(",", ":"), sort_keys=True).encode()
+            body = json.dumps(foot, separators=(",", ":"), sort_keys=True,
+                              allow_nan=False).encode()
             # The checksum is the footer's last field and covers every byte before its digits.
             prefix = b'{"footer":' + body[:-1] + b"," + CHECKSUM_MARK
             h.update(prefix)
@@ -223,6 +225,25 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Record
     data = _read(p)
     if not data:
         raise TraceError(f"{p}: empty file: not a recording")
+    # Everything built below is long-lived and holds no reference cycles: the cyclic
+    # collector would only rescan it (a second per million events), during the load and
+    # after it.  So collect what is garbage now, keep the collector off while loading,
+    # and freeze what is alive at the end (gc.freeze: it is left out of later scans;
+    # reference counting still frees it once the recording is dropped).
+    was_enabled = gc.isenabled()
+    if was_enabled:
+        gc.collect()
+    gc.disable()
+    try:
+        rec = _load(p, data, validate_state)
+    finally:
+        if was_enabled:
+            gc.freeze()
+            gc.enable()
+    return rec
+
+
+def _load(p: Path, data: bytes, validate_state: bool) -> Recording:
     first = data.find(b"\n")
     header = _json(p, 1, data if first < 0 else data[:first])
     if not isinstance(header, dict) or "format" not in header:
@@ -231,7 +252,7 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Record
         raise TraceError(f"{p}, line 1: unknown format {header['format']!r} "
                          f"(expected {FORMAT!r})")
     version = header.get("version")
-    if version not in SUPPORTED_VERSIONS:
+    if type(version) is not int or version not in SUPPORTED_VERSIONS:
         understood = ", ".join(map(str, SUPPORTED_VERSIONS))
         raise TraceError(f"{p}, line 1: format version {version!r} is not "
                          f"understood; this program reads version(s) {understood}")
@@ -240,11 +261,12 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Record
                          "was not finished")
     body, footer = _split_footer(p, data, first)
     # Version 2: the checksum covers every byte before its own digits; version 1: the events.
-    covered = body if version == 1 else \
-        memoryview(data)[:data.rfind(CHECKSUM_MARK) + len(CHECKSUM_MARK)]
+    mark = data.rfind(CHECKSUM_MARK) + len(CHECKSUM_MARK)
+    if version == 2 and data[mark + 64:].rstrip(b"\n") != b'"}}':
+        raise TraceError(f"{p}: the footer must end with its checksum "
+                         '(...,"checksum":"sha256:<64 hex digits>"}})')
+    covered = body if version == 1 else memoryview(data)[:mark]
     checksum = _Checksum(covered)
-    was_enabled = gc.isenabled()
-    gc.disable()  # the objects built here hold no cycles; the collector only slows us
     try:
         events = _decode_v2(p, body) if version == 2 else _decode_v1(p, body)
         if footer.get("events") != len(events):
@@ -259,8 +281,6 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Record
         history = _fold(p, events) if validate_state else None
     finally:
         checksum.join()
-        if was_enabled:
-            gc.enable()
     return Recording(header, events, footer, history)
 
 
@@ -392,17 +412,24 @@ def _event_v1(p: Path, lineno: int, obj: Any) -> Event:
     missing = [f for f in SCHEMA[kind] if f not in data]
     if missing:
         raise TraceError(f"{where}: {kind} event lacks field(s) {', '.join(missing)}")
-    return make_event(seq, kind, thread, gt, node, queue, data)
+    try:
+        return make_event(seq, kind, thread, gt, node, queue, data)
+    except (TypeError, ValueError, KeyError, IndexError) as e:
+        raise TraceError(f"{where}: malformed {kind} event ({e})") from None
 
 
 def _check_order(p: Path, events: list[Event]) -> None:
-    seqs = list(map(operator.attrgetter("seq"), events))
-    if seqs and seqs[0] < 0:
+    try:
+        seqs = np.fromiter(map(operator.attrgetter("seq"), events), dtype=np.int64,
+                           count=len(events))
+    except OverflowError:  # a seq beyond int64: compare as Python ints
+        seqs = np.array([e.seq for e in events], dtype=object)
+    if len(seqs) and seqs[0] < 0:
         raise TraceError(f"{p}, line 2: seq must be a non-negative integer, not {seqs[0]}")
-    if not all(map(operator.lt, seqs, itertools.islice(seqs, 1, None))):
-        i = next(i for i, (a, b) in enumerate(zip(seqs, seqs[1:]), 1) if a >= b)
-        raise TraceError(f"{p}, line {i + 2}: events out of order (seq {seqs[i]} "
-                         f"after {seqs[i - 1]}): lines were moved or repeated")
+    if not (seqs[1:] > seqs[:-1]).all():
+        i = int(np.flatnonzero(seqs[1:] <= seqs[:-1])[0]) + 1
+        raise TraceError(f"{p}, line {i + 2}: events out of order (seq {int(seqs[i])} "
+                         f"after {int(seqs[i - 1])}): lines were moved or repeated")
 
 
 def _fold(p: Path, events: list[Event]) -> History:

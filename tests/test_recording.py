@@ -305,3 +305,25 @@ def test_version_1_recordings_still_load(good, tmp_path):
     bad = p.read_bytes().replace(b'"remaining":0', b'"remaining":5', 1)
     with pytest.raises(trace.TraceError, match="checksum mismatch"):
         trace.load(_write(tmp_path, "v1bad.jsonl", bad))
+
+
+def test_odd_values_give_a_message_not_a_traceback(good, tmp_path):
+    lines = _lines(good)
+    header = json.loads(lines[0])
+    for version in (True, 2.0, "2"):  # only the integers 1 and 2 are versions
+        p = _write(tmp_path, "ver.jsonl", json.dumps({**header, "version": version}).encode()
+                   + b"\n" + b"".join(lines[1:]))
+        with pytest.raises(trace.TraceError, match="is not understood"):
+            trace.load(p)
+    huge = [json.dumps([*json.loads(line)[:1], 2**64 + k, *json.loads(line)[2:]],
+                       separators=(",", ":")).encode() + b"\n"
+            for k, line in enumerate(lines[1:-1])]
+    p = _write(tmp_path, "huge.jsonl", b"".join([lines[0], *huge[:3][::-1], *huge[3:],
+                                                 lines[-1]]))
+    with pytest.raises(trace.TraceError, match="line 3: events out of order"):
+        trace.load(p)
+    v1 = [lines[0].replace(b'"version":2', b'"version":1'),
+          b'[0,"push","t",1,1,"cpu",{"depth":0,"seq":1,"dummy":false,"shutdown":false,'
+          b'"size":1,"order":[[1,1]],"outstanding":1}]\n', b'{"footer":{"events":1}}\n']
+    with pytest.raises(trace.TraceError, match="line 2: malformed push event"):
+        trace.load(_write(tmp_path, "v1odd.jsonl", b"".join(v1)))
