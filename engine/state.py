@@ -350,25 +350,24 @@ def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
         for e in events:
             t = type(e)
             if t is _DECREMENT:  # dependencies[node] -= 1, never below zero
-                node = e.node
-                if node not in nodes:
-                    raise _no_node(s, e)
-                key = (e.graph_task, node)
-                old = deps.get(key)
+                key = (e.graph_task, e.node)
+                old = deps.get(key)  # only dependencies_computed makes keys: a known node
                 if old is None or old < 1 or e.remaining != old - 1:
-                    raise _bad_decrement(s, e, old)
+                    raise _no_node(s, e) if e.node not in nodes else \
+                        _bad_decrement(s, e, old)
                 deps[key] = c_deps[key] = old - 1
             elif t is _ACCUMULATE:  # InputBuffer::add into one slot
-                node = e.node
-                info = nodes.get(node)
-                if info is None:
-                    raise _no_node(s, e)
-                key = (e.graph_task, node)
-                slots = buffers.get(key) or (None,) * max(info.num_inputs, 1)
+                key = (e.graph_task, e.node)
+                slots = buffers.get(key)  # a buffer only exists for a known node
+                if not slots:
+                    info = nodes.get(e.node)
+                    if info is None:
+                        raise _no_node(s, e)
+                    slots = (None,) * max(info.num_inputs, 1)
                 slot = e.slot
                 if not 0 <= slot < len(slots):
-                    raise StateError(f"event {e.seq}: slot {slot} of {info.name}, which has "
-                                     f"{len(slots)} input(s)")
+                    raise StateError(f"event {e.seq}: slot {slot} of {s.node_name(e.node)}, "
+                                     f"which has {len(slots)} input(s)")
                 if e.mode != "undefined":
                     slots = (e.value,) if len(slots) == 1 else \
                         slots[:slot] + (e.value,) + slots[slot + 1:]
