@@ -74,6 +74,9 @@ class AutogradApp(App[int]):
 
     TITLE = "autograd-tui"
     CSS_PATH = "app.tcss"
+    # Nothing has the focus at start (Textual would focus the first table, even the hidden
+    # list view); focusing re-composes the footer, a third of the time to the first frame.
+    AUTO_FOCUS = None
     BINDINGS = [
         Binding("space", "toggle_run", "Run/Pause"),
         Binding("n", "step", "Step"),

@@ -47,6 +47,7 @@ in reverse video.
 
 class _Modal(ModalScreen[Any]):
     BINDINGS = [Binding("escape", "dismiss_none", "Close")]
+    AUTO_FOCUS = "*"  # the dialog's first input (the app focuses nothing by default)
     DEFAULT_CSS = """
     _Modal { align: center middle; }
     """

@@ -41,11 +41,12 @@ def cells(*values: str | Cell) -> Row:
     return tuple(v if isinstance(v, tuple) else (v, "") for v in values)
 
 
-class LineTable(ScrollView, can_focus=True):
+class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
     """Rows of styled cells under an optional header, with a row cursor.
 
     ``up`` / ``down`` / ``pageup`` / ``pagedown`` move the cursor when the table has
-    the focus; ``enter`` or a click on a row posts ``LineTable.Selected``.
+    the focus; ``enter`` or a click on a row posts ``LineTable.Selected``.  Not the
+    scroll bindings of a ScrollView: ``left`` / ``right`` stay the app's (history).
     """
 
     BINDINGS = [

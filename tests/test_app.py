@@ -445,6 +445,8 @@ def test_selecting_an_event_in_the_log_shows_that_moment() -> None:
         await press(pilot, "enter")
         assert shown(app) == (14, 20)
         graph_matches(app, 14)
+        await press(pilot, "left")  # still the history's keys, not a sideways scroll
+        assert shown(app) == (13, 20) and log.cursor_row == 12
         await press(pilot, "end")
         assert shown(app) == (20, 20) and log.cursor_row == 19
 
