@@ -23,7 +23,8 @@ be shared, with wall clock beside it):
    every line, checksum, fold every event into a ``History`` that keeps a delta
    every 1,024 events and checkpoints) of the whole plain file, then of the gzip
    file; and, to show where the time goes, the same load without the fold
-   (``validate_state=False``) and the fold alone (``History(events)``);
+   (``validate_state=False``) and the fold alone (``History(events)``, with the
+   cyclic collector off as in ``trace.load``);
 4. seek: ``History.state_at(i)`` on the loaded history for 1,000 random ``i``
    (median and max).
 
@@ -297,7 +298,9 @@ def main() -> None:
         ckpts = sum(isinstance(x, EngineState) for x in history._snaps)
         entries = history.head.size()
         ms = seek_times(history)
+        gc.disable()  # as in trace.load
         t_fold, _ = timed(History, rec.events)
+        gc.enable()
         del rec, history, _
         gc.collect()
         t_load_gz, rec = timed(trace.load, gz)
