@@ -19,7 +19,7 @@ from textual import events, work
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, ScrollableContainer, Vertical
+from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.geometry import Size
 from textual.reactive import Reactive, var
@@ -36,13 +36,14 @@ from autograd_tui.screens import (
     TextScreen,
 )
 from autograd_tui.session import Session
-from autograd_tui.tables import LineTable, Row, ThreadsTable, cells
+from autograd_tui.tables import LineTable, Row, TextView, ThreadsTable, cells
 from engine.events import format_event
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 LIST_VIEW_ABOVE = 60  # nodes: larger graphs open in the compact list view
 REFRESH_HZ = 30
 NODE_COLUMNS = ("id", "node", "device", "state", "deps", "seq", "where")
+SIDE_PANES = ("#queues", "#not-ready", "#graph-tasks")  # their heights only grow in a run
 
 
 class Timeline(Static):
@@ -140,8 +141,7 @@ class AutogradApp(App[int]):
         yield Static("", id="banner")
         with Horizontal(id="main"):
             with Vertical(id="graph-pane"):
-                with ScrollableContainer(id="graph-scroll", can_focus=False):
-                    yield Static("", id="graph")
+                yield TextView(id="graph")
                 yield LineTable(NODE_COLUMNS, zebra=True, id="node-list")
                 yield Static("", id="details")
             with Vertical(id="side"):
@@ -179,6 +179,9 @@ class AutogradApp(App[int]):
         self.cursor = 0
         self.query_one("#events", LineTable).clear()  # the new run's events replace these
         self._threads_key = None
+        self.query_one("#threads", ThreadsTable).clear()
+        for pane in SIDE_PANES:  # a new run: the panes fit its content again
+            self.query_one(pane).styles.min_height = None
         try:
             if self._recording is not None:
                 self.session = Session.from_recording(self._recording)
@@ -255,11 +258,11 @@ class AutogradApp(App[int]):
         if self._list_view or big:
             self._draw_list(state)
         else:
-            self._show("#graph", render.graph_text(state, highlight))
+            self.query_one("#graph", TextView).update(render.graph_text(state, highlight))
         # side panes
-        self._show("#queues", render.queues_text(state))
-        self._show("#not-ready", render.not_ready_text(state))
-        self._show("#graph-tasks", render.graph_tasks_text(state))
+        self._show("#queues", render.queues_text(state), grow_only=True)
+        self._show("#not-ready", render.not_ready_text(state), grow_only=True)
+        self._show("#graph-tasks", render.graph_tasks_text(state), grow_only=True)
         node = self._details_node if self._details_node is not None else highlight
         details = self.query_one("#details", Static)
         if details.has_class("shown") and node is not None:
@@ -270,22 +273,33 @@ class AutogradApp(App[int]):
         self._select_log_row()
         self._update_title()
 
-    def _show(self, selector: str, text: Text) -> None:
-        """Update a Static only if its text changed, and re-lay out the screen only if its
-        height changes: a layout costs more than all the rest of a step."""
+    def _show(self, selector: str, text: Text, *, grow_only: bool = False) -> None:
+        """Update a Static only if its text changed, and re-lay out the screen only if the
+        Static's size must change: a layout costs more than all the rest of a step.
+
+        ``grow_only``: the pane keeps its height when its text gets shorter (min-height,
+        until the next run), so stepping does not make the panes below it jump up and
+        down, nor re-lay out the screen every few steps."""
         widget = self.query_one(selector, Static)
         if widget.content == text:
             return
-        width = widget.size.width
-        if not width:
-            widget.update(text)
+        size, container = widget.size, widget.container_size
+        if not size.width:
+            widget.update(text)  # not laid out yet
             return
-        shown = widget.size.height
-        before = widget.get_content_height(widget.size, widget.size, width)
-        widget.update(text, layout=False)
-        after = widget.get_content_height(widget.size, widget.size, width)
+        before = widget.get_content_height(container, container, size.width)
+        widget.update(text, layout=False)  # the width is the pane's: only the height varies
+        after = widget.get_content_height(container, container, size.width)
+        if grow_only:
+            if after > size.height:
+                outer = after + widget.styles.gutter.height
+                cap = widget.styles.max_height
+                if cap is not None and cap.is_cells:
+                    outer = min(outer, int(cap.value))
+                if outer > widget.outer_size.height:
+                    widget.styles.min_height = outer  # a layout, once
         # An auto height capped by max-height: taller content than shown stays capped.
-        if after != before and not (before > shown and after >= shown):
+        elif after != before and not (before > size.height and after >= size.height):
             widget.refresh(layout=True)
 
     def _draw_list(self, state: Any) -> None:
@@ -598,8 +612,7 @@ class AutogradApp(App[int]):
         self._draw(force=True)
 
     def action_pan(self, dx: int, dy: int) -> None:
-        sc = self.query_one("#graph-scroll", ScrollableContainer)
-        sc.scroll_relative(dx, dy, animate=False)
+        self.query_one("#graph", TextView).scroll_relative(dx, dy, animate=False)
 
     def action_notes(self) -> None:
         s = self.session

@@ -1,4 +1,5 @@
-"""A table drawn with Textual's Line API: the event log, the list view, the threads pane.
+"""Widgets drawn with Textual's Line API: the tables (the event log, the list view, the
+threads pane) and the graph pane's text (``TextView``).
 
 Why not ``DataTable``: every ``add_row`` / ``update_cell`` clears all of a
 DataTable's render caches, so each step re-rendered every visible cell of the
@@ -10,6 +11,9 @@ only the lines whose row changed.
 
 A row is usually one line; a subclass may draw a row on several lines
 (``row_lines``), as the threads pane does to wrap a long state.
+
+``TextView`` does the same for a Rich ``Text`` (the graph): a ``Static`` converts and
+re-renders all of its text at every update, this re-renders the changed lines.
 """
 
 from __future__ import annotations
@@ -34,6 +38,22 @@ Cell = tuple[str, str]  # (text, Rich style)
 Row = tuple[Cell, ...]
 
 GAP = 2  # blanks between columns
+
+
+def set_virtual_size(view: ScrollView, size: Size) -> None:
+    """Set a line widget's virtual size; re-lay out the screen only if the widget's own
+    height follows it.
+
+    (``virtual_size`` is a layout reactive: the event log grows a line a step, and a
+    layout of the whole screen cost more than everything else in a step.)"""
+    if size == view.virtual_size:
+        return
+    height = view.styles.height
+    if (height is None or height.is_auto) and size.height != view.virtual_size.height:
+        view.virtual_size = size
+        return
+    view.set_reactive(ScrollView.virtual_size, size)
+    view._scroll_update(size)  # the scrollbars: shown or hidden (a layout), and sized
 
 
 def cells(*values: str | Cell) -> Row:
@@ -98,10 +118,16 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
             return self.table
 
     def __init__(self, header: Sequence[str] | None = None, *, zebra: bool = False,
-                 id: str | None = None, classes: str | None = None) -> None:
+                 grow_only: bool = False, id: str | None = None,
+                 classes: str | None = None) -> None:
+        """``grow_only``: the table's height never shrinks until ``clear()`` (for a table
+        of auto height: fewer lines would re-lay out the screen)."""
         super().__init__(id=id, classes=classes)
         self.header = tuple(header) if header else None
         self.zebra = zebra
+        self.grow_only = grow_only
+        self._floor = 0  # grow_only: the most lines shown since clear()
+        self._real_lines = 0  # lines of rows (the rest, if any, is blank)
         self._rows: list[Row] = []
         self._keys: list[str] | None = None  # None: a row's key is its index
         self._widths: list[int] = [cell_len(h) for h in self.header or ()]
@@ -153,7 +179,7 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
             self._refresh_row(i)
 
     def clear(self) -> None:
-        self._rows, self._keys, self.cursor_row = [], None, 0
+        self._rows, self._keys, self.cursor_row, self._floor = [], None, 0, 0
         self._widths = [cell_len(h) for h in self.header or ()]
         self._strips.clear()
         self._resized()
@@ -202,21 +228,10 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
             for row in self._rows:
                 self._starts.append(lines)
                 lines += self.row_height(row, width)
-        self._set_virtual_size(Size(self._content_width(), lines + self._header_lines))
-
-    def _set_virtual_size(self, size: Size) -> None:
-        """Set the virtual size; re-lay out the screen only if our own height follows it.
-
-        (``virtual_size`` is a layout reactive: the event log grows a line a step, and a
-        layout of the whole screen cost more than everything else in a step.)"""
-        if size == self.virtual_size:
-            return
-        height = self.styles.height
-        if (height is None or height.is_auto) and size.height != self.virtual_size.height:
-            self.virtual_size = size
-            return
-        self.set_reactive(LineTable.virtual_size, size)
-        self._scroll_update(size)  # the scrollbars: shown or hidden (a layout), and sized
+        self._real_lines = lines
+        if self.grow_only:
+            lines = self._floor = max(lines, self._floor)
+        set_virtual_size(self, Size(self._content_width(), lines + self._header_lines))
 
     def _row_at_line(self, line: int) -> tuple[int, int]:
         """(row, line within the row) of a line of rows."""
@@ -231,8 +246,7 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
     def _height(self, r: int) -> int:
         if self._starts is None:
             return 1
-        end = self._starts[r + 1] if r + 1 < len(self._starts) else \
-            self.virtual_size.height - self._header_lines
+        end = self._starts[r + 1] if r + 1 < len(self._starts) else self._real_lines
         return end - self._starts[r]
 
     def _refresh_row(self, r: int) -> None:
@@ -276,8 +290,7 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
             strip = Strip(text.render(self.app.console, end=""), text.cell_len)
             return strip.apply_style(style).crop_extend(scroll_x, scroll_x + width, style)
         line = scroll_y + y - self._header_lines
-        lines = self.virtual_size.height - self._header_lines
-        if line < 0 or line >= lines or not self._rows:
+        if line < 0 or line >= self._real_lines or not self._rows:
             return Strip.blank(width, self._style("base"))
         r, k = self._row_at_line(line)
         if r >= len(self._rows):
@@ -349,7 +362,7 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
         if offset is None or offset.y < self._header_lines or not self._rows:
             return
         line = self.scroll_offset.y + offset.y - self._header_lines
-        if line >= self.virtual_size.height - self._header_lines:
+        if line >= self._real_lines:
             return
         r, _ = self._row_at_line(line)
         self.move_cursor(r)
@@ -368,7 +381,9 @@ class ThreadsTable(LineTable):
     INDENT = 3
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(("#", "thread", "depth", "node"), id=id, classes=classes)
+        # grow_only: a state that wraps on two lines, then one, would re-lay out the screen
+        super().__init__(("#", "thread", "depth", "node"), grow_only=True, id=id,
+                         classes=classes)
 
     def _state_lines(self, row: Row, width: int) -> list[str]:
         state = row[4][0] if len(row) > 4 else ""
@@ -391,3 +406,57 @@ class ThreadsTable(LineTable):
         # the node is cut to the line and the state wraps: neither widens the table
         widths = self._widths[:3]
         return sum(widths) + GAP * len(widths) + len("node")
+
+
+class TextView(ScrollView, inherit_bindings=False):
+    """A Rich ``Text`` shown line by line, scrollable both ways (the graph pane).
+
+    ``update`` redraws only the lines that changed; each line's ``Strip`` is kept until
+    its text changes.  ``content`` is the ``Text`` last given to ``update``."""
+
+    DEFAULT_CSS = """
+    TextView {
+        background: $surface 0%;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.content = Text()
+        self._lines: list[Text] = []
+        self._strips: dict[int, tuple[Text, Strip]] = {}
+
+    def update(self, text: Text) -> None:
+        if text == self.content:
+            return
+        self.content = text
+        old = self._lines
+        new = list(text.split("\n", allow_blank=True)) if text.plain else []
+        for i, line in enumerate(new):
+            if i < len(old) and line == old[i]:
+                new[i] = old[i]  # the same object: its cached strip stays valid
+            else:
+                self.refresh_line(i)
+        for i in range(len(new), len(old)):
+            self.refresh_line(i)
+        self._lines = new
+        width = max((line.cell_len for line in new), default=0)
+        set_virtual_size(self, Size(width, len(new)))
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        style = self.rich_style
+        i = scroll_y + y
+        if i >= len(self._lines):
+            return Strip.blank(width, style)
+        line = self._lines[i]
+        hit = self._strips.get(i)
+        if hit is None or hit[0] is not line:
+            strip = Strip(line.render(self.app.console, end=""), line.cell_len).apply_style(style)
+            hit = self._strips[i] = (line, strip)
+        return hit[1].crop_extend(scroll_x, scroll_x + width, style)

@@ -30,7 +30,7 @@ from autograd_tui import render
 from autograd_tui.app import AutogradApp
 from autograd_tui.runner import Run
 from autograd_tui.screens import HELP, BreakpointsScreen, GotoScreen, ScenarioScreen, TextScreen
-from autograd_tui.tables import LineTable, Row, ThreadsTable
+from autograd_tui.tables import LineTable, Row, TextView, ThreadsTable
 from engine import trace
 
 pytestmark = pytest.mark.timeout(120)
@@ -102,7 +102,7 @@ def run_app(app: AutogradApp, script: Callable[[Pilot[Any]], Awaitable[None]],
 
 
 def text_of(app: AutogradApp, selector: str) -> str:
-    content = app.query_one(selector, Static).content
+    content = app.query_one(selector, Static | TextView).content
     return content.plain if isinstance(content, Text) else str(content)
 
 
@@ -111,7 +111,7 @@ def graph_matches(app: AutogradApp, i: int) -> None:
     assert app.session is not None
     state = app.session.state_at(i)
     last = state.last_event
-    graph = app.query_one("#graph", Static).content
+    graph = app.query_one("#graph", TextView).content
     assert graph == render.graph_text(state, last.node if last is not None else None)
     assert app.query_one("#queues", Static).content == render.queues_text(state)
     assert app.query_one("#not-ready", Static).content == render.not_ready_text(state)
@@ -610,6 +610,27 @@ def test_v_and_d_switch_views() -> None:
         assert details.content == render.node_details(state, state.last_event.node)
         await press(pilot, "d")
         assert not details.has_class("shown")
+
+    run_app(app, script)
+
+
+def test_shift_arrows_pan_a_graph_wider_than_its_pane() -> None:
+    app = App("reentrant-deep", params={"depth": 5})
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        graph = app.query_one("#graph", TextView)
+        while graph.virtual_size.width <= graph.scrollable_content_region.width:
+            await press(pilot, "n")  # until a layer is wider than the pane
+            assert not s.finished
+        first = graph.render_line(0).text
+        await press(pilot, "shift+right")
+        assert graph.scroll_offset.x == 8
+        assert graph.render_line(0).text.startswith(first[8:20])  # the lines move left
+        await press(pilot, "shift+left")
+        assert graph.scroll_offset.x == 0 and graph.render_line(0).text == first
+        graph_matches(app, s.count())  # panning changes what is shown, not the graph
 
     run_app(app, script)
 
