@@ -288,10 +288,28 @@ def _fmt_array(v: Any) -> str:
                            suppress_small=True).replace("\n", "")
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
+BIG_RECORDING = 8 * 2**20  # bytes: say what is happening while a file this big loads
+
+
+def load_recording(path: str) -> Any:
+    """``engine.trace.load``, with a line on stderr before and after a big file (a
+    million events take a few seconds)."""
     from engine import trace
 
-    rec = trace.load(args.file)
+    size = os.path.getsize(path) if os.path.isfile(path) else 0
+    if size < BIG_RECORDING:
+        return trace.load(path)
+    print(f"loading {path} ({size / 2**20:.0f} MiB): reading, checking and folding every "
+          "event...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    rec = trace.load(path)
+    print(f"loaded {len(rec.events):,} events in {time.perf_counter() - t0:.1f} s",
+          file=sys.stderr, flush=True)
+    return rec
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    rec = load_recording(args.file)
     if args.reexecute:
         from autograd_tui.runner import reexecute
 
@@ -326,12 +344,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_chrome_trace(args: argparse.Namespace) -> int:
-    from engine import trace
     from engine.chrome_trace import write_chrome_trace
 
     src = args.source
     if os.path.exists(src) and not src.endswith(".py"):
-        rec = trace.load(src)
+        rec = load_recording(src)
         events, header = rec.events, rec.header
     else:
         ns = argparse.Namespace(scenario=src, param=[], policy=args.policy, seed=args.seed,

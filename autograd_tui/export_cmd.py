@@ -237,9 +237,9 @@ def _load(args: argparse.Namespace) -> _Source:
     if source.endswith((".jsonl", ".gz", ".json")) and not os.path.exists(source):
         raise _Failure(f"{source}: no such file")
     if _is_recording(source):
-        from engine import trace
+        from autograd_tui.cli import load_recording
 
-        rec = trace.load(source)
+        rec = load_recording(source)
         history = rec.history if rec.history is not None else None
         if history is None:  # pragma: no cover - load() validates by default
             from engine.state import History

@@ -56,3 +56,17 @@ def test_app_opens_steps_and_quits_leaving_no_engine_thread() -> None:
     import threading
 
     assert not [t for t in threading.enumerate() if t.name.startswith("autograd ")]
+
+
+def test_a_big_recording_says_it_is_loading(tmp_path, monkeypatch, capsys):
+    """Loading a million events takes seconds: the CLI says so, then how long it took."""
+    from autograd_tui import cli as cli_module
+
+    rec = tmp_path / "r.jsonl"
+    assert main(["run", "linear-relu", "--headless", "--record", str(rec)]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(cli_module, "BIG_RECORDING", 0)
+    assert main(["replay", str(rec), "--headless"]) == 0
+    err = capsys.readouterr().err
+    assert f"loading {rec} (0 MiB): reading, checking and folding every event..." in err
+    assert "loaded 82 events in " in err
