@@ -132,6 +132,8 @@ class AutogradApp(App[int]):
         self._announced_deadlock = False
         self._mounted = False
         self._threads_key: tuple[Any, ...] | None = None  # what the threads pane shows
+        self._list_raw: list[tuple[str, ...]] | None = None  # what the list view shows
+        self._list_cells: dict[tuple[str, ...], Row] = {}
         self._drive_lock = threading.Lock()  # one controller request at a time
 
     # --- layout ---------------------------------------------------------------------------
@@ -142,7 +144,7 @@ class AutogradApp(App[int]):
         with Horizontal(id="main"):
             with Vertical(id="graph-pane"):
                 yield TextView(id="graph")
-                yield LineTable(NODE_COLUMNS, zebra=True, id="node-list")
+                yield LineTable(NODE_COLUMNS, zebra=True, grow_only=True, id="node-list")
                 yield Static("", id="details")
             with Vertical(id="side"):
                 with Vertical(id="threads-pane", classes="pane"):
@@ -178,8 +180,9 @@ class AutogradApp(App[int]):
         self._auto_running = False
         self.cursor = 0
         self.query_one("#events", LineTable).clear()  # the new run's events replace these
-        self._threads_key = None
+        self._threads_key = self._list_raw = None
         self.query_one("#threads", ThreadsTable).clear()
+        self.query_one("#node-list", LineTable).clear()
         for pane in SIDE_PANES:  # a new run: the panes fit its content again
             self.query_one(pane).styles.min_height = None
         try:
@@ -258,7 +261,7 @@ class AutogradApp(App[int]):
         if self._list_view or big:
             self._draw_list(state)
         else:
-            self.query_one("#graph", TextView).update(render.graph_text(state, highlight))
+            self.query_one("#graph", TextView).set_lines(render.graph_lines(state, highlight))
         # side panes
         self._show("#queues", render.queues_text(state), grow_only=True)
         self._show("#not-ready", render.not_ready_text(state), grow_only=True)
@@ -303,11 +306,21 @@ class AutogradApp(App[int]):
             widget.refresh(layout=True)
 
     def _draw_list(self, state: Any) -> None:
+        raw = render.list_rows(state)
+        if raw == self._list_raw:
+            return
+        self._list_raw = raw
         rows: list[Row] = []
-        for r in render.list_rows(state):
-            style = render.STATE_STYLE.get(r[3].replace(" ", "_"), ("", ""))[0]
-            rows.append(cells(r[0], (r[1], style), r[2], (r[3], style), *r[4:]))
-        self.query_one("#node-list", LineTable).set_rows(rows, [r[0][0] for r in rows])
+        made = self._list_cells  # a row's cells, by its text: most rows stay the same
+        if len(made) > 8192:
+            made.clear()
+        for r in raw:
+            row = made.get(r)
+            if row is None:
+                style = render.STATE_STYLE.get(r[3].replace(" ", "_"), ("", ""))[0]
+                row = made[r] = cells(r[0], (r[1], style), r[2], (r[3], style), *r[4:])
+            rows.append(row)
+        self.query_one("#node-list", LineTable).set_rows(rows, [r[0] for r in raw])
 
     def _draw_threads(self, state: Any = None) -> None:
         s = self.session

@@ -51,8 +51,19 @@ def node_label(state: EngineState, node: int | None) -> str:
     return f"{state.node_name(node)}#{node}"
 
 
+_LAYERS: list[Any] = [None, None]  # the last graph's (nodes, layers): it rarely changes
+
+
 def layers(state: EngineState) -> list[list[int]]:
     """Nodes in layers from the roots (top) to the leaves, each layer by sequence number."""
+    nodes = tuple(state.nodes.items())
+    if nodes == _LAYERS[0]:
+        return _LAYERS[1]  # type: ignore[no-any-return]
+    _LAYERS[:] = [nodes, _layers(state)]
+    return _LAYERS[1]  # type: ignore[no-any-return]
+
+
+def _layers(state: EngineState) -> list[list[int]]:
     g = nx.DiGraph()
     for n, info in state.nodes.items():
         g.add_node(n)
@@ -78,11 +89,31 @@ def node_status(state: EngineState, n: int) -> tuple[str, str, str]:
     return st, where, "-" if rem is None else str(rem)
 
 
+#: (node info, state, where, deps, highlight, width) -> the box's lines: a step changes a
+#: few boxes, and drawing every box of the graph again was most of graph_text's time
+_BOXES: dict[tuple[Any, ...], list[Text]] = {}
+
+
 def _box(state: EngineState, n: int, highlight: bool, width: int) -> list[Text]:
     """Four lines: the name in the top border, id/device/seq, deps/state/where, and the
-    next edges (node.input) in the bottom border."""
+    next edges (node.input) in the bottom border.  Callers must not modify them."""
     info: NodeInfo = state.nodes[n]
-    st, where, rem = node_status(state, n)
+    status = node_status(state, n)
+    key = (n, info, *status, highlight, width)
+    try:
+        box = _BOXES.get(key)
+    except TypeError:  # an unhashable NodeInfo: draw it every time
+        return _draw_box(n, info, status, highlight, width)
+    if box is None:
+        if len(_BOXES) > 8192:
+            _BOXES.clear()
+        box = _BOXES[key] = _draw_box(n, info, status, highlight, width)
+    return box
+
+
+def _draw_box(n: int, info: NodeInfo, status: tuple[str, str, str], highlight: bool,
+              width: int) -> list[Text]:
+    st, where, rem = status
     style, badge = STATE_STYLE.get(st, ("", "?"))
     border = "bold reverse " + style if highlight else style
     inner = width - 2
@@ -109,25 +140,39 @@ def _box(state: EngineState, n: int, highlight: bool, width: int) -> list[Text]:
 def graph_text(state: EngineState, highlight: int | None = None,
                width: int = BOX_WIDTH, cycle_nodes: set[int] | None = None) -> Text:
     """The graph drawn in layers: one row of boxes per layer, roots at the top."""
+    return Text("\n").join(graph_lines(state, highlight, width))
+
+
+#: (layer depth, ids of its boxes' lines) -> (those boxes, the layer's lines); the entry
+#: holds the boxes, so their ids cannot be reused while it lives
+_ROWS: dict[tuple[int, ...], tuple[list[list[Text]], list[Text]]] = {}
+
+
+def graph_lines(state: EngineState, highlight: int | None = None,
+                width: int = BOX_WIDTH) -> list[Text]:
+    """``graph_text``'s lines.  A layer's lines are kept while none of its boxes changes
+    (callers must not modify them)."""
     if not state.nodes:
-        return Text("No graph yet: step the engine (n) until dependencies_computed.",
-                    style="italic")
-    rows: list[Text] = []
+        return [Text("No graph yet: step the engine (n) until dependencies_computed.",
+                     style="italic")]
+    lines: list[Text] = []
     for depth, layer in enumerate(layers(state)):
         boxes = [_box(state, n, n == highlight, width) for n in layer]
-        height = len(boxes[0])
-        for r in range(height):
-            line = Text(f"{depth:>2} " if r == 0 else "   ", style="dim")
-            for b in boxes:
-                line.append_text(b[r])
-                line.append(" ")
-            rows.append(line)
-    out = Text()
-    for i, row in enumerate(rows):
-        if i:
-            out.append("\n")
-        out.append_text(row)
-    return out
+        key = (depth, *map(id, boxes))  # an unchanged box is the same (cached) list
+        hit = _ROWS.get(key)
+        if hit is None:
+            rows = []
+            for r in range(len(boxes[0])):
+                line = Text(f"{depth:>2} " if r == 0 else "   ", style="dim")
+                for b in boxes:
+                    line.append_text(b[r])
+                    line.append(" ")
+                rows.append(line)
+            if len(_ROWS) > 4096:
+                _ROWS.clear()
+            hit = _ROWS[key] = (boxes, rows)
+        lines.extend(hit[1])
+    return lines
 
 
 def list_rows(state: EngineState) -> list[tuple[str, ...]]:

@@ -120,8 +120,9 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
     def __init__(self, header: Sequence[str] | None = None, *, zebra: bool = False,
                  grow_only: bool = False, id: str | None = None,
                  classes: str | None = None) -> None:
-        """``grow_only``: the table's height never shrinks until ``clear()`` (for a table
-        of auto height: fewer lines would re-lay out the screen)."""
+        """``grow_only``: the table's height and its columns never shrink until ``clear()``
+        (a column that widens and narrows as states come and go redraws every line and
+        the scrollbars; fewer lines in a table of auto height re-lay out the screen)."""
         super().__init__(id=id, classes=classes)
         self.header = tuple(header) if header else None
         self.zebra = zebra
@@ -153,15 +154,18 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
         old = self._rows
         self._rows = list(rows)
         self._keys = list(keys) if keys is not None else None
-        widths = self._measure(self._rows)
+        changed = [i for i, (new, was) in enumerate(zip(self._rows, old))
+                   if new is not was and new != was]
+        if not changed and len(old) == len(self._rows):
+            return
+        widths = self._measure(self._rows, self._widths if self.grow_only else None)
         if widths != self._widths or len(old) != len(self._rows) or self._starts is not None:
             self._widths = widths
             self._resized()
             self.refresh()
         else:
-            for i, (new, was) in enumerate(zip(self._rows, old)):
-                if new != was:
-                    self._refresh_row(i)
+            for i in changed:
+                self._refresh_row(i)
         self.cursor_row = min(self.cursor_row, max(len(self._rows) - 1, 0))
 
     def append_rows(self, rows: Sequence[Row]) -> None:
@@ -187,13 +191,14 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
 
     def _measure(self, rows: Sequence[Row], start: Sequence[int] | None = None) -> list[int]:
         widths = list(start if start is not None else [cell_len(h) for h in self.header or ()])
-        for row in rows:
-            if len(row) > len(widths):
-                widths.extend([0] * (len(row) - len(widths)))
-            for c, (text, _) in enumerate(row):
-                n = len(text) if text.isascii() else cell_len(text)
-                if n > widths[c]:
-                    widths[c] = n
+        columns = max(map(len, rows), default=0)
+        widths.extend([0] * (columns - len(widths)))
+        for c in range(columns):  # column by column: the C-level max does the looping
+            texts = [row[c][0] for row in rows if len(row) > c]
+            if texts:
+                widest = max(texts, key=len)
+                n = len(widest) if "".join(texts).isascii() else max(map(cell_len, texts))
+                widths[c] = max(widths[c], n)
         return widths
 
     # --- lines ------------------------------------------------------------------------------
@@ -409,10 +414,10 @@ class ThreadsTable(LineTable):
 
 
 class TextView(ScrollView, inherit_bindings=False):
-    """A Rich ``Text`` shown line by line, scrollable both ways (the graph pane).
+    """Rich text shown line by line, scrollable both ways (the graph pane).
 
-    ``update`` redraws only the lines that changed; each line's ``Strip`` is kept until
-    its text changes.  ``content`` is the ``Text`` last given to ``update``."""
+    ``set_lines`` redraws only the lines that changed; each line's ``Strip`` is kept
+    while the line is the same ``Text`` object (or an equal one)."""
 
     DEFAULT_CSS = """
     TextView {
@@ -422,18 +427,21 @@ class TextView(ScrollView, inherit_bindings=False):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self.content = Text()
         self._lines: list[Text] = []
         self._strips: dict[int, tuple[Text, Strip]] = {}
 
+    @property
+    def content(self) -> Text:
+        """All the lines, as one ``Text``."""
+        return Text("\n").join(self._lines)
+
     def update(self, text: Text) -> None:
-        if text == self.content:
-            return
-        self.content = text
-        old = self._lines
-        new = list(text.split("\n", allow_blank=True)) if text.plain else []
+        self.set_lines(list(text.split("\n", allow_blank=True)) if text.plain else [])
+
+    def set_lines(self, lines: list[Text]) -> None:
+        old, new = self._lines, list(lines)
         for i, line in enumerate(new):
-            if i < len(old) and line == old[i]:
+            if i < len(old) and (line is old[i] or line == old[i]):
                 new[i] = old[i]  # the same object: its cached strip stays valid
             else:
                 self.refresh_line(i)
