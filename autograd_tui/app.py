@@ -36,7 +36,7 @@ from autograd_tui.screens import (
     TextScreen,
 )
 from autograd_tui.session import Session
-from autograd_tui.tables import LineTable, Row, TextView, ThreadsTable, cells
+from autograd_tui.tables import LineTable, Row, TextLine, TextView, ThreadsTable, cells
 from engine.events import format_event
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
@@ -46,7 +46,7 @@ NODE_COLUMNS = ("id", "node", "device", "state", "deps", "seq", "where")
 SIDE_PANES = ("#queues", "#not-ready", "#graph-tasks")  # their heights only grow in a run
 
 
-class Timeline(Static):
+class Timeline(TextLine):
     """A scrub bar of the whole run: where the shown event sits."""
 
     _shown: tuple[int, int, str] | None = None
@@ -67,7 +67,7 @@ class Timeline(Static):
         bar.append("▏ ")
         bar.append(f"{index}/{total}", style="bold")
         bar.append(f"  {status}", style="bold red" if status == "deadlock" else "")
-        self.update(bar, layout=False)  # one line, always: no need to re-lay out the screen
+        self.update(bar)
 
 
 class AutogradApp(App[int]):
@@ -139,7 +139,7 @@ class AutogradApp(App[int]):
     # --- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         # Not Textual's Header: its title is re-laid out (the whole screen) at each change.
-        yield Static("", id="header")
+        yield TextLine(center=True, id="header")
         yield Static("", id="banner")
         with Horizontal(id="main"):
             with Vertical(id="graph-pane"):
@@ -154,7 +154,7 @@ class AutogradApp(App[int]):
                 yield Static("", id="graph-tasks", classes="pane")
         with Vertical(id="bottom"):
             yield LineTable(("seq", "event"), zebra=True, id="events")
-            yield Timeline("", id="timeline")
+            yield Timeline(id="timeline")
         yield Static("", id="too-small")
         yield Footer()
 
@@ -398,10 +398,8 @@ class AutogradApp(App[int]):
             mode = "live" if s.live else "replay"
             self.sub_title = (f"{s.scenario_name} | {mode} | event {self.cursor}/{self._seen}"
                               f" | {s.policy} | {s.devices}")
-        header = self.query_one("#header", Static)
-        text = Text.assemble((self.title, "bold"), " — ", self.sub_title)
-        if header.content != text:
-            header.update(text, layout=False)  # one line, always
+        self.query_one("#header", TextLine).update(
+            Text.assemble((self.title, "bold"), " — ", self.sub_title))
 
     # --- size -----------------------------------------------------------------------------
     def on_resize(self, event: events.Resize) -> None:

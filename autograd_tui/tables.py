@@ -1,5 +1,5 @@
 """Widgets drawn with Textual's Line API: the tables (the event log, the list view, the
-threads pane) and the graph pane's text (``TextView``).
+threads pane), the graph pane's text (``TextView``) and one-line bars (``TextLine``).
 
 Why not ``DataTable``: every ``add_row`` / ``update_cell`` clears all of a
 DataTable's render caches, so each step re-rendered every visible cell of the
@@ -33,6 +33,7 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 
 Cell = tuple[str, str]  # (text, Rich style)
 Row = tuple[Cell, ...]
@@ -53,7 +54,18 @@ def set_virtual_size(view: ScrollView, size: Size) -> None:
         view.virtual_size = size
         return
     view.set_reactive(ScrollView.virtual_size, size)
-    view._scroll_update(size)  # the scrollbars: shown or hidden (a layout), and sized
+    # As Widget._scroll_update, but a scrollbar is redrawn only if it changes (that one
+    # redraws both, each about a millisecond; the event log's height changes each step).
+    view._refresh_scrollbars()  # shown or hidden: a layout if that changes
+    width, height = view.container_size
+    if view.show_vertical_scrollbar:
+        view.vertical_scrollbar.window_virtual_size = size.height
+        view.vertical_scrollbar.window_size = height - view.scrollbar_size_horizontal
+    if view.show_horizontal_scrollbar:
+        view.horizontal_scrollbar.window_virtual_size = size.width
+        view.horizontal_scrollbar.window_size = width - view.scrollbar_size_vertical
+    view.scroll_x = view.validate_scroll_x(view.scroll_x)
+    view.scroll_y = view.validate_scroll_y(view.scroll_y)
 
 
 def cells(*values: str | Cell) -> Row:
@@ -468,3 +480,50 @@ class TextView(ScrollView, inherit_bindings=False):
             strip = Strip(line.render(self.app.console, end=""), line.cell_len).apply_style(style)
             hit = self._strips[i] = (line, strip)
         return hit[1].crop_extend(scroll_x, scroll_x + width, style)
+
+
+class TextLine(Widget):
+    """One line of Rich text (the header, the timeline), cut with "…" to the width.
+
+    A ``Static`` converts its text to ``Content`` and lays it out again at each update,
+    a millisecond for one line; this renders one ``Strip``."""
+
+    DEFAULT_CSS = """
+    TextLine {
+        height: 1;
+    }
+    """
+
+    def __init__(self, *, center: bool = False, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.center = center
+        self._text = Text()
+        self._strip: tuple[int, Strip] | None = None  # (width, the line)
+
+    @property
+    def content(self) -> Text:
+        return self._text
+
+    def update(self, text: Text) -> None:
+        if text != self._text:
+            self._text, self._strip = text, None
+            self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strip = None
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        style = self.rich_style
+        if y:
+            return Strip.blank(width, style)
+        if self._strip is None or self._strip[0] != width:
+            text = self._text.copy()
+            text.truncate(width, overflow="ellipsis")
+            if self.center:
+                text.pad_left((width - text.cell_len) // 2)
+            strip = Strip(text.render(self.app.console, end=""), text.cell_len)
+            self._strip = (width, strip.apply_style(style).extend_cell_length(width, style))
+        return self._strip[1]

@@ -53,7 +53,7 @@ SIZE = (120, 40)
 SMALL = "linear-relu"
 PREFERRED_LARGE = "transformer-block"
 PROFILE_TOP = 25
-PROFILE_FILTER = r"autograd_tui|_data_table|_compositor|screen\.py|_styles_cache|widget\.py"
+PROFILE_FILTER = r"autograd_tui|_compositor|screen\.py|_styles_cache|widget\.py|visual\.py"
 _SHOWN = re.compile(r"event (\d+)/(\d+)")
 
 
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         prof = cProfile.Profile()
         asyncio.run(_measure(large, min(args.steps, 100), prof))
         print(f"profile of {large}'s steps (UI thread): the app's drawing and Textual's "
-              f"layout, rendering and DataTable work, top {PROFILE_TOP} by cumulative time")
+              f"layout and rendering, top {PROFILE_TOP} by cumulative time")
         pstats.Stats(prof).sort_stats("cumulative").print_stats(PROFILE_FILTER, PROFILE_TOP)
     return 0 if ok else 1
 

@@ -30,7 +30,7 @@ from autograd_tui import render
 from autograd_tui.app import AutogradApp
 from autograd_tui.runner import Run
 from autograd_tui.screens import HELP, BreakpointsScreen, GotoScreen, ScenarioScreen, TextScreen
-from autograd_tui.tables import LineTable, Row, TextView, ThreadsTable
+from autograd_tui.tables import LineTable, Row, TextLine, TextView, ThreadsTable
 from engine import trace
 
 pytestmark = pytest.mark.timeout(120)
@@ -102,7 +102,7 @@ def run_app(app: AutogradApp, script: Callable[[Pilot[Any]], Awaitable[None]],
 
 
 def text_of(app: AutogradApp, selector: str) -> str:
-    content = app.query_one(selector, Static | TextView).content
+    content = app.query_one(selector, Static | TextView | TextLine).content
     return content.plain if isinstance(content, Text) else str(content)
 
 
@@ -731,7 +731,7 @@ def test_deadlock_is_shown_and_history_and_restart_still_work(deadlock_scenario:
             name, what = row[1], row[4]
             want = "bold red" if name[0] in cycle else ""
             assert name[1] == want and what[1] == want, row
-        assert "deadlock" in str(app.query_one("#timeline", Static).content)
+        assert "deadlock" in text_of(app, "#timeline")
         log = app.query_one("#events", LineTable)
         line = log.row(log.row_count - 1)[1][0]  # the deadlock event: readable, no raw dict
         assert "deadlock: cpu (owner) (inside " in line and "{" not in line, line
