@@ -368,6 +368,8 @@ def format_event(e: Event, names: dict[int, str] | None = None) -> str:
         body = f"error {d['exc_type']}: {d['message']}"
     elif k == "exec_info":
         body = f"exec_info needed {d['needed']} captures {d['captures']}"
+    elif k == "thread_start":
+        body = f"thread starts ({d['role']} thread)"
     elif k == "deadlock":  # the explanation's first sentence (it is long; the report has it all)
         first = d["explanation"].removeprefix("Deadlock: ").split(". ", 1)[0].rstrip(".")
         body = f"deadlock: {first}"
