@@ -91,6 +91,14 @@ async def press(pilot: Pilot[Any], *keys: str) -> None:
         await settle(pilot)
 
 
+async def run_to_end(app: AutogradApp, pilot: Pilot[Any]) -> tuple[Any, int]:
+    """Run the opened scenario to its end (space); its session and event count."""
+    s = app.session
+    assert s is not None
+    await press(pilot, "space")
+    return s, s.count()
+
+
 def run_app(app: AutogradApp, script: Callable[[Pilot[Any]], Awaitable[None]],
             size: tuple[int, int] = SIZE) -> None:
     async def main() -> None:
@@ -352,10 +360,7 @@ def test_left_right_home_end_walk_the_history() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
-        assert s is not None
-        await press(pilot, "space")
-        n = s.count()
+        s, n = await run_to_end(app, pilot)
         graph_matches(app, n)
         for i in range(n - 1, n - 8, -1):
             await press(pilot, "left")
@@ -397,10 +402,7 @@ def test_g_goes_to_an_index() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
-        assert s is not None
-        await press(pilot, "space")
-        n = s.count()
+        s, n = await run_to_end(app, pilot)
         await press(pilot, "g")
         assert isinstance(app.screen, GotoScreen)
         await pilot.press(*"999", "enter")
@@ -457,10 +459,7 @@ def test_the_event_log_keeps_every_event_and_scrolls_to_the_shown_one() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
-        assert s is not None
-        await press(pilot, "space")
-        n = s.count()
+        s, n = await run_to_end(app, pilot)
         log = app.query_one("#events", LineTable)
         assert log.row_count == n
         names = {i: info.name for i, info in s.state_at(n).nodes.items()}
