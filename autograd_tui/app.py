@@ -41,6 +41,7 @@ from engine.events import format_event
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 LIST_VIEW_ABOVE = 60  # nodes: larger graphs open in the compact list view
+LAZY_LIST_ABOVE = 2000  # nodes: the list view makes only the rows on screen
 REFRESH_HZ = 30
 NODE_COLUMNS = ("id", "node", "device", "state", "deps", "seq", "where")
 SIDE_PANES = ("#queues", "#not-ready", "#graph-tasks")  # their heights only grow in a run
@@ -134,6 +135,7 @@ class AutogradApp(App[int]):
         self._threads_key: tuple[Any, ...] | None = None  # what the threads pane shows
         self._list_raw: list[tuple[str, ...]] | None = None  # what the list view shows
         self._list_cells: dict[tuple[str, ...], Row] = {}
+        self._lazy_order: tuple[Any, list[int], list[int]] | None = None  # big graphs
         self._drive_lock = threading.Lock()  # one controller request at a time
 
     # --- layout ---------------------------------------------------------------------------
@@ -180,7 +182,7 @@ class AutogradApp(App[int]):
         self._auto_running = False
         self.cursor = 0
         self.query_one("#events", LineTable).clear()  # the new run's events replace these
-        self._threads_key = self._list_raw = None
+        self._threads_key = self._list_raw = self._lazy_order = None
         self.query_one("#threads", ThreadsTable).clear()
         self.query_one("#node-list", LineTable).clear()
         for pane in SIDE_PANES:  # a new run: the panes fit its content again
@@ -306,6 +308,20 @@ class AutogradApp(App[int]):
             widget.refresh(layout=True)
 
     def _draw_list(self, state: Any) -> None:
+        table = self.query_one("#node-list", LineTable)
+        if len(state.nodes) > LAZY_LIST_ABOVE:  # only the rows on screen are made
+            self._list_raw = None
+            last = next(reversed(state.nodes.values()))
+            if self._lazy_order is None or self._lazy_order[0] != (len(state.nodes), last):
+                self._lazy_order = ((len(state.nodes), last), state.topological_order(),
+                                    render.list_widths(state))
+            order, widths = self._lazy_order[1], self._lazy_order[2]
+
+            def fetch(i: int) -> Row:
+                return self._list_row(render.list_row(state, order[i]))
+
+            table.set_lazy_rows(len(order), fetch, widths, key=lambda i: str(order[i]))
+            return
         raw = render.list_rows(state)
         if raw == self._list_raw:
             return
@@ -317,10 +333,14 @@ class AutogradApp(App[int]):
         for r in raw:
             row = made.get(r)
             if row is None:
-                style = render.STATE_STYLE.get(r[3].replace(" ", "_"), ("", ""))[0]
-                row = made[r] = cells(r[0], (r[1], style), r[2], (r[3], style), *r[4:])
+                row = made[r] = self._list_row(r)
             rows.append(row)
-        self.query_one("#node-list", LineTable).set_rows(rows, [r[0] for r in raw])
+        table.set_rows(rows, [r[0] for r in raw])
+
+    @staticmethod
+    def _list_row(r: tuple[str, ...]) -> Row:
+        style = render.STATE_STYLE.get(r[3].replace(" ", "_"), ("", ""))[0]
+        return cells(r[0], (r[1], style), r[2], (r[3], style), *r[4:])
 
     def _draw_threads(self, state: Any = None) -> None:
         s = self.session
@@ -365,18 +385,33 @@ class AutogradApp(App[int]):
             banner.remove_class("shown")
 
     def _append_log(self, n: int) -> None:
-        """The event log holds every event up to the newest."""
+        """The event log holds every event up to the newest.  A recording's rows are made
+        as they scroll into view: it may hold a million events."""
         s = self.session
         if s is None:
             return
         log = self.query_one("#events", LineTable)
+        if not s.live:
+            if n and log.row_count != n:
+                names = self._names()
+
+                def fetch(i: int) -> Row:
+                    return self._log_row(s.event(i), names)
+
+                width = max(len("seq"), len(str(s.event(n - 1).seq)))
+                sample = [fetch(i)[1][0] for i in (*range(min(n, 500)),
+                                                   *range(max(n - 500, 0), n))]
+                log.set_lazy_rows(n, fetch, [width, max(map(len, sample))])
+            return
         new = s.events(log.row_count, n)
         if not new:
             return
         names = self._names()
-        log.append_rows([cells(str(e.seq), (format_event(e, names)[6:],
-                                            render.KIND_STYLE.get(e.kind, "")))
-                         for e in new])
+        log.append_rows([self._log_row(e, names) for e in new])
+
+    @staticmethod
+    def _log_row(e: Any, names: dict[int, str]) -> Row:
+        return cells(str(e.seq), (format_event(e, names)[6:], render.KIND_STYLE.get(e.kind, "")))
 
     def _names(self) -> dict[int, str]:
         s = self.session

@@ -177,14 +177,40 @@ def graph_lines(state: EngineState, highlight: int | None = None,
 
 def list_rows(state: EngineState) -> list[tuple[str, ...]]:
     """One row per node in topological order: the compact view for large graphs."""
-    rows = []
-    for n in state.topological_order():
-        info = state.nodes[n]
-        st, where, rem = node_status(state, n)
-        _, badge = STATE_STYLE.get(st, ("", "?"))
-        rows.append((str(n), f"{badge} {info.name}", info.device, st.replace("_", " "), rem,
-                     seq_text(info.seq), where))
-    return rows
+    return [list_row(state, n) for n in state.topological_order()]
+
+
+def list_row(state: EngineState, n: int) -> tuple[str, ...]:
+    """Node ``n``'s row in the list view: id, badge and name, device, state, deps, seq,
+    where."""
+    info = state.nodes[n]
+    st, where, rem = node_status(state, n)
+    _, badge = STATE_STYLE.get(st, ("", "?"))
+    return (str(n), f"{badge} {info.name}", info.device, st.replace("_", " "), rem,
+            seq_text(info.seq), where)
+
+
+def list_widths(state: EngineState) -> list[int]:
+    """Column widths that fit every row of ``list_rows`` without making the rows: for a
+    graph too large to show all at once (its rows are made as they scroll into view)."""
+    nodes = state.nodes.values()
+    names = max((len(x.name) for x in nodes), default=0)
+    devices = max((len(x.device) for x in nodes), default=0)
+    seqs = max((len(seq_text(x.seq)) for x in nodes), default=0)
+    ids = max((len(str(n)) for n in state.nodes), default=0)
+    wheres = max((len(w) for w in (*state.queues, *state.threads)), default=0)
+    deps = max((len(str(v)) for v in state.dependencies.values()), default=1)
+    return [max(2, ids), 2 + names, max(6, devices), len("not reached"), max(4, deps),
+            max(3, seqs), max(5, wheres)]
+
+
+PANE_ITEMS = 50  # entries a side pane lists (a recording may have thousands): the rest
+
+
+def _more(t: Text, n: int, what: str) -> None:
+    """The line that stands for the ``n`` entries a pane does not list."""
+    if n > 0:
+        t.append(f"\n… and {n:,} more {what}", style="dim")
 
 
 def queues_text(state: EngineState) -> Text:
@@ -198,13 +224,15 @@ def queues_text(state: EngineState) -> Text:
         t.append(f" ({len(tasks)})  ")
         if not tasks:
             t.append("empty", style="dim")
-        for k, task in enumerate(tasks):
+        for k, task in enumerate(tasks[:PANE_ITEMS]):
             if k:
                 t.append(" ← ", style="dim")
             name = node_label(state, task.node)
             t.append(name, style="green" if task.node is not None else "bold blue")
             t.append(f" d{task.depth} s{seq_text(task.seq) if task.seq is not None else '-'}",
                      style="dim")
+        if len(tasks) > PANE_ITEMS:
+            t.append(f" ← … {len(tasks) - PANE_ITEMS:,} more", style="dim")
     return t
 
 
@@ -212,8 +240,8 @@ def not_ready_text(state: EngineState, values: bool = True) -> Text:
     if not state.not_ready:
         return Text("(empty)", style="dim")
     t = Text()
-    for i, ((gt, n), slots) in enumerate(sorted(state.not_ready.items(),
-                                                 key=lambda kv: (kv[0][0] or 0, kv[0][1]))):
+    entries = sorted(state.not_ready.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1]))
+    for i, ((gt, n), slots) in enumerate(entries[:PANE_ITEMS]):
         if i:
             t.append("\n")
         t.append(node_label(state, n), style="bold magenta")
@@ -226,6 +254,7 @@ def not_ready_text(state: EngineState, values: bool = True) -> Text:
                 t.append(f"[{k}] empty", style="dim")
             else:
                 t.append(f"[{k}] " + (short_value(s) if values else "filled"))
+    _more(t, len(entries) - PANE_ITEMS, "in not_ready")
     return t
 
 
@@ -233,7 +262,11 @@ def graph_tasks_text(state: EngineState) -> Text:
     if not state.graph_tasks:
         return Text("(none yet)", style="dim")
     t = Text()
-    for i, gt in enumerate(sorted(state.graph_tasks.values(), key=lambda g: g.id)):
+    gts = sorted(state.graph_tasks.values(), key=lambda g: g.id)
+    if len(gts) > PANE_ITEMS:  # the most recent ones
+        t.append(f"… {len(gts) - PANE_ITEMS:,} earlier GraphTasks\n", style="dim")
+        gts = gts[-PANE_ITEMS:]
+    for i, gt in enumerate(gts):
         if i:
             t.append("\n")
         status = ("error: " + gt.error) if gt.error else ("completed" if gt.completed
@@ -246,9 +279,12 @@ def graph_tasks_text(state: EngineState) -> Text:
             t.append(f" ({gt.handoff} from GT{gt.parent})", style="dim")
     if state.leaf_grads:  # each AccumulateGrad's leaf, as it is written
         t.append("\nleaf .grad", style="bold")
-        for n, g in sorted(state.leaf_grads.items()):
+        leaves = sorted(state.leaf_grads.items())
+        for n, g in leaves[:PANE_ITEMS]:
             t.append(f"  #{n}=", style="dim")
             t.append(short_value(g), style="blue")
+        if len(leaves) > PANE_ITEMS:
+            t.append(f"  … and {len(leaves) - PANE_ITEMS:,} more", style="dim")
     return t
 
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import textwrap
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import overload
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -66,6 +67,38 @@ def set_virtual_size(view: ScrollView, size: Size) -> None:
         view.horizontal_scrollbar.window_size = width - view.scrollbar_size_vertical
     view.scroll_x = view.validate_scroll_x(view.scroll_x)
     view.scroll_y = view.validate_scroll_y(view.scroll_y)
+
+
+class LazyRows(Sequence[Row]):
+    """Rows made when they are drawn: ``fetch(i)`` for the ``count`` rows of a table too
+    long to build in full (a recording's million events, a graph of 100,000 nodes).
+    The last rows made are kept."""
+
+    def __init__(self, count: int, fetch: Callable[[int], Row], cache: int = 2048) -> None:
+        self._count = count
+        self._fetch = fetch
+        self._made: LRUCache[int, Row] = LRUCache(cache)
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, i: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Row]: ...
+
+    def __getitem__(self, i: int | slice) -> Row | list[Row]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._count))]
+        if i < 0:
+            i += self._count
+        if not 0 <= i < self._count:
+            raise IndexError("row index out of range")
+        row = self._made.get(i)
+        if row is None:
+            row = self._made[i] = self._fetch(i)
+        return row
 
 
 def cells(*values: str | Cell) -> Row:
@@ -141,8 +174,8 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
         self.grow_only = grow_only
         self._floor = 0  # grow_only: the most lines shown since clear()
         self._real_lines = 0  # lines of rows (the rest, if any, is blank)
-        self._rows: list[Row] = []
-        self._keys: list[str] | None = None  # None: a row's key is its index
+        self._rows: list[Row] | LazyRows = []
+        self._keys: Sequence[str] | Callable[[int], str] | None = None  # None: the index
         self._widths: list[int] = [cell_len(h) for h in self.header or ()]
         self.cursor_row = 0
         self._strips: LRUCache[int, tuple[tuple[object, ...], list[Strip]]] = LRUCache(1024)
@@ -159,11 +192,30 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
         return self._rows[index]
 
     def key(self, index: int) -> str:
-        return self._keys[index] if self._keys is not None else str(index)
+        if self._keys is None:
+            return str(index)
+        return self._keys(index) if callable(self._keys) else self._keys[index]
+
+    def set_lazy_rows(self, count: int, fetch: Callable[[int], Row], widths: Sequence[int],
+                      key: Callable[[int], str] | None = None) -> None:
+        """Show ``count`` rows, each made by ``fetch(i)`` only when it is drawn, in columns
+        of these widths (measuring every row would mean making them all).  Every visible
+        line is drawn again: call it again when what the rows show has changed."""
+        self._rows = LazyRows(count, fetch)
+        self._keys = key
+        widths = list(widths)
+        if self.grow_only:
+            widths = [max(a, b) for a, b in zip(widths, self._widths)] + \
+                widths[len(self._widths):]
+        self._widths = widths
+        self._strips.clear()
+        self._resized()
+        self.refresh()
+        self.cursor_row = min(self.cursor_row, max(count - 1, 0))
 
     def set_rows(self, rows: Sequence[Row], keys: Sequence[str] | None = None) -> None:
         """Show these rows: only the lines of rows that changed are redrawn."""
-        old = self._rows
+        old = self._rows if isinstance(self._rows, list) else []  # lazy: all new
         self._rows = list(rows)
         self._keys = list(keys) if keys is not None else None
         changed = [i for i, (new, was) in enumerate(zip(self._rows, old))
@@ -184,6 +236,8 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
         """Add rows at the end (keys are indices): the event log's one change a step."""
         if not rows:
             return
+        if not isinstance(self._rows, list):
+            self._rows = list(self._rows)
         start = len(self._rows)
         self._rows.extend(rows)
         widths = self._measure(rows, self._widths)
@@ -191,7 +245,13 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
             self._widths = widths
             self.refresh()
         self._resized()
-        for i in range(start, len(self._rows)):
+        if self._starts is None:  # only the new rows that are on screen
+            top = self.scroll_offset.y
+            start = max(start, top - self._header_lines)
+            end = min(len(self._rows), top + self.size.height)
+        else:
+            end = len(self._rows)
+        for i in range(start, end):
             self._refresh_row(i)
 
     def clear(self) -> None:

@@ -30,7 +30,7 @@ from autograd_tui import render
 from autograd_tui.app import AutogradApp
 from autograd_tui.runner import Run
 from autograd_tui.screens import HELP, BreakpointsScreen, GotoScreen, ScenarioScreen, TextScreen
-from autograd_tui.tables import LineTable, Row, TextLine, TextView, ThreadsTable
+from autograd_tui.tables import LineTable, Row, TextLine, TextView, ThreadsTable, cells
 from engine import trace
 
 pytestmark = pytest.mark.timeout(120)
@@ -792,6 +792,125 @@ def test_replay_of_a_recording(tmp_path: Path) -> None:
             assert app.said("replay: use left/right/home/end/g"), (key, app.notes)
 
     run_app(app, script)
+
+
+def _plain(strip: Any) -> str:
+    return "".join(seg.text for seg in strip).rstrip()
+
+
+def test_a_lazy_table_makes_only_the_rows_on_screen() -> None:
+    """A million rows: only those drawn are made, wherever the cursor goes."""
+    from textual.app import App as TextualApp
+
+    made: list[int] = []
+
+    def fetch(i: int) -> Row:
+        made.append(i)
+        return cells(str(i), f"row {i}")
+
+    class One(TextualApp[None]):
+        def compose(self) -> Any:
+            yield LineTable(("n", "text"), id="t")
+
+    app = One()
+
+    async def main() -> None:
+        async with app.run_test(size=(60, 20)) as pilot:
+            table = app.query_one("#t", LineTable)
+            table.set_lazy_rows(1_000_000, fetch, [7, 10], key=lambda i: f"k{i}")
+            await pilot.pause()
+            assert table.row_count == 1_000_000
+            assert _plain(table.render_line(1)).split() == ["0", "row", "0"]
+            assert 0 < len(set(made)) <= 20  # the rows on a 20-line screen
+            table.move_cursor(999_999)
+            await pilot.pause()
+            lines = [_plain(table.render_line(y)).split() for y in range(1, 20)]
+            assert ["999999", "row", "999999"] in lines and ["0", "row", "0"] not in lines
+            assert len(set(made)) <= 40 and table.key(999_999) == "k999999"
+            table.append_rows([cells("x", "one more")])  # becomes a plain list again
+            assert table.row_count == 1_000_001
+
+    asyncio.run(main())
+
+
+def test_a_recording_with_a_big_graph_makes_only_the_rows_on_screen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph above LAZY_LIST_ABOVE nodes: the list view and the event log make the rows
+    they show (a recording may hold a million events), and show the same rows as the
+    full lists would."""
+    n_links = autograd_tui.app.LAZY_LIST_ABOVE // 2 + 50  # 2n + 1 nodes
+    path = tmp_path / "chain.jsonl"
+    with Run(scenarios.load("chain"), {"n": n_links}) as run:
+        assert run.run().status == "finished"
+        run.save(path)
+        total = len(run.events)
+    made: list[int] = []
+    list_row = render.list_row
+
+    def counting(state: Any, n: int) -> tuple[str, ...]:
+        made.append(n)
+        return list_row(state, n)
+
+    monkeypatch.setattr(render, "list_row", counting)
+    app = App(recording=trace.load(path))
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None and shown(app) == (total, total)
+        state = s.state_at(total)
+        assert len(state.nodes) == 2 * n_links + 1 > autograd_tui.app.LAZY_LIST_ABOVE
+        nodes = app.query_one("#node-list", LineTable)
+        log = app.query_one("#events", LineTable)
+        assert nodes.row_count == len(state.nodes) and log.row_count == total
+        assert len(made) <= 60  # the rows on screen, not 2,201
+        order = state.topological_order()
+        first = autograd_tui.app.AutogradApp._list_row(list_row(state, order[0]))
+        assert nodes.row(0) == first and nodes.key(0) == str(order[0])
+        e = s.event(total - 1)
+        assert log.row(total - 1)[1][0] == engine_format(e, state)
+        await press(pilot, "home", "right", "right")
+        assert shown(app) == (2, total)
+        state2 = s.state_at(2)
+        assert nodes.row(0) == autograd_tui.app.AutogradApp._list_row(
+            list_row(state2, state2.topological_order()[0]))
+        assert len(made) <= 240
+
+    run_app(app, script)
+
+
+def engine_format(e: Any, state: Any) -> str:
+    from engine.events import format_event
+
+    return format_event(e, {n: info.name for n, info in state.nodes.items()})[6:]
+
+
+def test_side_panes_list_at_most_pane_items_entries() -> None:
+    """Thousands of leaves, GraphTasks, not_ready entries or queued tasks: each pane lists
+    PANE_ITEMS of them and says how many more there are."""
+    from engine.events import NodeInfo, QueueTask, raw
+    from engine.state import EngineState, GraphTaskState
+
+    k = render.PANE_ITEMS
+    s = EngineState()
+    for n in range(k + 70):
+        s.nodes[n] = NodeInfo(n, f"N{n}", "cpu", n, n, 1, (), True)
+        s.leaf_grads[n] = raw({"shape": [], "dtype": "float64", "values": [1.0], "norm": 1.0})
+    for g in range(1, k + 21):
+        s.graph_tasks[g] = GraphTaskState(g, "cpu", 0, False, False, True, (0,), 0)
+    for n in range(k + 30):
+        s.not_ready[(1, n)] = (None,)
+    s.queues["cpu"] = tuple(QueueTask(1, n, 0, n) for n in range(k + 10))
+    gts = render.graph_tasks_text(s).plain
+    assert gts.startswith("… 20 earlier GraphTasks\nGT21 ") and f"GT{k + 20} " in gts
+    assert "#49=" in gts and f"#{k}=" not in gts and gts.endswith("… and 70 more")
+    nr = render.not_ready_text(s).plain
+    assert nr.count("\n") == k and nr.endswith("… and 30 more in not_ready")
+    q = render.queues_text(s).plain
+    assert q.count("←") == k and q.endswith("← … 10 more")
+    assert f"N{k - 1}#{k - 1} " in q and f"N{k}#" not in q
+    small = EngineState(nodes=dict(list(s.nodes.items())[:3]),
+                        leaf_grads=dict(list(s.leaf_grads.items())[:3]))
+    assert "more" not in render.graph_tasks_text(small).plain
 
 
 def test_a_small_terminal_asks_for_80x24() -> None:
