@@ -54,6 +54,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from . import grad_mode
 from .events import Event, Observer, make_event, summarize
 from .grad_mode import _tls as grad_tls
@@ -462,55 +464,57 @@ class Engine:
     # --- Engine::thread_main ---------------------------------------------------------------
     def thread_main(self, graph_task: GraphTask | None) -> None:
         """Pop and run tasks until ``graph_task`` completes (forever if it is None)."""
-        tls = self._tls
-        local_ready_queue: ReadyQueue = tls.local_ready_queue
-        while graph_task is None or not graph_task.future_result.completed():
-            task = self._pop(local_ready_queue)
-            if task.is_shutdown_task:
-                break
-            local_graph_task = task.base()
-            if local_graph_task is None:
-                continue  # its GraphTask is gone: nothing to do
-            fn = task.fn
-            if fn is not None and not local_graph_task.has_error:
-                # AutoGradMode(graph_task.grad_mode) and GraphTaskGuard, inlined: this
-                # runs once per node, and two context managers cost as much as the heap.
-                prev_mode = getattr(grad_tls, "enabled", True)
-                prev_task = getattr(current_tls, "task", None)
-                grad_tls.enabled = local_graph_task.grad_mode
-                current_tls.task = local_graph_task
-                try:
-                    self.evaluate_function(local_graph_task, fn, task.inputs,
-                                           local_graph_task.cpu_ready_queue)
-                except Exception as e:  # noqa: BLE001 - reported through the future
-                    current_tls.task = prev_task
-                    self.thread_on_exception(local_graph_task, fn, e)
-                finally:
-                    grad_tls.enabled = prev_mode
-                    current_tls.task = prev_task
-            elif fn is not None and self._observers:
-                self._emit("node_skipped", local_graph_task, fn, None, reason="has_error")
-            del task
-            outstanding = local_graph_task.decrement_outstanding()
-            if self._observers:
-                self._emit("outstanding_decrement", local_graph_task, fn, None,
-                           outstanding=outstanding)
-            if local_graph_task.completed():
-                if local_graph_task.mark_as_completed_and_run_post_processing():
-                    if self._observers:
-                        err = local_graph_task.future_result.error()
-                        self._emit("completion", local_graph_task, None, None,
-                                   error=str(err) if err is not None else None,
-                                   outstanding=local_graph_task.outstanding_tasks)
-                base_owner = local_graph_task.owner
-                # The owner may be asleep in pop(): send it a dummy task to wake it.
-                if tls.worker_device != base_owner and self.wake_owner:
-                    owner_queue = self.ready_queue_by_index(
-                        local_graph_task.cpu_ready_queue, base_owner)
-                    if self._observers:
-                        self._emit("wakeup", local_graph_task, None, owner_queue,
-                                   owner=owner_queue.name)
-                    self._push(owner_queue, NodeTask(local_graph_task, None, InputBuffer(0)))
+        # torch computes with inf and NaN silently: so do the nodes (NumPy would warn)
+        with np.errstate(all="ignore"):
+            tls = self._tls
+            local_ready_queue: ReadyQueue = tls.local_ready_queue
+            while graph_task is None or not graph_task.future_result.completed():
+                task = self._pop(local_ready_queue)
+                if task.is_shutdown_task:
+                    break
+                local_graph_task = task.base()
+                if local_graph_task is None:
+                    continue  # its GraphTask is gone: nothing to do
+                fn = task.fn
+                if fn is not None and not local_graph_task.has_error:
+                    # AutoGradMode(graph_task.grad_mode) and GraphTaskGuard, inlined: this
+                    # runs once per node, and two context managers cost as much as the heap.
+                    prev_mode = getattr(grad_tls, "enabled", True)
+                    prev_task = getattr(current_tls, "task", None)
+                    grad_tls.enabled = local_graph_task.grad_mode
+                    current_tls.task = local_graph_task
+                    try:
+                        self.evaluate_function(local_graph_task, fn, task.inputs,
+                                               local_graph_task.cpu_ready_queue)
+                    except Exception as e:  # noqa: BLE001 - reported through the future
+                        current_tls.task = prev_task
+                        self.thread_on_exception(local_graph_task, fn, e)
+                    finally:
+                        grad_tls.enabled = prev_mode
+                        current_tls.task = prev_task
+                elif fn is not None and self._observers:
+                    self._emit("node_skipped", local_graph_task, fn, None, reason="has_error")
+                del task
+                outstanding = local_graph_task.decrement_outstanding()
+                if self._observers:
+                    self._emit("outstanding_decrement", local_graph_task, fn, None,
+                               outstanding=outstanding)
+                if local_graph_task.completed():
+                    if local_graph_task.mark_as_completed_and_run_post_processing():
+                        if self._observers:
+                            err = local_graph_task.future_result.error()
+                            self._emit("completion", local_graph_task, None, None,
+                                       error=str(err) if err is not None else None,
+                                       outstanding=local_graph_task.outstanding_tasks)
+                    base_owner = local_graph_task.owner
+                    # The owner may be asleep in pop(): send it a dummy task to wake it.
+                    if tls.worker_device != base_owner and self.wake_owner:
+                        owner_queue = self.ready_queue_by_index(
+                            local_graph_task.cpu_ready_queue, base_owner)
+                        if self._observers:
+                            self._emit("wakeup", local_graph_task, None, owner_queue,
+                                       owner=owner_queue.name)
+                        self._push(owner_queue, NodeTask(local_graph_task, None, InputBuffer(0)))
 
     def thread_on_exception(self, graph_task: GraphTask, fn: Node, e: Exception) -> None:
         if self._observers:

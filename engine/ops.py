@@ -442,7 +442,9 @@ def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) ->
     b = _wrap(b, a)
     dev = _check_same_device(a, b)
     _check_broadcast(a, b)
-    out = _new(_elementwise(np_fn(a.data, _data(b)), a.data, _data(b)), dev)
+    with np.errstate(all="ignore"):  # inf * 0, inf - inf: NaN, silently, as in torch
+        data = np_fn(a.data, _data(b))
+    out = _new(_elementwise(data, a.data, _data(b)), dev)
     return _record(out, node_cls, (a, b), **save)
 
 
@@ -635,14 +637,15 @@ class MeanBackward1(Node):
 def _reduce(a: Tensor, dim: Any, keepdim: bool, np_fn: Any,
             node0: type[Node], node1: type[Node]) -> Tensor:
     if dim is None:
-        out = _new(_contig(np_fn(a.data)), a.device)
-        out = _record(out, node0, (a,))
+        with np.errstate(all="ignore"):  # inf + -inf: NaN, silently, as in torch
+            data = np_fn(a.data)
+        out = _record(_new(_contig(data), a.device), node0, (a,))
         dims: tuple[int, ...] = tuple(range(a.ndim))
     else:
         dims = _norm_dims(dim, a.ndim)
-        out = _new(_contig(np_fn(a.data, axis=dims if a.ndim else None, keepdims=keepdim)),
-                   a.device)
-        out = _record(out, node1, (a,))
+        with np.errstate(all="ignore"):
+            data = np_fn(a.data, axis=dims if a.ndim else None, keepdims=keepdim)
+        out = _record(_new(_contig(data), a.device), node1, (a,))
     if out.grad_fn is not None:
         node: Any = out.grad_fn
         node._self_sizes, node._dims, node._keepdim = a.shape, dims, keepdim
@@ -854,7 +857,9 @@ def _squeeze0(a: Tensor) -> Tensor:
 
 def _mat(a: Tensor, b: Tensor, fn: Any, node_cls: type[Node], names: tuple[str, str]) -> Tensor:
     dev = _check_same_device(a, b)
-    out = _new(_contig(fn(a.data, b.data)), dev)
+    with np.errstate(all="ignore"):  # inf * 0 inside the product: NaN, as in torch
+        data = fn(a.data, b.data)
+    out = _new(_contig(data), dev)
     need = grad_mode.is_grad_enabled() and (a.requires_grad or b.requires_grad)
     return _record(out, node_cls, (a, b), **({names[0]: a, names[1]: b} if need else {}))
 

@@ -2251,3 +2251,37 @@ def test_grad_retain_graph_then_backward():
         return [g, a.grad]
 
     same(s)
+
+
+# --- inf and NaN: computed silently, as torch does -------------------------------------------
+_INF = float("inf")
+_SPECIAL = {
+    "mul by zero": lambda m, x, w: (x * T(m, [0.0, 0.0, 1.0])).sum(),
+    "add opposite infinities": lambda m, x, w: (x + T(m, [-_INF, 1.0, 1.0])).sum(),
+    "sub": lambda m, x, w: (x - x * 2).sum(),
+    "div by zero": lambda m, x, w: (x / T(m, [0.0, 0.0, 0.0])).sum(),
+    "matmul": lambda m, x, w: (x.reshape(1, 3) @ w).sum(),
+    "sum and mean": lambda m, x, w: x.sum() * 0 + x.mean(),
+    "exp overflow": lambda m, x, w: (x * 1000).exp().sum(),
+    "log of zero and negatives": lambda m, x, w: (x - 1).log().sum(),
+    "pow": lambda m, x, w: ((x - 1) ** -1).sum(),
+    "tanh sigmoid relu": lambda m, x, w: (x.tanh() + x.sigmoid() + x.relu()).sum(),
+}
+
+
+@pytest.mark.parametrize("name", list(_SPECIAL))
+def test_inf_and_nan_compute_silently_as_in_torch(name: str) -> None:
+    """NumPy warns on inf * 0, 0 / 0, overflow, log(0), ...; torch does not, and returns
+    inf or NaN: the engine neither, forward or backward, and gives torch's values."""
+    def scenario(m: Any) -> Any:
+        x = T(m, [_INF, 1.0, 0.0], requires_grad=True)
+        w = T(m, [[0.0], [_INF], [2.0]], requires_grad=True)
+        y = _SPECIAL[name](m, x, w)
+        y.backward()
+        return [y, x.grad, w.grad if w.grad is not None else "none"]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning fails the test
+        got = norm(scenario(engine))
+    exp = norm(scenario(torch))
+    assert_same(got, exp)
