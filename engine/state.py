@@ -495,6 +495,7 @@ class _Delta(NamedTuple):
     index: int
     last_event: Event | None
     deadlock: dict[str, Any] | None
+    gone: tuple[tuple[str, list[Any]], ...] = ()  # (map, keys deleted): found once, here
 
 
 def _no_changes() -> dict[str, dict[Any, Any]]:
@@ -521,16 +522,19 @@ def _delta(s: EngineState) -> _Delta:
             m = getattr(s, name)
             maps[name].update({k: m.get(k, _GONE) for k in pairs})
         maps["graph_tasks"].update({k: s.graph_tasks[k] for k in gts if k in s.graph_tasks})
-    return _Delta(maps, s.queues.copy(), s.threads.copy(), s.index, s.last_event, s.deadlock)
+    gone = tuple((name, keys) for name in _PAIR_MAPS
+                 if (keys := [k for k, v in maps[name].items() if v is _GONE]))
+    return _Delta(maps, s.queues.copy(), s.threads.copy(), s.index, s.last_event, s.deadlock,
+                  gone)
 
 
 def _apply_delta(s: EngineState, d: _Delta) -> None:
     for name, changes in d.maps.items():
-        m = getattr(s, name)
-        m.update(changes)
-        if name in ("buffers", "not_ready", "dependencies"):
-            for k in [k for k, v in changes.items() if v is _GONE]:
-                m.pop(k, None)
+        getattr(s, name).update(changes)
+    for name, keys in d.gone:
+        pop = getattr(s, name).pop
+        for k in keys:
+            pop(k, None)
     s.queues, s.threads = d.queues.copy(), d.threads.copy()
     s.index, s.last_event, s.deadlock = d.index, d.last_event, d.deadlock
 
