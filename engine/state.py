@@ -562,6 +562,10 @@ class History:
         self._ckpt_of: list[int] = [0]  # per snapshot: the position of its checkpoint
         self._since_ckpt = 0  # delta entries since the last checkpoint
         self._head = EngineState()
+        # a person steps back and forth in one place: the state at the start of the
+        # interval stepped in (built by the second seek into it) spares the deltas
+        self._last_k = -1
+        self._near: tuple[int, EngineState] | None = None
         self.extend(events)
 
     def __len__(self) -> int:
@@ -632,6 +636,12 @@ class History:
         if i == n:
             return self._head.copy()
         k = bisect.bisect_right(self._snap_index, i) - 1
-        s = self._state_of(k)
+        if self._near is not None and self._near[0] == k:
+            s = self._near[1].copy()
+        else:
+            s = self._state_of(k)
+            if self._last_k == k:  # stepping within one interval: keep its start state
+                self._near = (k, s.copy())
+            self._last_k = k
         _fold_into(s, self.events[self._snap_index[k]:i])
         return s

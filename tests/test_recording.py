@@ -96,6 +96,21 @@ def test_deltas_and_checkpoints_rebuild_every_state(name, every, min_checkpoint)
         assert h.state_at(i) == (live[i - 1] if i else EngineState()), (name, i)
 
 
+def test_stepping_in_one_interval_reuses_its_start_and_stays_exact():
+    """Back and forth inside one snapshot interval (what a person does in the app), with
+    events still arriving: the interval's start state is kept and every state is exact."""
+    run, _ = record(scenarios.get("multi-device"), "random", 2)
+    events = list(run.events)
+    h = History(events[:60], every=16, min_checkpoint=1)
+    for i in (47, 46, 45, 40, 41, 33, 32, 31, 60, 59, 12, 11):
+        assert h.state_at(i) == fold(events[:i]), i
+        if i in (46, 45, 40, 41):
+            assert h._near is not None and h._near[0] == 2  # events 32..47
+        if len(h) < len(events):
+            h.append(events[len(h)])
+    assert h.state_at(len(h)) == fold(events[:len(h)])
+
+
 def test_history_append_keeps_nothing_of_a_contradicting_event():
     run, _ = record(scenarios.get("linear-relu"))
     events = list(run.events)
