@@ -5,6 +5,7 @@ Shared by the app's panes and by tests; none of them looks at the engine.
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 import networkx as nx
@@ -240,8 +241,9 @@ def not_ready_text(state: EngineState, values: bool = True) -> Text:
     if not state.not_ready:
         return Text("(empty)", style="dim")
     t = Text()
-    entries = sorted(state.not_ready.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1]))
-    for i, ((gt, n), slots) in enumerate(entries[:PANE_ITEMS]):
+    entries = heapq.nsmallest(PANE_ITEMS, state.not_ready.items(),
+                              key=lambda kv: (kv[0][0] or 0, kv[0][1]))
+    for i, ((gt, n), slots) in enumerate(entries):
         if i:
             t.append("\n")
         t.append(node_label(state, n), style="bold magenta")
@@ -254,7 +256,7 @@ def not_ready_text(state: EngineState, values: bool = True) -> Text:
                 t.append(f"[{k}] empty", style="dim")
             else:
                 t.append(f"[{k}] " + (short_value(s) if values else "filled"))
-    _more(t, len(entries) - PANE_ITEMS, "in not_ready")
+    _more(t, len(state.not_ready) - PANE_ITEMS, "in not_ready")
     return t
 
 
@@ -279,12 +281,11 @@ def graph_tasks_text(state: EngineState) -> Text:
             t.append(f" ({gt.handoff} from GT{gt.parent})", style="dim")
     if state.leaf_grads:  # each AccumulateGrad's leaf, as it is written
         t.append("\nleaf .grad", style="bold")
-        leaves = sorted(state.leaf_grads.items())
-        for n, g in leaves[:PANE_ITEMS]:
+        for n in heapq.nsmallest(PANE_ITEMS, state.leaf_grads):  # not a sort of thousands
             t.append(f"  #{n}=", style="dim")
-            t.append(short_value(g), style="blue")
-        if len(leaves) > PANE_ITEMS:
-            t.append(f"  … and {len(leaves) - PANE_ITEMS:,} more", style="dim")
+            t.append(short_value(state.leaf_grads[n]), style="blue")
+        if len(state.leaf_grads) > PANE_ITEMS:
+            t.append(f"  … and {len(state.leaf_grads) - PANE_ITEMS:,} more", style="dim")
     return t
 
 

@@ -82,6 +82,10 @@ class LazyRows(Sequence[Row]):
     def __len__(self) -> int:
         return self._count
 
+    def made(self, i: int) -> Row | None:
+        """Row ``i`` if it has been made (and is still kept)."""
+        return self._made.get(i)
+
     @overload
     def __getitem__(self, i: int) -> Row: ...
 
@@ -201,17 +205,26 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
         """Show ``count`` rows, each made by ``fetch(i)`` only when it is drawn, in columns
         of these widths (measuring every row would mean making them all).  Every visible
         line is drawn again: call it again when what the rows show has changed."""
+        old = self._rows
         self._rows = LazyRows(count, fetch)
         self._keys = key
         widths = list(widths)
         if self.grow_only:
             widths = [max(a, b) for a, b in zip(widths, self._widths)] + \
                 widths[len(self._widths):]
+        self.cursor_row = min(self.cursor_row, max(count - 1, 0))
+        if isinstance(old, LazyRows) and len(old) == count and widths == self._widths \
+                and self._starts is None:
+            # the same table with other values (the next step): redraw the rows on screen
+            # that differ (a row's strip is cached under its cells)
+            top = max(self.scroll_offset.y - self._header_lines, 0)
+            for i in range(top, min(count, top + self.size.height)):
+                if old.made(i) != self._rows[i]:
+                    self._refresh_row(i)
+            return
         self._widths = widths
-        self._strips.clear()
         self._resized()
         self.refresh()
-        self.cursor_row = min(self.cursor_row, max(count - 1, 0))
 
     def set_rows(self, rows: Sequence[Row], keys: Sequence[str] | None = None) -> None:
         """Show these rows: only the lines of rows that changed are redrawn."""
