@@ -78,9 +78,13 @@ class LazyRows(Sequence[Row]):
         self._count = count
         self._fetch = fetch
         self._made: LRUCache[int, Row] = LRUCache(cache)
+        self._extra: list[Row] = []  # rows appended after the first ``count``
 
     def __len__(self) -> int:
-        return self._count
+        return self._count + len(self._extra)
+
+    def extend(self, rows: Sequence[Row]) -> None:
+        self._extra.extend(rows)
 
     def made(self, i: int) -> Row | None:
         """Row ``i`` if it has been made (and is still kept)."""
@@ -94,10 +98,12 @@ class LazyRows(Sequence[Row]):
 
     def __getitem__(self, i: int | slice) -> Row | list[Row]:
         if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(self._count))]
+            return [self[k] for k in range(*i.indices(len(self)))]
         if i < 0:
-            i += self._count
-        if not 0 <= i < self._count:
+            i += len(self)
+        if i >= self._count:
+            return self._extra[i - self._count]  # IndexError past the end
+        if i < 0:
             raise IndexError("row index out of range")
         row = self._made.get(i)
         if row is None:
@@ -203,8 +209,9 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
     def set_lazy_rows(self, count: int, fetch: Callable[[int], Row], widths: Sequence[int],
                       key: Callable[[int], str] | None = None) -> None:
         """Show ``count`` rows, each made by ``fetch(i)`` only when it is drawn, in columns
-        of these widths (measuring every row would mean making them all).  Every visible
-        line is drawn again: call it again when what the rows show has changed."""
+        of these widths (measuring every row would mean making them all).  Call it again
+        when what the rows show has changed: with the same count and widths, only the
+        visible rows that differ are redrawn."""
         old = self._rows
         self._rows = LazyRows(count, fetch)
         self._keys = key
@@ -249,8 +256,6 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
         """Add rows at the end (keys are indices): the event log's one change a step."""
         if not rows:
             return
-        if not isinstance(self._rows, list):
-            self._rows = list(self._rows)
         start = len(self._rows)
         self._rows.extend(rows)
         widths = self._measure(rows, self._widths)
