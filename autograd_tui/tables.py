@@ -192,6 +192,7 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
         self._styles: dict[str, Style] = {}
         self._starts: list[int] | None = None  # first line of each row, when rows vary
         self._lines_width = -1  # the width the row heights were computed for
+        self._pending_scroll: int | None = None  # a row to scroll to once laid out
 
     # --- data -------------------------------------------------------------------------------
     @property
@@ -355,6 +356,8 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
             if self.scrollable_content_region.width != self._lines_width:
                 self._resized()
                 self.refresh()
+        if self._pending_scroll is not None and self._pending_scroll < len(self._rows):
+            self._scroll_to_row(self._pending_scroll)
 
     # --- styles -----------------------------------------------------------------------------
     def notify_style_update(self) -> None:
@@ -433,8 +436,10 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
         top = self._first_line(r)
         bottom = top + self._height(r)
         visible = self.scrollable_content_region.height - self._header_lines
-        if visible <= 0:
+        if visible <= 0:  # not laid out yet (or hidden): scroll once it has a size
+            self._pending_scroll = r
             return
+        self._pending_scroll = None
         y = self.scroll_offset.y
         if top < y:
             self.scroll_to(y=top, animate=False)

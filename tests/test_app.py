@@ -865,6 +865,10 @@ def test_a_recording_with_a_big_graph_makes_only_the_rows_on_screen(
         log = app.query_one("#events", LineTable)
         assert nodes.row_count == len(state.nodes) and log.row_count == total
         assert len(made) <= 60  # the rows on screen, not 2,201
+        # the log opens on the shown (last) event, scrolled to it once laid out
+        visible = log.scrollable_content_region.height - 1
+        assert log.cursor_row == total - 1
+        assert log.scroll_offset.y <= total - 1 < log.scroll_offset.y + visible
         order = state.topological_order()
         first = autograd_tui.app.AutogradApp._list_row(list_row(state, order[0]))
         assert nodes.row(0) == first and nodes.key(0) == str(order[0])
