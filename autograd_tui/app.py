@@ -37,7 +37,7 @@ from autograd_tui.screens import (
 )
 from autograd_tui.session import Session
 from autograd_tui.tables import LineTable, Row, TextLine, TextView, ThreadsTable, cells
-from engine.events import format_event
+from autograd_tui.words import format_event
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 LIST_VIEW_ABOVE = 60  # nodes: larger graphs open in the compact list view
@@ -174,7 +174,7 @@ class AutogradApp(App[int]):
 
     def _open(self) -> None:
         """Start the session: a live run of the scenario, or the recording."""
-        from scenarios import ScenarioError
+        from autograd_tui.scenarios import ScenarioError
 
         self._close_session()
         self._seen, self._last_drawn, self._announced_deadlock = -1, None, False
@@ -191,7 +191,7 @@ class AutogradApp(App[int]):
             if self._recording is not None:
                 self.session = Session.from_recording(self._recording)
             else:
-                import scenarios
+                from autograd_tui import scenarios
                 from autograd_tui.runner import Run
 
                 run = Run(scenarios.load(self._scenario_name), self._params,
@@ -636,7 +636,7 @@ class AutogradApp(App[int]):
         self._open()
 
     def action_scenarios(self) -> None:
-        import scenarios
+        from autograd_tui import scenarios
 
         items = [(sc.name, sc.summary) for sc in scenarios.builtins()]
 

@@ -134,8 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``) and run; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from engine.trace import TraceError
-    from scenarios import ScenarioError
+    from autograd_tui.history.recordings import TraceError
+    from autograd_tui.scenarios import ScenarioError
 
     try:
         if args.command is None:
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # --- commands ---------------------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
-    import scenarios
+    from autograd_tui import scenarios
 
     items = scenarios.builtins()
     if args.names:
@@ -179,7 +179,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from rich.markdown import Markdown
 
-    import scenarios
+    from autograd_tui import scenarios
 
     s = scenarios.load(args.scenario)
     con = _console(soft_wrap=False)
@@ -195,9 +195,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _make_run(args: argparse.Namespace) -> Any:
-    import scenarios
+    from autograd_tui import scenarios
+    from autograd_tui.control import make_policy
     from autograd_tui.runner import Run
-    from engine.control import make_policy
 
     try:
         make_policy(args.policy, args.seed)
@@ -214,7 +214,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.headless:
         run.close()
         return _open_app(args)
-    from engine.control import ScheduleDivergence
+    from autograd_tui.control import ScheduleDivergence
 
     t0 = time.perf_counter()
     try:
@@ -241,7 +241,7 @@ def print_trace(con: Any, events: list[Any]) -> None:
     from rich.text import Text
 
     from autograd_tui.render import KIND_STYLE
-    from engine.events import format_event
+    from autograd_tui.words import format_event
 
     names: dict[int, str] = {}
     for e in events:
@@ -292,9 +292,9 @@ BIG_RECORDING = 8 * 2**20  # bytes: say what is happening while a file this big 
 
 
 def load_recording(path: str) -> Any:
-    """``engine.trace.load``, with a line on stderr before and after a big file (a
+    """``recordings.load``, with a line on stderr before and after a big file (a
     million events take a few seconds)."""
-    from engine import trace
+    from autograd_tui.history import recordings as trace
 
     size = os.path.getsize(path) if os.path.isfile(path) else 0
     if size < BIG_RECORDING:
@@ -344,7 +344,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_chrome_trace(args: argparse.Namespace) -> int:
-    from engine.chrome_trace import write_chrome_trace
+    from autograd_tui.history.chrome_trace import write_chrome_trace
 
     src = args.source
     if os.path.exists(src) and not src.endswith(".py"):

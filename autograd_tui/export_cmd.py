@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from autograd_tui import graphviz_export as gx
-from engine.events import Event
-from engine.state import EngineState
+from autograd_tui.engine.events import Event
+from autograd_tui.history.state import EngineState
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 PROG = "autograd-tui export"
@@ -117,8 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Do the export; print one message per problem on stderr; return the exit code."""
-    from engine.trace import TraceError
-    from scenarios import ScenarioError
+    from autograd_tui.history.recordings import TraceError
+    from autograd_tui.scenarios import ScenarioError
 
     try:
         return _run(args)
@@ -149,7 +149,7 @@ def _err(msg: str) -> None:
 class _Source:
     title: str
     events: list[Event]
-    history: Any  # engine.state.History
+    history: Any  # autograd_tui.history.state.History
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -242,7 +242,7 @@ def _load(args: argparse.Namespace) -> _Source:
         rec = load_recording(source)
         history = rec.history if rec.history is not None else None
         if history is None:  # pragma: no cover - load() validates by default
-            from engine.state import History
+            from autograd_tui.history.state import History
 
             history = History(rec.events)
         return _Source(rec.scenario or Path(source).name, list(rec.events), history)
@@ -250,9 +250,9 @@ def _load(args: argparse.Namespace) -> _Source:
 
 
 def _run_scenario(source: str, args: argparse.Namespace) -> _Source:
-    import scenarios
+    from autograd_tui import scenarios
+    from autograd_tui.control import ScheduleDivergence, make_policy
     from autograd_tui.runner import Run
-    from engine.control import ScheduleDivergence, make_policy
 
     policy = getattr(args, "policy", "round-robin") or "round-robin"
     seed = getattr(args, "seed", 0) or 0

@@ -43,9 +43,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.events import Event, format_event, short_value
-from engine.events import summary as plain_summary
-from engine.state import EngineState, NodeInfo, NodeState, QueueTask
+from autograd_tui.engine.events import Event
+from autograd_tui.engine.events import summary as plain_summary
+from autograd_tui.history.state import EngineState, NodeInfo, NodeState, QueueTask
+from autograd_tui.words import format_event, short_value
 
 #: output formats; every one but ``dot`` is rendered by Graphviz ``dot``
 FORMATS = ("dot", "svg", "png", "pdf")

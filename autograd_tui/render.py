@@ -11,8 +11,9 @@ from typing import Any
 import networkx as nx
 from rich.text import Text
 
-from engine.events import short_value, summary
-from engine.state import EngineState, NodeInfo
+from autograd_tui.engine.events import summary
+from autograd_tui.history.state import EngineState, NodeInfo
+from autograd_tui.words import short_value
 
 UINT64_MAX = 2**64 - 1
 

@@ -14,13 +14,12 @@ from typing import Any
 
 import numpy as np
 
-import engine
-import scenarios
-from engine import trace
-from engine.control import Controller, StepResult
-from engine.events import Event, summarize
-from engine.state import History
-from scenarios import Scenario, ScenarioError
+from autograd_tui import engine, scenarios
+from autograd_tui.control import Controller, StepResult
+from autograd_tui.engine.events import Event, summarize
+from autograd_tui.history import recordings as trace
+from autograd_tui.history.state import History
+from autograd_tui.scenarios import Scenario, ScenarioError
 
 ENGINE_OPTIONS = {
     "max_recursion_depth": int, "reentrant": str, "wake_owner": bool,

@@ -127,7 +127,7 @@ class BreakpointsScreen(_Modal):
         if event.button.id == "bp-add":
             vals = {k: (self.query_one(f"#bp-{k}", Input).value.strip() or None)
                     for k in ("kind", "node", "queue", "thread")}
-            from engine.events import SCHEMA
+            from autograd_tui.engine.events import SCHEMA
 
             if vals["kind"] and vals["kind"] not in SCHEMA:
                 self.notify(f"unknown event kind {vals['kind']!r}", severity="warning")

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import engine
+from autograd_tui import engine
+from autograd_tui.control import StepResult, ThreadStatus, breakpoint_on
+from autograd_tui.engine.events import Event
+from autograd_tui.history.recordings import Recording
+from autograd_tui.history.state import EngineState, History
 from autograd_tui.runner import Run
-from engine.control import StepResult, ThreadStatus, breakpoint_on
-from engine.events import Event
-from engine.state import EngineState, History
-from engine.trace import Recording
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class Session:
         if self.run is not None:
             return self.run.scenario.notes
         try:
-            import scenarios
+            from autograd_tui import scenarios
 
             return scenarios.load(self.scenario_name).notes
         except Exception:  # noqa: BLE001 - a recording of an unknown scenario

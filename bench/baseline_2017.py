@@ -36,9 +36,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine import no_grad, ones_like
-from engine.graph import Node
-from engine.tensor import Tensor
+from autograd_tui.engine import no_grad, ones_like
+from autograd_tui.engine.graph import Node
+from autograd_tui.engine.tensor import Tensor
 
 
 def compute_dependencies(root: Node) -> dict[Node, int]:

@@ -69,7 +69,7 @@ _SHOWN = re.compile(r"event (\d+)/(\d+)")
 
 def largest_scenario() -> tuple[str, int]:
     """``transformer-block`` if it exists, else the built-in with the most graph nodes."""
-    import scenarios
+    from autograd_tui import scenarios
     from autograd_tui.runner import Run
 
     names = scenarios.names()
@@ -156,7 +156,7 @@ async def _measure(name: str, steps: int, profile: cProfile.Profile | None
 
 
 async def _measure_recording(path: str, steps: int) -> dict[str, Any]:
-    from engine import trace
+    from autograd_tui.history import recordings as trace
 
     t0 = time.perf_counter()
     rec = trace.load(path)
@@ -191,8 +191,8 @@ async def _measure_recording(path: str, steps: int) -> dict[str, Any]:
 def _big_recording(n_events: int, steps: int) -> None:
     import tempfile
 
+    from autograd_tui.history import recordings as trace
     from bench import bench_trace
-    from engine import trace
 
     base = bench_trace.record_base()
     events_, _ = bench_trace.replicate(base, n_events)

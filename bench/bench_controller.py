@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-import engine
-from engine.control import Controller
+from autograd_tui import engine
+from autograd_tui.control import Controller
 
 SEED = 20190219
 N_NODES = 10_000

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-import engine
+from autograd_tui import engine
 from bench import baseline_2017
 
 SEED = 20170907

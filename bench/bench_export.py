@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import scenarios
 from autograd_tui import graphviz_export as gx
+from autograd_tui import scenarios
 from autograd_tui.runner import Run
 
 PREFERRED = "transformer-block"
@@ -32,7 +32,7 @@ GENERATED = '''\
 """Generated for bench/bench_export.py: a deep residual stack."""
 from __future__ import annotations
 
-import engine
+from autograd_tui import engine
 
 NAME = "generated-residual-stack"
 

@@ -10,16 +10,16 @@ has at least 1,000,000 events: copy ``r`` gets fresh ``seq`` numbers (contiguous
 fresh GraphTask ids and fresh node ids (offset by ``r`` times the largest id,
 inside ``data`` too: roots, dependencies, nodes, ``order``, ``from_node``), as if
 the program had run backward on a new graph ``r`` times, one after the other,
-like a training loop.  The stream folds validly (``engine.state.fold`` is run
+like a training loop.  The stream folds validly (``autograd_tui.history.state.fold`` is run
 over all of it below and would raise ``StateError`` otherwise).
 
 Measured in one process, one run (CPU time of the process, since the machine may
 be shared, with wall clock beside it):
 
-1. write: ``engine.trace.save`` of all the events, plain and ``.gz``: events/s;
+1. write: ``autograd_tui.history.recordings.save`` of all the events, plain and ``.gz``: events/s;
 2. size: bytes per event of the whole file (header and footer included), plain
    and gzip;
-3. load: ``engine.trace.load`` with its defaults (read, decode and type-check
+3. load: ``autograd_tui.history.recordings.load`` with its defaults (read, decode and type-check
    every line, checksum, fold every event into a ``History`` that keeps a delta
    every 1,024 events and checkpoints) of the whole plain file, then of the gzip
    file; and, to show where the time goes, the same load without the fold
@@ -57,10 +57,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
-import engine
-from engine import trace
-from engine.events import Event, ListObserver, make_event
-from engine.state import EngineState, History
+from autograd_tui import engine
+from autograd_tui.engine.events import Event, ListObserver, make_event
+from autograd_tui.history import recordings as trace
+from autograd_tui.history.state import EngineState, History
 
 SEED = 20240601
 TARGET_EVENTS = 1_000_000

@@ -1,6 +1,6 @@
 """A multithreaded re-implementation of PyTorch's autograd engine, on NumPy.
 
-Torch-like API: ``import engine as torch``-style edits run most autograd
+Torch-like API: ``from autograd_tui import engine as torch``-style edits run most autograd
 programs.  See ``docs/engine.md`` for how each piece maps to engine.cpp.
 """
 
@@ -17,7 +17,7 @@ from .engine import (
     shutdown_default_engine,
     use_engine,
 )
-from .events import Event, ListObserver, print_trace
+from .events import Event, ListObserver
 from .function import Function, FunctionCtx, once_differentiable
 from .grad_mode import (
     detect_anomaly,
@@ -38,7 +38,7 @@ __all__ = [
     "GraphRoot", "ListObserver", "Node", "Tensor", "autograd", "describe_devices",
     "detect_anomaly", "enable_grad", "functional", "get_default_engine", "gpu_available",
     "is_anomaly_enabled", "is_grad_enabled", "no_grad", "once_differentiable", "ones",
-    "ones_like", "print_trace", "queue_callback", "randn", "set_default_engine",
+    "ones_like", "queue_callback", "randn", "set_default_engine",
     "set_detect_anomaly", "set_grad_enabled", "shutdown_default_engine", "tensor",
     "use_engine", "zeros", "zeros_like",
 ]

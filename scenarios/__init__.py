@@ -137,7 +137,7 @@ def _builtin_modules() -> list[str]:
 
 def builtins() -> list[Scenario]:
     """Every built-in scenario, the default (linear-relu) first, then by name."""
-    out = [_from_module(importlib.import_module(f"scenarios.{m}"), f"scenarios.{m}")
+    out = [_from_module(importlib.import_module(f"{__name__}.{m}"), f"scenarios.{m}")
            for m in _builtin_modules()]
     out.sort(key=lambda s: (s.name != DEFAULT, s.name))
     return out

@@ -1,5 +1,5 @@
 # ruff: noqa: E501 - the intro holds a Markdown table: one row a line
-"""Write ``docs/scenarios.md`` from the scenarios themselves (``python -m scenarios._docs``).
+"""Write ``docs/scenarios.md`` from the scenarios themselves (``python -m autograd_tui.scenarios._docs``).
 
 A test checks that the file is up to date, so the notes in the docs are the
 notes the app shows.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import scenarios
+from autograd_tui import scenarios
 
 INTRO = """\
 # Scenarios

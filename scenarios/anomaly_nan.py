@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-import engine
-from scenarios import Param, ScenarioError
+from autograd_tui import engine
+from autograd_tui.scenarios import Param, ScenarioError
 
 NAME = "anomaly-nan"
 TITLE = "Anomaly mode: which node made the NaN?"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import engine
-from engine.control import TrackedLock
-from scenarios import Param
+from autograd_tui import engine
+from autograd_tui.control import TrackedLock
+from autograd_tui.scenarios import Param
 
 NAME = "deadlock-lock-steal"
 TITLE = "Deadlock: a nested backward steals its parent's task (issues 18566/18568)"

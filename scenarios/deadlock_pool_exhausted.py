@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import engine
-from scenarios import Param, ScenarioError
-from scenarios.reentrant_deep import _reentrant
+from autograd_tui import engine
+from autograd_tui.scenarios import Param, ScenarioError
+from autograd_tui.scenarios.reentrant_deep import _reentrant
 
 NAME = "deadlock-pool-exhausted"
 TITLE = "Deadlock: an exhausted reentrant thread pool"

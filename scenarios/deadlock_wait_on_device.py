@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import engine
-from engine.control import Signal
-from scenarios import Param, ScenarioError
+from autograd_tui import engine
+from autograd_tui.control import Signal
+from autograd_tui.scenarios import Param, ScenarioError
 
 NAME = "deadlock-wait-on-device"
 TITLE = "Deadlock: a backward that waits on another engine thread"

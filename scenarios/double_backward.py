@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import engine
-from scenarios import Param
+from autograd_tui import engine
+from autograd_tui.scenarios import Param
 
 NAME = "double-backward"
 TITLE = "create_graph: a backward that builds a graph (grad of grad)"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-import engine
-from scenarios import Param
+from autograd_tui import engine
+from autograd_tui.scenarios import Param
 
 NAME = "error-in-node"
 TITLE = "An exception inside a node"

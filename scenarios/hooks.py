@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import engine
-from scenarios import Param
+from autograd_tui import engine
+from autograd_tui.scenarios import Param
 
 NAME = "hooks"
 TITLE = "Hooks: tensor, node pre/post, retain_grad and final callbacks"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import engine
-from scenarios import Param
+from autograd_tui import engine
+from autograd_tui.scenarios import Param
 
 NAME = "linear-relu"
 TITLE = "Linear → ReLU and Linear → Add: the worked example"

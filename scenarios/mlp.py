@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-import engine
-from scenarios import Param
+from autograd_tui import engine
+from autograd_tui.scenarios import Param
 
 NAME = "mlp"
 TITLE = "An MLP training step (about 50 nodes)"

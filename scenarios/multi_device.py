@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import engine
-from scenarios import Param
+from autograd_tui import engine
+from autograd_tui.scenarios import Param
 
 NAME = "multi-device"
 TITLE = "Three devices: device threads, ready queues and the wake-up task"

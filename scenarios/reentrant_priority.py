@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import engine
-from scenarios import Param, ScenarioError
+from autograd_tui import engine
+from autograd_tui.scenarios import Param, ScenarioError
 
 NAME = "reentrant-priority"
 TITLE = "Reentrant priority: depth beats sequence number"

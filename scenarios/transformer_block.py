@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-import engine
-from scenarios import Param, ScenarioError
+from autograd_tui import engine
+from autograd_tui.scenarios import Param, ScenarioError
 
 NAME = "transformer-block"
 TITLE = "A transformer block: a few hundred nodes"

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-import engine
+from autograd_tui import engine
 
 
 def _engine_threads(exclude: set[threading.Thread] = frozenset()) -> list[threading.Thread]:  # type: ignore[assignment]

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-import engine
-from engine import Function
-from engine.control import Signal, TrackedLock
+from autograd_tui import engine
+from autograd_tui.control import Signal, TrackedLock
+from autograd_tui.engine import Function
 
 F = engine.functional
 

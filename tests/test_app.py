@@ -25,13 +25,12 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Label, Markdown, OptionList, Static
 
 import autograd_tui.app
-import scenarios
-from autograd_tui import render
+from autograd_tui import render, scenarios
 from autograd_tui.app import AutogradApp
+from autograd_tui.history import recordings as trace
 from autograd_tui.runner import Run
 from autograd_tui.screens import HELP, BreakpointsScreen, GotoScreen, ScenarioScreen, TextScreen
 from autograd_tui.tables import LineTable, Row, TextLine, TextView, ThreadsTable, cells
-from engine import trace
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -463,7 +462,7 @@ def test_the_event_log_keeps_every_event_and_scrolls_to_the_shown_one() -> None:
         log = app.query_one("#events", LineTable)
         assert log.row_count == n
         names = {i: info.name for i, info in s.state_at(n).nodes.items()}
-        from engine.events import format_event
+        from autograd_tui.words import format_event
 
         for i in (0, n // 2, n - 1):  # each row: seq, then the readable line
             seq, text = log.row(i)
@@ -885,7 +884,7 @@ def test_a_recording_with_a_big_graph_makes_only_the_rows_on_screen(
 
 
 def engine_format(e: Any, state: Any) -> str:
-    from engine.events import format_event
+    from autograd_tui.words import format_event
 
     return format_event(e, {n: info.name for n, info in state.nodes.items()})[6:]
 
@@ -893,8 +892,8 @@ def engine_format(e: Any, state: Any) -> str:
 def test_side_panes_list_at_most_pane_items_entries() -> None:
     """Thousands of leaves, GraphTasks, not_ready entries or queued tasks: each pane lists
     PANE_ITEMS of them and says how many more there are."""
-    from engine.events import NodeInfo, QueueTask, raw
-    from engine.state import EngineState, GraphTaskState
+    from autograd_tui.engine.events import NodeInfo, QueueTask, raw
+    from autograd_tui.history.state import EngineState, GraphTaskState
 
     k = render.PANE_ITEMS
     s = EngineState()

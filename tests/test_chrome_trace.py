@@ -10,13 +10,12 @@ from typing import Any
 import graphs
 import pytest
 
-import engine
-import scenarios
+from autograd_tui import engine, scenarios
+from autograd_tui.control import Controller
+from autograd_tui.engine.events import Event, make_event
+from autograd_tui.history import recordings as trace
+from autograd_tui.history.chrome_trace import PID, PROCESS_NAME, to_chrome_trace, write_chrome_trace
 from autograd_tui.runner import Run
-from engine import trace
-from engine.chrome_trace import PID, PROCESS_NAME, to_chrome_trace, write_chrome_trace
-from engine.control import Controller
-from engine.events import Event, make_event
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -324,7 +323,7 @@ def test_trace_format_doc_lists_every_kind_and_field():
     """docs/trace-format.md lists the data fields of every kind, as in SCHEMA."""
     from pathlib import Path
 
-    from engine.events import SCHEMA
+    from autograd_tui.engine.events import SCHEMA
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "trace-format.md").read_text(
         encoding="utf-8")

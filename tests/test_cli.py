@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import scenarios
+from autograd_tui import scenarios
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -117,8 +117,8 @@ def test_bad_usage_exits_2_without_traceback(args, message):
 
 
 USER_SCENARIO = '''
-import engine
-from scenarios import Param
+from autograd_tui import engine
+from autograd_tui.scenarios import Param
 NAME = "my-square"
 SUMMARY = "x squared"
 PARAMS = {"x": Param(3.0, "the input")}

@@ -17,8 +17,8 @@ from graphs import (
     waits_on_device_thread,
 )
 
-import engine
-from engine.control import Controller, ScheduleDivergence, breakpoint_on
+from autograd_tui import engine
+from autograd_tui.control import Controller, ScheduleDivergence, breakpoint_on
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import engine
-from engine import control
-from engine.control import Controller, decode_schedule, encode_schedule
+from autograd_tui import control, engine
+from autograd_tui.control import Controller, decode_schedule, encode_schedule
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -46,7 +45,7 @@ def test_controller_method_exists(name):
 
 @pytest.mark.parametrize("name", MODULE_NAMES)
 def test_module_name_exists(name):
-    assert hasattr(control, name), f"engine.control.{name} is missing"
+    assert hasattr(control, name), f"autograd_tui.control.{name} is missing"
 
 
 def test_every_ctl_attribute_in_the_api_section_exists():

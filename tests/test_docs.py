@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-import engine
-from engine.events import SCHEMA, Event
+from autograd_tui import engine
+from autograd_tui.engine.events import SCHEMA, Event
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -141,7 +141,7 @@ def _class_has(cls: type, attr: str) -> bool:
     if dataclasses.is_dataclass(cls) and attr in {f.name for f in dataclasses.fields(cls)}:
         return True
     for klass in cls.__mro__:
-        if klass.__module__.startswith("engine"):
+        if klass.__module__.startswith("autograd_tui.engine"):
             if re.search(rf"\bself\.{re.escape(attr)}\b", inspect.getsource(klass)):
                 return True
     return False
@@ -167,7 +167,7 @@ def test_every_ours_reference_resolves(ours_refs: list[tuple[str, str]]) -> None
         if not path.exists():
             missing.append(f"{file}:{dotted} (no such module)")
             continue
-        mod = importlib.import_module(f"engine.{path.stem}")
+        mod = importlib.import_module(f"autograd_tui.engine.{path.stem}")
         parts = dotted.split(".")
         obj = getattr(mod, parts[0], None)
         ok = obj is not None
@@ -213,8 +213,8 @@ def test_every_public_engine_definition_is_in_the_map(ours_refs: list[tuple[str,
 
 
 def test_scenarios_md_is_generated_from_the_scenarios():
-    from scenarios import _docs
+    from autograd_tui.scenarios import _docs
 
     path = Path(__file__).resolve().parent.parent / "docs" / "scenarios.md"
     assert path.read_text() == _docs.render(), (
-        "docs/scenarios.md is out of date: run `python -m scenarios._docs`")
+        "docs/scenarios.md is out of date: run `python -m autograd_tui.scenarios._docs`")

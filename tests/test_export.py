@@ -23,11 +23,10 @@ from pathlib import Path
 
 import pytest
 
-import scenarios
-from autograd_tui import export_cmd
+from autograd_tui import export_cmd, scenarios
 from autograd_tui import graphviz_export as gx
+from autograd_tui.history.state import History
 from autograd_tui.runner import Run
-from engine.state import History
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -44,8 +43,8 @@ SVG = "{http://www.w3.org/2000/svg}"
 _REENTRANT = '''\
 from __future__ import annotations
 
-import engine
-from engine import Function
+from autograd_tui import engine
+from autograd_tui.engine import Function
 
 NAME = "{name}"
 EXPECT = "{expect}"
@@ -90,7 +89,7 @@ SCENARIO_FILES = {
     "multi-device": '''\
 from __future__ import annotations
 
-import engine
+from autograd_tui import engine
 
 NAME = "multi-device"
 
@@ -267,15 +266,15 @@ def test_recording_gives_the_same_dot_as_the_run(tmp_path, scenario_dir):
 
 
 def test_empty_state_is_a_valid_graph():
-    from engine.state import EngineState
+    from autograd_tui.history.state import EngineState
 
     text = gx.to_dot(EngineState())
     assert text.startswith("digraph autograd {") and "no events yet" in text
 
 
 def test_quoting_of_odd_names():
-    from engine.events import make_event
-    from engine.state import EngineState, NodeInfo, NodeState, ThreadState
+    from autograd_tui.engine.events import make_event
+    from autograd_tui.history.state import EngineState, NodeInfo, NodeState, ThreadState
 
     s = EngineState()
     s.nodes[1] = NodeInfo(1, 'Weird<&>"\\Backward', 'dev "x"', 3, 1, 1, ((None, 0),), False)

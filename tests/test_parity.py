@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import engine
+from autograd_tui import engine
 
 torch = pytest.importorskip("torch")
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-import scenarios
+from autograd_tui import scenarios
+from autograd_tui.engine.events import Event, make_event
+from autograd_tui.history import recordings as trace
+from autograd_tui.history.state import EngineState, History, StateError, fold
 from autograd_tui.runner import Run, reexecute
-from engine import trace
-from engine.events import Event, make_event
-from engine.state import EngineState, History, StateError, fold
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-import engine
-from engine import Function
+from autograd_tui import engine
+from autograd_tui.engine import Function
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -68,7 +68,7 @@ def test_reentrant_priority_needs_depth_priority():
     """When the first reentrant backward runs through a graph built before the plain
     node, only the depth rule keeps the plain node (1 = Reentrant, 0 = MyFunction)
     from jumping in after the first reentrant step."""
-    import scenarios
+    from autograd_tui import scenarios
 
     s = scenarios.get("reentrant-priority")
     orders = {}
@@ -241,8 +241,8 @@ def test_without_wake_owner_the_owner_is_never_woken():
         assert any(e.kind == "completion" for e in obs.events)
         assert not any(e.kind == "wakeup" for e in obs.events)
         # Unstick it by hand (what the wake-up task would have done) so no thread leaks.
-        from engine.input_buffer import InputBuffer
-        from engine.ready_queue import NodeTask
+        from autograd_tui.engine.input_buffer import InputBuffer
+        from autograd_tui.engine.ready_queue import NodeTask
 
         owner_q = next(e.queue for e in obs.events if e.kind == "thread_wait"
                        and e.thread.startswith("cpu"))

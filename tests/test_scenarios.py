@@ -17,10 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import engine
-import scenarios
-from engine.control import Controller
-from scenarios import Scenario, ScenarioError
+from autograd_tui import engine, scenarios
+from autograd_tui.control import Controller
+from autograd_tui.scenarios import Scenario, ScenarioError
 
 try:
     import torch
@@ -194,8 +193,8 @@ def test_builtin_program_rejects_a_bad_value(name: str, given: dict[str, str], m
 
 # --- scenario files a person writes ------------------------------------------------------
 GOOD = """\
-from scenarios import Param
-import engine
+from autograd_tui.scenarios import Param
+from autograd_tui import engine
 
 NAME = "my-square"
 TITLE = "x squared, n times"

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import engine
+from autograd_tui import engine
 
 pytestmark = pytest.mark.timeout(60)
 

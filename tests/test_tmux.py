@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-import scenarios
+from autograd_tui import scenarios
+from autograd_tui.engine.events import summarize
 from autograd_tui.runner import Run
-from engine.events import short_value, summarize
+from autograd_tui.words import short_value
 
 pytestmark = [
     pytest.mark.timeout(120),

@@ -41,8 +41,8 @@ from typing import IO, Any
 import msgspec
 import numpy as np
 
-from .events import EVENT_TYPES, SCHEMA, Event, make_event
-from .state import History, StateError
+from autograd_tui.engine.events import EVENT_TYPES, SCHEMA, Event, make_event
+from autograd_tui.history.state import History, StateError
 
 FORMAT = "autograd-tui-trace"
 VERSION = 2

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .events import EVENT_TYPES, NULL, SCHEMA, Event, NodeInfo, QueueTask
+from autograd_tui.engine.events import EVENT_TYPES, NULL, SCHEMA, Event, NodeInfo, QueueTask
 
 NODE_STATES = ("not_reached", "not_ready", "ready", "running", "done", "skipped", "errored")
 

@@ -37,9 +37,9 @@ from typing import Any
 
 import networkx as nx
 
-from .engine import Engine, use_engine
-from .events import Event, make_event
-from .sync import ThreadAborted, Waitable
+from autograd_tui.engine.engine import Engine, use_engine
+from autograd_tui.engine.events import Event, make_event
+from autograd_tui.engine.sync import ThreadAborted, Waitable
 
 #: how long a step waits for the moving thread to reach its next gate before it
 #: reports that thread as stuck in something the controller cannot see
@@ -52,7 +52,7 @@ class ScheduleDivergence(RuntimeError):
 
 # --- instrumented user-visible primitives -------------------------------------------
 def _current_tracker() -> Any:
-    from .engine import get_default_engine
+    from autograd_tui.engine.engine import get_default_engine
 
     return get_default_engine().waits
 
@@ -62,7 +62,7 @@ class TrackedLock(Waitable):
 
     The engine uses it for each GraphTask's mutex when a controller is
     attached; scenarios use it for user locks held across a backward
-    (``engine.control.TrackedLock("user lock")``).
+    (``control.TrackedLock("user lock")``).
     """
 
     wait_kind = "lock"

@@ -43,8 +43,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .events import Event
-from .trace import TraceError
+from autograd_tui.engine.events import Event
+from autograd_tui.history.recordings import TraceError
 
 PID = 1
 PROCESS_NAME = "autograd engine"

@@ -1,0 +1,134 @@
+"""The debugger's vocabulary: one place that turns events and nodes into words.
+
+Every view (the app's log and panes, the headless trace, Graphviz, the Chrome
+trace) names a node, a sequence number and an event through these functions, so
+that a student sees the same words everywhere.  Numbers follow the one
+convention of ``docs/architecture.md``: event k is the k-th event (its ``seq``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from autograd_tui.engine.events import Event, summary
+from autograd_tui.engine.graph import UINT64_MAX
+
+
+def seq_text(seq: int | None) -> str:
+    """A node's sequence number; AccumulateGrad's UINT64_MAX reads "max"."""
+    return "max" if seq is not None and seq >= UINT64_MAX else str(seq)
+
+
+def node_label(name: str | None, node: int | None) -> str:
+    """``MulBackward0#3``; the node of a dummy (wake-up) task is "dummy"."""
+    if node is None:
+        return "-"
+    return f"{name or 'node'}#{node}"
+
+
+def node_names(events: Iterable[Event]) -> dict[int, str]:
+    """Node id -> name, from the events that name nodes."""
+    names: dict[int, str] = {}
+    for e in events:
+        if e.kind == "dependencies_computed":
+            for n in e.data["nodes"]:
+                names[n["id"]] = n["name"]
+        elif e.kind == "node_start" and e.node is not None:
+            names[e.node] = e.data["name"]
+    return names
+
+
+def where(e: Event) -> str:
+    """``GT3``: the GraphTask an event concerns, or ""."""
+    return f"GT{e.graph_task}" if e.graph_task is not None else ""
+
+
+def short_value(s: Any) -> str:
+    s = summary(s)
+    if s is None:
+        return "None"
+    vals = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in s["values"])
+    more = "…" if math.prod(s["shape"]) > len(s["values"]) else ""
+    return f"[{vals}{more}]" if s["shape"] else vals
+
+
+def event_words(e: Event, names: dict[int, str] | None = None) -> str:
+    """What the event says, in words (no number, thread or GraphTask)."""
+    names = names or {}
+
+    def nm(i: int | None) -> str:
+        return node_label(names.get(i), i)
+
+    d = e.data
+    k = e.kind
+    if k == "push":
+        what = "dummy" if d["dummy"] else "shutdown" if d["shutdown"] else nm(e.node)
+        seq = seq_text(d["seq"])
+        body = f"push {what} -> {e.queue} (depth {d['depth']}, seq {seq}, size {d['size']})"
+    elif k == "pop":
+        what = "dummy" if d["dummy"] else "shutdown" if d["shutdown"] else nm(e.node)
+        body = f"pop {what} <- {e.queue} (size {d['size']}{', expired' if d['expired'] else ''})"
+    elif k == "dependency_decrement":
+        body = (f"dependencies[{nm(e.node)}] -> {d['remaining']} "
+                f"(from {nm(d['from_node'])}, input {d['input_nr']})")
+    elif k == "buffer_accumulate":
+        body = (f"buffer {nm(e.node)}[{d['slot']}] {d['mode']} = {short_value(d['value'])}")
+    elif k == "not_ready_insert":
+        body = f"not_ready += {nm(e.node)} slots {d['slots']}"
+    elif k == "not_ready_remove":
+        body = f"not_ready -= {nm(e.node)}"
+    elif k == "node_start":
+        body = f"start {nm(e.node)} (depth {d['depth']})"
+    elif k == "node_end":
+        outs = ", ".join(short_value(o) for o in d["outputs"])
+        body = f"end {nm(e.node)} -> ({outs})"
+        if d.get("leaf_grad") is not None:
+            body += f" .grad = {short_value(d['leaf_grad'])}"
+    elif k == "outstanding_decrement":
+        body = f"outstanding_tasks -> {d['outstanding']}"
+    elif k == "node_skipped":
+        body = f"skip {nm(e.node)} ({d['reason']})"
+    elif k == "hook":
+        body = f"hook {d['hook_kind']} {d['name']} on {nm(e.node)}"
+        body += " (modified)" if d["modified"] else ""
+    elif k == "dependencies_computed":
+        deps = ", ".join(f"{nm(int(n))}:{c}" for n, c in d["dependencies"])
+        body = f"dependencies {{{deps}}}"
+    elif k == "graph_task_created":
+        body = f"new GraphTask (depth {d['reentrant_depth']}, roots {d['roots']})"
+    elif k == "completion":
+        body = "completed" + (f" with error: {d['error']}" if d["error"] else "")
+    elif k == "wakeup":
+        body = f"wake-up task -> {d['owner']}"
+    elif k == "reentrant_handoff":
+        body = f"reentrant backward: {d['mode']} at depth {d['depth']}"
+    elif k in ("thread_wait", "thread_wake"):
+        body = f"{k.split('_')[1]} on {d['on']} {d['target']}"
+        if d.get("holder"):
+            body += f" (held by {d['holder']})"
+    elif k == "error":
+        body = f"error {d['exc_type']}: {d['message']}"
+    elif k == "exec_info":
+        body = f"exec_info needed {d['needed']} captures {d['captures']}"
+    elif k == "thread_start":
+        body = f"thread starts ({d['role']} thread)"
+    elif k == "deadlock":  # the explanation's first sentence (it is long; the report has it all)
+        first = d["explanation"].removeprefix("Deadlock: ").split(". ", 1)[0].rstrip(".")
+        body = f"deadlock: {first}"
+    else:
+        body = k + (" " + str(d) if d else "")
+    return body
+
+
+def format_event(e: Event, names: dict[int, str] | None = None) -> str:
+    """One trace line: the event's number k, its thread, its GraphTask and its words."""
+    return f"{e.seq:5d} {e.thread:<18} {where(e):<5} {event_words(e, names)}"
+
+
+def print_trace(events: list[Event], out: Callable[[str], Any] = print) -> None:
+    """Print one readable line per event."""
+    names = node_names(events)
+    for e in events:
+        out(format_event(e, names))
