@@ -242,7 +242,7 @@ def _load(args: argparse.Namespace) -> _Source:
         rec = load_recording(source)
         history = rec.history if rec.history is not None else None
         if history is None:  # pragma: no cover - load() validates by default
-            from autograd_tui.history.state import History
+            from autograd_tui.history import History
 
             history = History(rec.events)
         return _Source(rec.scenario or Path(source).name, list(rec.events), history)

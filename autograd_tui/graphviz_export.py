@@ -45,6 +45,7 @@ from typing import Any
 
 from autograd_tui.engine.events import Event
 from autograd_tui.engine.events import summary as plain_summary
+from autograd_tui.history.fold import apply
 from autograd_tui.history.state import EngineState, NodeInfo, NodeState, QueueTask
 from autograd_tui.words import format_event, short_value
 
@@ -702,7 +703,7 @@ def states_after(events: Sequence[Event], indices: Iterable[int]
     pos = 0
     for i in wanted:
         while pos <= i:
-            s.apply(events[pos])
+            apply(s, events[pos])
             pos += 1
         yield i, s
 

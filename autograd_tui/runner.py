@@ -17,8 +17,8 @@ import numpy as np
 from autograd_tui import engine, scenarios
 from autograd_tui.control import Controller, StepResult
 from autograd_tui.engine.events import Event, summarize
+from autograd_tui.history import History
 from autograd_tui.history import recordings as trace
-from autograd_tui.history.state import History
 from autograd_tui.scenarios import Scenario, ScenarioError
 
 ENGINE_OPTIONS = {
@@ -60,13 +60,12 @@ class Run:
                                 usage=True) from None
         self.engine.record_values = full_tensors
         self.full_tensors = full_tensors
+        self.history = History(every=128)  # the run's one store of events: the controller appends
         try:
             self.controller = Controller(self.engine, serialized=serialized, policy=policy,
-                                         seed=seed)
+                                         seed=seed, history=self.history)
         except ValueError as e:
             raise ScenarioError(str(e)) from None
-        self.history = History()
-        self.controller.subscribe(self.history.append)
         self.result: dict[str, Any] | None = None
         self._started = False
 

@@ -1,9 +1,11 @@
 """What the app shows: a live run or a loaded recording, behind one interface.
 
 The app never reaches into the engine: it reads events and ``EngineState``
-from here, and asks here to step.  Engine threads only append events (under a
-lock); the app's timer reads them.  Blocking controller calls (a step waits
-until the engine is still again) are made from a worker thread by the app.
+from here, and asks here to step.  A live run and a recording both come with one
+``History`` (the run's, or the one the recording was loaded into): engine threads
+append to it through the controller, the app's timer reads it.  Blocking
+controller calls (a step waits until the engine is still again) are made from a
+worker thread by the app.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import Any
 from autograd_tui import engine
 from autograd_tui.control import StepResult, ThreadStatus, breakpoint_on
 from autograd_tui.engine.events import Event
+from autograd_tui.history import EngineState, History
 from autograd_tui.history.recordings import Recording
-from autograd_tui.history.state import EngineState, History
 from autograd_tui.runner import Run
 
 
@@ -43,20 +45,19 @@ class Breakpoint:
 class Session:
     """A live run (``from_run``) or a recording (``from_recording``)."""
 
-    def __init__(self, *, run: Run | None = None, recording: Recording | None = None,
-                 every: int = 128) -> None:
+    def __init__(self, *, run: Run | None = None, recording: Recording | None = None) -> None:
         self.run = run
         self.recording = recording
-        self._lock = threading.Lock()
-        self.history = History(every=every)
+        self.history = History()
         self.status = "ready"
         self.report: Any = None
         self.breakpoints: list[Breakpoint] = []
         self._stop = threading.Event()
         if run is not None:
-            run.controller.subscribe(self._on_event)
+            self.history = run.history
         elif recording is not None:
-            self.history = recording.history or History(recording.events, every=every)
+            self.history = recording.history if recording.history is not None else History(
+                recording.events)
             footer = recording.footer
             self.status = footer.get("status", "completed")
             if self.status == "deadlock":
@@ -107,25 +108,18 @@ class Session:
     def devices(self) -> str:
         return engine.describe_devices()
 
-    def _on_event(self, e: Event) -> None:
-        with self._lock:
-            self.history.append(e)
-
     def count(self) -> int:
-        with self._lock:
-            return len(self.history)
+        return len(self.history)
 
     def event(self, i: int) -> Event:
-        with self._lock:
-            return self.history.events[i]
+        return self.history.events[i]
 
     def events(self, start: int = 0, stop: int | None = None) -> list[Event]:
-        with self._lock:
-            return self.history.events[start:stop]
+        return self.history.events[start:stop]
 
-    def state_at(self, i: int) -> EngineState:
-        with self._lock:
-            return self.history.state_at(min(i, len(self.history)))
+    def state_at(self, k: int) -> EngineState:
+        """The state at k (after events 1..k)."""
+        return self.history.state_at(min(k, len(self.history)))
 
     def thread_states(self) -> dict[str, ThreadStatus]:
         """The controller's live view (richer than the fold: paused, lock holders)."""

@@ -59,8 +59,8 @@ import numpy as np
 
 from autograd_tui import engine
 from autograd_tui.engine.events import Event, ListObserver, make_event
+from autograd_tui.history import EngineState, History
 from autograd_tui.history import recordings as trace
-from autograd_tui.history.state import EngineState, History
 
 SEED = 20240601
 TARGET_EVENTS = 1_000_000

@@ -25,7 +25,7 @@ import pytest
 
 from autograd_tui import export_cmd, scenarios
 from autograd_tui import graphviz_export as gx
-from autograd_tui.history.state import History
+from autograd_tui.history import History
 from autograd_tui.runner import Run
 
 pytestmark = pytest.mark.timeout(300)

@@ -11,8 +11,9 @@ import pytest
 
 from autograd_tui import scenarios
 from autograd_tui.engine.events import Event, make_event
+from autograd_tui.history import EngineState, History, StateError, fold
 from autograd_tui.history import recordings as trace
-from autograd_tui.history.state import EngineState, History, StateError, fold
+from autograd_tui.history.fold import apply
 from autograd_tui.runner import Run, reexecute
 
 pytestmark = pytest.mark.timeout(300)
@@ -26,7 +27,7 @@ def record(scenario, policy="round-robin", seed=0, path=None, **kw):
     state = EngineState()
 
     def capture(e: Event) -> None:
-        state.apply(e)
+        apply(state, e)
         live.append(state.copy())
 
     run = Run(scenario, policy=policy, seed=seed, **kw)
@@ -55,7 +56,7 @@ def test_round_trip_view_and_reexecution(name, policy, seed, tmp_path):
     folded = EngineState()
     assert rec.state_at(0) == folded
     for i, (e, want) in enumerate(zip(rec.events, live, strict=True)):
-        folded.apply(e)
+        apply(folded, e)
         assert folded == want, (name, i)
     # ...and seeking to any index (here a sample) gives the same state.
     for i in random.Random(seed).sample(range(len(live)), min(40, len(live))):
@@ -111,7 +112,7 @@ def test_stepping_in_one_interval_reuses_its_start_and_stays_exact():
     assert h.state_at(len(h)) == fold(events[:len(h)])
 
 
-def test_history_append_keeps_nothing_of_a_contradicting_event():
+def test_history_extend_keeps_nothing_of_a_contradicting_event():
     run, _ = record(scenarios.get("linear-relu"))
     events = list(run.events)
     h = History(every=4)
@@ -120,11 +121,29 @@ def test_history_append_keeps_nothing_of_a_contradicting_event():
     before = h.state_at(10)
     pop = next(e for e in events[10:] if e.kind == "pop")
     with pytest.raises(StateError):
-        h.append(make_event(pop.seq, "pop", pop.thread, pop.graph_task, pop.node, "nowhere",
-                            pop.data))
+        h.extend([make_event(pop.seq, "pop", pop.thread, pop.graph_task, pop.node, "nowhere",
+                             pop.data)])
     assert len(h) == 10 and h.head == before
     h.extend(events[10:])  # and goes on as if it had not happened
     assert h.head == fold(events)
+
+
+def test_history_append_only_stores_and_the_fold_catches_up_when_asked():
+    """The controller appends at every gate: no fold runs then.  A contradicting event
+    is found when a state at or after it is asked for; the states before it stay."""
+    run, _ = record(scenarios.get("linear-relu"))
+    events = list(run.events)
+    h = History(every=4)
+    for e in events[:10]:
+        h.append(e)
+    assert h._folded == 0  # nothing folded yet
+    assert h.state_at(10) == fold(events[:10]) and h._folded == 10
+    pop = next(e for e in events[10:] if e.kind == "pop")
+    h.append(make_event(pop.seq, "pop", pop.thread, pop.graph_task, pop.node, "nowhere",
+                        pop.data))
+    with pytest.raises(StateError):
+        h.state_at(11)
+    assert h.state_at(7) == fold(events[:7])
 
 
 def test_full_tensors_are_stored_whole(tmp_path):

@@ -1,23 +1,30 @@
-"""The controller and what it needs: gates, policies, schedule strings, deadlocks."""
+"""The controller and what it needs: gates, policies, schedule strings, deadlocks.
+
+``controller.py`` holds the gates and the driving (step, run, pause); ``policies.py``
+who moves next and the schedule strings; ``deadlock.py`` the wait-for graph and its
+explanation; ``primitives.py`` the locks and signals user code can hold across a
+backward.
+"""
 
 from autograd_tui.control.controller import (
     STUCK_AFTER,
     Controller,
-    DeadlockReport,
+    StepResult,
+    ThreadInfo,
+    ThreadStatus,
+)
+from autograd_tui.control.deadlock import DeadlockReport
+from autograd_tui.control.policies import (
     ExplicitSchedule,
     RoundRobin,
     ScheduleDivergence,
     SeededRandom,
-    Signal,
-    StepResult,
-    ThreadInfo,
-    ThreadStatus,
-    TrackedLock,
     breakpoint_on,
     decode_schedule,
     encode_schedule,
     make_policy,
 )
+from autograd_tui.control.primitives import Signal, TrackedLock
 
 __all__ = [
     "STUCK_AFTER", "Controller", "DeadlockReport", "ExplicitSchedule", "RoundRobin",

@@ -42,7 +42,8 @@ import msgspec
 import numpy as np
 
 from autograd_tui.engine.events import EVENT_TYPES, SCHEMA, Event, make_event
-from autograd_tui.history.state import History, StateError
+from autograd_tui.history.history import History
+from autograd_tui.history.state import StateError
 
 FORMAT = "autograd-tui-trace"
 VERSION = 2

@@ -1,0 +1,263 @@
+"""Why nothing can move: the wait-for graph, its cycle, and the words for it.
+
+Not in PyTorch.  When no thread may pass a gate and the program has not finished,
+the controller asks here.  Each waiting thread points at what it waits on (a
+ReadyQueue, a GraphTask's future, a lock, a signal, the reentrant pool) and each of
+those at the threads that could free it; a cycle is a deadlock, a dead end a lost
+wake-up, and a thread the user paused is "not a deadlock".  The queue contents and
+node names come from the run's ``History`` (its head state), like every view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import networkx as nx
+
+if TYPE_CHECKING:
+    from autograd_tui.control.controller import Controller, ThreadInfo
+
+
+@dataclass
+class DeadlockReport:
+    real: bool  # False: blocked only because of a thread the user paused
+    explanation: str
+    cycle: list[str]
+    threads: dict[str, str]
+    graph: nx.DiGraph
+    kind: str = "cycle"  # cycle | lost-wakeup | paused | stuck
+
+    def __str__(self) -> str:
+        return self.explanation
+
+
+def current_node(ctl: Controller, thread: str) -> str | None:
+    """The name of the node ``thread`` runs (its innermost), if any."""
+    state = ctl.history.head
+    th = state.threads.get(thread)
+    return state.node_name(th.node) if th is not None and th.nodes else None
+
+
+def queue_consumers(ctl: Controller) -> dict[str, list[str]]:
+    """Queue -> the threads seen popping it or waiting on it (who could drain it)."""
+    out: dict[str, list[str]] = {}
+    for e in list(ctl.history.events):
+        if e.kind == "pop" or (e.kind == "thread_wait" and e.data["on"] == "queue"):
+            cons = out.setdefault(e.queue, [])  # type: ignore[arg-type]
+            if e.thread not in cons:
+                cons.append(e.thread)
+    return out
+
+
+def wait_for_graph(ctl: Controller) -> nx.DiGraph:
+    """Threads, queues, futures, locks and the pool, with an edge from each waiter
+    to what it waits on, and from each object to the threads that could free it."""
+    g = nx.DiGraph()
+    with ctl._cv:
+        infos = list(ctl._threads.values())
+        by_ident = dict(ctl._by_ident)
+    state = ctl.history.head
+    stacks = {name: th.nodes for name, th in state.threads.items()}
+    queue_tasks = {q: [(t[0], t[1]) for t in tasks] for q, tasks in state.queues.items()}
+    consumers = queue_consumers(ctl)
+    mid_node = [t for t in infos if stacks.get(t.name) and t.state != "finished"]
+    pool_threads = [t for t in infos if t.name.startswith("reentrant-pool-")
+                    and t.state != "finished" and t.waiting_kind != "pool"]
+    backlog = {gt.id for ref in list(ctl.engine.thread_pool_shared.graphtasks_queue)
+               if (gt := ref()) is not None}
+
+    def tnode(name: str) -> str:
+        return f"thread {name}"
+
+    def add_queue(qname: str) -> str:
+        node = f"queue {qname}"
+        g.add_node(node, kind="queue")
+        if queue_tasks.get(qname):
+            for c in consumers.get(qname, []):
+                if ctl._threads.get(c) and ctl._threads[c].state != "finished":
+                    g.add_edge(node, tnode(c), why="pops")
+        return node
+
+    for t in infos:
+        if t.state == "finished":
+            continue
+        g.add_node(tnode(t.name), kind="thread")
+    for t in infos:
+        if t.state != "waiting":
+            continue
+        obj, kind = t.waiting_on, t.waiting_kind
+        me = tnode(t.name)
+        if kind == "queue":
+            q = add_queue(obj.name)
+            g.add_edge(me, q, why="waits")
+            for m in mid_node:
+                if m is not t:
+                    g.add_edge(q, tnode(m.name), why="could push")
+        elif kind == "future":
+            gid = obj.graph_task_id
+            f = f"future GraphTask {gid}"
+            g.add_node(f, kind="future")
+            g.add_edge(me, f, why="waits")
+            for qname, tasks in queue_tasks.items():
+                if any(gt == gid for gt, _ in tasks):
+                    g.add_edge(f, add_queue(qname), why="task in")
+            for m in mid_node:
+                if any(gt == gid for gt, _ in stacks.get(m.name, ())) and m is not t:
+                    g.add_edge(f, tnode(m.name), why="runs a node of it")
+            if gid in backlog:
+                g.add_node("reentrant pool", kind="pool")
+                g.add_edge(f, "reentrant pool", why="waits for a pool thread")
+                for p in pool_threads:
+                    g.add_edge("reentrant pool", tnode(p.name), why="busy")
+        elif kind == "lock":
+            lk = f"lock {obj.name}"
+            g.add_node(lk, kind="lock")
+            g.add_edge(me, lk, why="waits")
+            h = by_ident.get(obj.holder) if obj.holder is not None else None
+            if h is not None:
+                g.add_edge(lk, tnode(h.name), why="held by")
+        elif kind == "signal":
+            s = f"signal {obj.name}"
+            g.add_node(s, kind="signal")
+            g.add_edge(me, s, why="waits")
+            if obj.set_by and obj.set_by in ctl._threads:
+                g.add_edge(s, tnode(obj.set_by), why="set by")
+            elif obj.set_by and obj.set_by.startswith("cuda:"):
+                # A device thread starts with the first task pushed to its queue.
+                q = add_queue(obj.set_by)
+                g.add_edge(s, q, why="set by a thread not started")
+                for m in mid_node:
+                    g.add_edge(q, tnode(m.name), why="could push")
+        elif kind == "pool":
+            g.add_node("reentrant pool", kind="pool")
+    return g
+
+def analyse(ctl: Controller) -> DeadlockReport:
+    """Explain why nothing can move (call when no thread is eligible)."""
+    g = wait_for_graph(ctl)
+    threads = ctl._thread_words()
+    with ctl._cv:
+        infos = sorted(ctl._threads.values(), key=lambda t: t.index)
+    paused = [t for t in infos if t.state == "paused" and t.user_paused]
+    if paused:
+        names = ", ".join(t.name for t in paused)
+        blocked = []
+        for t in infos:
+            if t.state == "waiting":
+                st = ctl._status(t)
+                via = ""
+                if st.holder and ctl._threads.get(st.holder) in paused:
+                    via = f" (held by {st.holder}, which you paused)"
+                blocked.append(f"{t.name} is {st.detail}{via}")
+        text = (f"Not a deadlock: nothing can move only because you paused {names}. "
+                + ("; ".join(blocked) + ". " if blocked else "")
+                + "Resume or step a paused thread to go on.")
+        return DeadlockReport(False, text, [], threads, g, "paused")
+    cycle: list[str] = []
+    for t in infos:
+        if t.state != "waiting":
+            continue
+        try:
+            edges = nx.find_cycle(g, source=f"thread {t.name}")
+        except nx.NetworkXNoCycle:
+            continue
+        cycle = [u for u, _ in edges]
+        break
+    text = _explain(ctl, g, cycle, infos)
+    if cycle:
+        return DeadlockReport(True, text, cycle, threads, g, "cycle")
+    # No cycle: report the chain of waits from the program's thread to its dead end.
+    chain: list[str] = []
+    node = next((f"thread {t.name}" for t in infos if t.state == "waiting"), None)
+    while node is not None and node not in chain:
+        chain.append(node)
+        succ = sorted(g.successors(node)) if node in g else []
+        node = succ[0] if succ else None
+    return DeadlockReport(True, text, chain, threads, g, "lost-wakeup")
+
+def _explain(ctl: Controller, g: nx.DiGraph, cycle: list[str], infos: list[ThreadInfo]) -> str:
+    if not cycle:
+        # No cycle: a wait that nothing will ever satisfy (a lost wake-up).
+        program = next((t for t in infos if t.index == 0), None)
+        start = program if program is not None and program.state == "waiting" else next(
+            (t for t in infos if t.state == "waiting"), None)
+        if start is None:
+            return "Nothing can move, but no thread is waiting on anything." + _hint(ctl)
+        what = ctl._describe_obj(start.waiting_on)
+        inside = current_node(ctl, start.name)
+        where = f" (inside {inside})" if inside else ""
+        text = (f"Deadlock: {start.name}{where} waits on {what}, and no other thread can "
+                "ever wake it: none is running a node and no task is queued for it.")
+        state = ctl.history.head
+        owner = {gid: gt.owner for gid, gt in state.graph_tasks.items()}
+        completed = {e.graph_task: e.thread for e in list(ctl.history.events)
+                     if e.kind == "completion"}
+        done = [(gid, thr) for gid, thr in sorted(completed.items()) if thr != owner.get(gid)]
+        for gid, thr in done:
+            text += (f" GraphTask {gid} completed on {thr}, not on its owner "
+                     f"{owner.get(gid)}, and no wake-up task was pushed to the "
+                     "owner's queue.")
+        return text + _hint(ctl)
+    hops = []
+    n = len(cycle)
+    for i in range(n):
+        u, v = cycle[i], cycle[(i + 1) % n]
+        hops.append(_hop(ctl, g, u, v))
+    return "Deadlock: " + "; ".join(hops) + ". No thread in this cycle can move." + \
+        _hint(ctl)
+
+def _hop(ctl: Controller, g: nx.DiGraph, u: str, v: str) -> str:
+    su, sv = u.split(" ", 1), v.split(" ", 1)
+    ku, nu = su[0], su[1]
+    kv, nv = sv[0], sv[1]
+    if ku == "thread":
+        node = current_node(ctl, nu)
+        inside = f" (inside {node})" if node else ""
+        if kv == "future":
+            return f"{nu}{inside} waits on the future of {nv}"
+        if kv == "queue":
+            return f"{nu}{inside} waits on queue {nv}"
+        return f"{nu}{inside} waits on {kv} '{nv}'"
+    if ku == "future":
+        if kv == "queue":
+            state = ctl.history.head
+            tasks = [state.node_name(t[1]) for t in state.queues.get(nv, ())
+                     if f"GraphTask {t[0]}" == nu]
+            what = f"{nu}'s next task ({tasks[0]})" if tasks else f"{nu}'s next task"
+            return f"{what} sits in queue {nv}"
+        if kv == "thread":
+            return f"{nu} still has a node running on {nv}"
+        return f"{nu} waits in the reentrant pool's queue for a free pool thread"
+    if ku == "queue":
+        why = g.edges[u, v].get("why")
+        if why == "pops":
+            return f"queue {nu} is popped by {nv}"
+        return f"only {nv}, blocked inside a node, could push to queue {nu}"
+    if ku == "lock":
+        return f"lock '{nu}' is held by {nv}"
+    if ku == "signal":
+        if kv == "queue":
+            return (f"signal '{nu}' can only be set by {nv}, whose thread has not started: "
+                    f"it starts with the first task pushed to queue {nv}")
+        return f"signal '{nu}' can only be set by {nv}"
+    if ku == "reentrant":
+        return f"every pool thread is busy ({nv} among them) and the pool may not grow"
+    return f"{u} -> {v}"
+
+def _hint(ctl: Controller) -> str:
+    o = ctl.engine.options()
+    if o["reentrant"] == "block":
+        return (" (engine option reentrant='block': PyTorch's fix is to run the nested "
+                "backward on the waiting thread, a nested thread_main.)")
+    if not o["wake_owner"]:
+        return (" (engine option wake_owner=False: PyTorch pushes a dummy task to the "
+                "owner's queue when another thread completes the GraphTask.)")
+    if not o["depth_priority"]:
+        return (" (engine option depth_priority=False: PyTorch's ReadyQueue runs deeper "
+                "reentrant tasks first, so a nested backward never picks up its parent's "
+                "work.)")
+    if o["reentrant_pool_size"] is not None:
+        return (f" (engine option reentrant_pool_size={o['reentrant_pool_size']}: "
+                "PyTorch's pool grows a thread whenever no worker is idle.)")
+    return ""

@@ -1,0 +1,398 @@
+"""The fold: each event applied to an ``EngineState``, checked against it.
+
+Not in PyTorch.  One handler per event kind, written for speed (plain dicts,
+``tuple.__new__`` instead of ``NamedTuple._replace``): a loaded recording is
+folded once, whole.  Folding also *validates*: an event that contradicts the
+state raises ``StateError`` (see state.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from autograd_tui.engine.events import EVENT_TYPES, NULL, SCHEMA, Event, QueueTask
+from autograd_tui.engine.ready_queue import INT_MAX
+from autograd_tui.history.state import (
+    _GONE,
+    EngineState,
+    GraphTaskState,
+    NodeInfo,
+    NodeState,
+    StateError,
+    ThreadState,
+    _get_id,
+    _new,
+)
+
+
+def _no_node(s: EngineState, e: Event) -> StateError:
+    if e.node is None:
+        return StateError(f"event {e.seq} ({e.kind}) names no node")
+    return StateError(f"event {e.seq} ({e.kind}) names node {e.node}, which no "
+                      "dependencies_computed event introduced")
+
+
+def _no_gt(e: Event, gid: int | None) -> StateError:
+    return StateError(f"event {e.seq} ({e.kind}) names GraphTask {gid}, which was never created")
+
+
+def _thread(s: EngineState, name: str) -> ThreadState:
+    t = s.threads.get(name)
+    if t is None:
+        t = s.threads[name] = ThreadState(name, "running")
+    return t
+
+
+def _graph_task_created(s: EngineState, e: Any) -> None:
+    gid = e.graph_task
+    if gid is None:
+        raise _no_gt(e, gid)
+    if gid in s.graph_tasks:
+        raise StateError(f"event {e.seq}: GraphTask {gid} created twice")
+    owner = _thread(s, e.thread)
+    parent = owner.nodes[-1][0] if owner.nodes else None
+    s.graph_tasks[gid] = GraphTaskState(
+        gid, e.thread, e.reentrant_depth, e.keep_graph, e.create_graph, e.accumulate_grad,
+        tuple(e.roots), e.graph_root, parent=parent)
+
+
+def _dependencies_computed(s: EngineState, e: Any) -> None:
+    gid = e.graph_task
+    if gid not in s.graph_tasks:
+        raise _no_gt(e, gid)
+    infos: list[NodeInfo] = e.nodes  # decoded (and type-checked) as NodeInfo tuples
+    ids = list(map(_get_id, infos))
+    fresh = dict(zip(ids, infos))
+    states = dict.fromkeys(ids, NodeState("not_reached", None, gid))
+    counts = {(gid, int(node)): count for node, count in e.dependencies}
+    for name, new in (("nodes", fresh), ("node_states", states), ("dependencies", counts)):
+        getattr(s, name).update(new)
+        s.changes[name].update(new)  # History's next delta (see _fold_into)
+
+
+def _exec_info(s: EngineState, e: Any) -> None:
+    gt = s.graph_tasks.get(e.graph_task)
+    if gt is None:
+        raise _no_gt(e, e.graph_task)
+    s.graph_tasks[gt.id] = gt._replace(needed=tuple(e.needed))
+
+
+def _key(t: Sequence[Any]) -> tuple[Any, ...]:
+    return (t[0] or 0, t[1] or 0, t[2], t[3] or 0)
+
+
+def _same_plus(new: tuple[Any, ...], old: tuple[Any, ...], task: tuple[Any, ...]) -> bool:
+    """Is ``new`` (as a multiset) ``old`` plus ``task``?  Sets when nothing repeats."""
+    if len(new) != len(old) + 1:
+        return False
+    sn, so = set(new), set(old)
+    if len(sn) == len(new) and len(so) == len(old):
+        return task in sn and task not in so and sn.issuperset(so)
+    return sorted(map(_key, new)) == sorted(map(_key, old + (task,)))
+
+
+def _plus_expired(new: tuple[Any, ...], old: tuple[Any, ...], task: tuple[Any, ...],
+                  graph_tasks: dict[int, GraphTaskState]) -> bool:
+    """Is ``new`` ``old`` plus ``task``, where tasks of finished GraphTasks may have expired?
+
+    A GraphTask that ended with an error leaves its other ready tasks in the queue, as
+    PyTorch does; once the GraphTask is freed, ``NodeTask::getReentrantDepth`` reads its
+    weak pointer as gone and the task sorts first with depth INT_MAX (``ready_queue.py``).
+    Nothing emits an event when that happens (it is the owner dropping its reference),
+    so the next push, which reports the queue, is where the fold sees it."""
+    if len(new) != len(old) + 1:
+        return False
+    left = Counter(map(tuple, new))
+    for t in old + (task,):
+        t = tuple(t)
+        if left[t]:
+            left[t] -= 1
+            continue
+        gt = graph_tasks.get(t[0]) if t[0] is not None else None
+        gone = (None, t[1], INT_MAX, t[3])
+        if gt is None or not gt.completed or not left[gone]:
+            return False
+        left[gone] -= 1
+    return True
+
+
+def _not_ready_insert(s: EngineState, e: Any) -> None:
+    node = e.node
+    if node not in s.nodes:
+        raise _no_node(s, e)
+    key = (e.graph_task, node)
+    if key in s.not_ready:
+        raise StateError(f"event {e.seq}: {s.node_name(node)} inserted into not_ready twice")
+    s.not_ready[key] = s.buffers.get(key, ())
+    s.node_states[node] = _new(NodeState, ("not_ready", None, e.graph_task))
+
+
+def _not_ready_remove(s: EngineState, e: Any) -> None:
+    node = e.node
+    if node not in s.nodes:
+        raise _no_node(s, e)
+    key = (e.graph_task, node)
+    if key not in s.not_ready:
+        raise StateError(f"event {e.seq}: {s.node_name(node)} removed from not_ready, where "
+                         "it is not")
+    del s.not_ready[key]
+
+
+def _finish_node(s: EngineState, e: Any, state: str) -> None:
+    node = e.node
+    if node not in s.nodes:
+        raise _no_node(s, e)
+    t = s.threads.get(e.thread) or _thread(s, e.thread)
+    stack = t[3]
+    if stack and stack[-1][1] == node:
+        s.threads[e.thread] = _new(ThreadState, (t[0], t[1], t[2], stack[:-1]))
+    s.node_states[node] = _new(NodeState, (state, None, e.graph_task))
+
+
+def _node_skipped(s: EngineState, e: Any) -> None:
+    node = e.node
+    if node not in s.nodes:
+        raise _no_node(s, e)
+    s.node_states[node] = _new(NodeState, ("skipped", None, e.graph_task))
+
+
+def _completion(s: EngineState, e: Any) -> None:
+    gt = s.graph_tasks.get(e.graph_task)
+    if gt is None:
+        raise _no_gt(e, e.graph_task)
+    s.graph_tasks[gt.id] = gt._replace(completed=True, error=e.error)
+
+
+def _error(s: EngineState, e: Any) -> None:
+    if e.node is not None:
+        _finish_node(s, e, "errored")
+    if e.graph_task is not None:
+        gt = s.graph_tasks.get(e.graph_task)
+        if gt is None:
+            raise _no_gt(e, e.graph_task)
+        s.graph_tasks[gt.id] = gt._replace(error=e.message)
+
+
+def _reentrant_handoff(s: EngineState, e: Any) -> None:
+    gt = s.graph_tasks.get(e.graph_task)
+    if gt is None:
+        raise _no_gt(e, e.graph_task)
+    s.graph_tasks[gt.id] = gt._replace(handoff=e.mode, parent=e.parent_graph_task)
+
+
+def _thread_start(s: EngineState, e: Any) -> None:
+    s.threads[e.thread] = ThreadState(e.thread, "running")
+
+
+def _thread_exit(s: EngineState, e: Any) -> None:
+    s.threads[e.thread] = ThreadState(e.thread, "finished")
+
+
+_WAIT_LABEL = {"queue": "queue {}", "future": "the future of {}", "lock": "lock '{}'",
+               "signal": "signal '{}'"}
+
+
+def _thread_wait(s: EngineState, e: Any) -> None:
+    t = _thread(s, e.thread)
+    label = _WAIT_LABEL.get(e.on, "{}").format(e.target)
+    if e.holder:
+        label += f" held by {e.holder}"
+    s.threads[e.thread] = _new(ThreadState, (t.name, "waiting", label, t.nodes))
+
+
+def _thread_wake(s: EngineState, e: Any) -> None:
+    t = _thread(s, e.thread)
+    s.threads[e.thread] = _new(ThreadState, (t.name, "running", None, t.nodes))
+
+
+def _deadlock(s: EngineState, e: Any) -> None:
+    s.deadlock = e.data
+
+
+def _nothing(s: EngineState, e: Any) -> None:
+    pass
+
+
+_HANDLERS = {  # the kinds _fold_into does not handle inline
+    "graph_task_created": _graph_task_created,
+    "dependencies_computed": _dependencies_computed,
+    "exec_info": _exec_info,
+    "not_ready_insert": _not_ready_insert,
+    "not_ready_remove": _not_ready_remove,
+    "node_skipped": _node_skipped,
+    "completion": _completion,
+    "error": _error,
+    "reentrant_handoff": _reentrant_handoff,
+    "thread_start": _thread_start,
+    "thread_exit": _thread_exit,
+    "thread_wait": _thread_wait,
+    "thread_wake": _thread_wake,
+    "deadlock": _deadlock,
+}
+_HANDLERS.update({k: _nothing for k in SCHEMA if k not in _HANDLERS})  # hook, wakeup: no state
+_BY_TYPE = {EVENT_TYPES[k]: h for k, h in _HANDLERS.items()}  # type(e): cheaper than e.kind
+
+
+def apply(state: EngineState, event: Event) -> None:
+    """Fold one event into ``state`` in place; raise StateError if it contradicts it."""
+    _fold_into(state, (event,))
+
+
+def fold(events: Iterable[Event], state: EngineState | None = None) -> EngineState:
+    """The state after ``events``, starting from a copy of ``state`` (or empty)."""
+    s = state.copy() if state is not None else EngineState()
+    _fold_into(s, events if isinstance(events, list) else list(events))
+    return s
+
+
+def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
+    """Fold in place.  On an error the exception gets ``index``: the position in
+    ``events`` of the event that failed (``s`` is then partly updated).
+
+    The seven kinds that make up nearly every event are handled inline, with the
+    maps in local variables: a loaded recording is folded whole, and a function
+    call and a few attribute lookups per event are a third of the time."""
+    nodes, node_states, deps = s.nodes, s.node_states, s.dependencies
+    queues, buffers, graph_tasks = s.queues, s.buffers, s.graph_tasks
+    threads, outputs, leaf_grads = s.threads, s.outputs, s.leaf_grads
+    # every write also goes to s.changes (c_*): History's next delta, at no extra pass
+    ch = s.changes
+    c_states, c_deps, c_buffers = ch["node_states"], ch["dependencies"], ch["buffers"]
+    c_gts, c_outputs, c_leaf = ch["graph_tasks"], ch["outputs"], ch["leaf_grads"]
+    rare, rare_seen = _BY_TYPE, s.rare
+    e: Any = None
+    try:
+        for e in events:
+            t = type(e)
+            if t is _DECREMENT:  # dependencies[node] -= 1, never below zero
+                key = (e.graph_task, e.node)
+                old = deps.get(key)  # only dependencies_computed makes keys: a known node
+                if old is None or old < 1 or e.remaining != old - 1:
+                    raise _no_node(s, e) if e.node not in nodes else \
+                        _bad_decrement(s, e, old)
+                deps[key] = c_deps[key] = old - 1
+            elif t is _ACCUMULATE:  # InputBuffer::add into one slot
+                key = (e.graph_task, e.node)
+                slots = buffers.get(key)  # a buffer only exists for a known node
+                if not slots:
+                    info = nodes.get(e.node)
+                    if info is None:
+                        raise _no_node(s, e)
+                    slots = (None,) * max(info.num_inputs, 1)
+                slot = e.slot
+                if not 0 <= slot < len(slots):
+                    raise StateError(f"event {e.seq}: slot {slot} of {s.node_name(e.node)}, "
+                                     f"which has {len(slots)} input(s)")
+                if e.mode != "undefined":
+                    slots = (e.value,) if len(slots) == 1 else \
+                        slots[:slot] + (e.value,) + slots[slot + 1:]
+                buffers[key] = c_buffers[key] = slots
+            elif t is _PUSH:  # ReadyQueue::push: the queue after it, in pop order
+                if e.shutdown:
+                    continue
+                q = e.queue
+                old_q = queues.get(q, ())
+                gid, node = e.graph_task, e.node
+                new = tuple(e.order)  # QueueTask tuples, as decoded
+                task = (gid, node, e.depth, e.seq_nr)
+                n_old = len(old_q)
+                if q is None or len(new) != n_old + 1 or not (
+                        new[0] == task if n_old == 0 else
+                        (new[0] == task and new[1] == old_q[0]) or
+                        (new[1] == task and new[0] == old_q[0]) if n_old == 1 else
+                        _same_plus(new, old_q, task)) and not _plus_expired(
+                            new, old_q, task, graph_tasks):
+                    raise _bad_push(e, old_q)
+                queues[q] = new
+                if gid is not None:
+                    gt = graph_tasks.get(gid)
+                    if gt is None:
+                        raise _no_gt(e, gid)
+                    graph_tasks[gid] = c_gts[gid] = \
+                        _new(GraphTaskState, gt[:-1] + (e.outstanding,))
+                if node is not None:
+                    if node not in nodes:
+                        raise _no_node(s, e)
+                    node_states[node] = c_states[node] = _new(NodeState, ("ready", q, gid))
+                    if buffers.pop((gid, node), _GONE) is not _GONE:
+                        c_buffers[(gid, node)] = _GONE
+            elif t is _POP:  # ReadyQueue::pop: the head, unless its GraphTask is gone
+                if e.shutdown:
+                    continue
+                q = e.queue
+                old_q = queues.get(q)
+                if not old_q:
+                    raise StateError(f"event {e.seq}: pop from queue {q}, which is empty")
+                head = old_q[0]
+                if (head[0] != e.graph_task or head[1] != e.node) and not e.expired:
+                    raise StateError(f"event {e.seq}: pop of {s.node_name(e.node)} from {q}, "
+                                     f"but the head of the queue is {s.node_name(head.node)}")
+                queues[q] = old_q[1:]
+                if e.thread not in threads:
+                    threads[e.thread] = ThreadState(e.thread, "running")
+            elif t is _START:  # evaluate_function begins: push on the thread's stack
+                node = e.node
+                if node not in nodes:
+                    raise _no_node(s, e)
+                name, gid = e.thread, e.graph_task
+                th = threads.get(name)
+                stack = th[3] if th is not None else ()
+                threads[name] = _new(ThreadState, (name, "running", None, stack + ((gid, node),)))
+                node_states[node] = c_states[node] = _new(NodeState, ("running", name, gid))
+            elif t is _END:  # ... and ends: outputs, and the leaf's .grad for AccumulateGrad
+                node, name = e.node, e.thread
+                if node not in nodes:
+                    raise _no_node(s, e)
+                th = threads.get(name) or _thread(s, name)
+                stack = th[3]
+                if stack and stack[-1][1] == node:
+                    threads[name] = _new(ThreadState, (th[0], th[1], th[2], stack[:-1]))
+                node_states[node] = c_states[node] = \
+                    _new(NodeState, ("done", None, e.graph_task))
+                outputs[node] = c_outputs[node] = e.outputs
+                if len(e.leaf_grad) != 4 or e.leaf_grad != NULL:  # len first: cheaper than ==
+                    leaf_grads[node] = c_leaf[node] = e.leaf_grad
+            elif t is _OUTSTANDING:  # --outstanding_tasks after a task
+                gt = graph_tasks.get(e.graph_task)
+                if gt is None:
+                    raise _no_gt(e, e.graph_task)
+                n = e.outstanding
+                if n != gt[-1] - 1 or n < 0:
+                    raise StateError(f"event {e.seq}: outstanding_tasks of GraphTask {gt.id} "
+                                     f"goes from {gt.outstanding} to {n}")
+                graph_tasks[gt[0]] = c_gts[gt[0]] = _new(GraphTaskState, gt[:-1] + (n,))
+            else:
+                rare[t](s, e)
+                rare_seen.append(e)
+    except Exception as err:
+        i = next(k for k, x in enumerate(events) if x is e)  # found on errors only
+        s.index += i
+        err.index = i  # type: ignore[attr-defined]
+        raise
+    if events:
+        s.index += len(events)
+        s.last_event = events[-1]
+
+
+def _bad_decrement(s: EngineState, e: Any, old: int | None) -> StateError:
+    name = s.node_name(e.node)
+    if old is None or old < 1:
+        return StateError(f"event {e.seq}: dependencies of {name} would go below zero")
+    return StateError(f"event {e.seq}: dependencies of {name} go from {old} to "
+                      f"{e.remaining}, not {old - 1}")
+
+
+def _bad_push(e: Any, old: tuple[QueueTask, ...]) -> StateError:
+    if e.queue is None:
+        return StateError(f"event {e.seq} (push) names no queue")
+    return StateError(f"event {e.seq}: push to {e.queue} leaves the queue as "
+                      f"{[list(t) for t in e.order]}, which is not the queue before "
+                      f"({[list(t) for t in old]}) plus the pushed task")
+
+
+_DECREMENT, _ACCUMULATE = EVENT_TYPES["dependency_decrement"], EVENT_TYPES["buffer_accumulate"]
+_PUSH, _POP = EVENT_TYPES["push"], EVENT_TYPES["pop"]
+_START, _END = EVENT_TYPES["node_start"], EVENT_TYPES["node_end"]
+_OUTSTANDING = EVENT_TYPES["outstanding_decrement"]

@@ -1,0 +1,205 @@
+"""``History``: the one store of a run's events, with snapshots to seek in both directions.
+
+Not in PyTorch.  The controller appends each event as the engine emits it (a list
+append: nothing is folded then); the fold catches up when a view asks for a state.
+A loaded recording is extended once, and folded (and so checked) at once.  Every
+view (the app, the CLI, export, replay) reads a History and nothing else keeps its
+own copy of the events.  ``state_at(k)`` is "at k": the state after events 1..k.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from autograd_tui.engine.events import Event, QueueTask
+from autograd_tui.history.fold import _fold_into, fold
+from autograd_tui.history.state import (
+    _GONE,
+    _NODE_MAPS,
+    _PAIR_MAPS,
+    EngineState,
+    ThreadState,
+    _get_gt,
+    _get_node,
+    _no_changes,
+)
+
+
+class _Delta(NamedTuple):
+    maps: dict[str, dict[Any, Any]]  # field -> {key: value or _GONE}
+    queues: dict[str, tuple[QueueTask, ...]]
+    threads: dict[str, ThreadState]
+    index: int
+    last_event: Event | None
+    deadlock: dict[str, Any] | None
+    gone: tuple[tuple[str, list[Any]], ...] = ()  # (map, keys deleted): found once, here
+
+
+def _delta(s: EngineState) -> _Delta:
+    """What changed since the last snapshot: the entries the fold wrote inline (and
+    dependencies_computed), plus those of the other events (each changes only
+    entries keyed by its node, its (GraphTask, node) or its GraphTask), looked up
+    now.  Takes ``s.changes`` and ``s.rare`` and starts them afresh."""
+    maps, rare = s.changes, s.rare
+    s.changes, s.rare = _no_changes(), []
+    if rare:
+        nodes = set(map(_get_node, rare))
+        nodes.discard(None)
+        gts = set(map(_get_gt, rare))
+        gts.discard(None)
+        for name in _NODE_MAPS:  # never deleted from
+            m = getattr(s, name)
+            maps[name].update({k: m[k] for k in nodes if k in m})
+        pairs = [(g, n) for g in gts for n in nodes]
+        for name in _PAIR_MAPS:
+            m = getattr(s, name)
+            maps[name].update({k: m.get(k, _GONE) for k in pairs})
+        maps["graph_tasks"].update({k: s.graph_tasks[k] for k in gts if k in s.graph_tasks})
+    gone = tuple((name, keys) for name in _PAIR_MAPS
+                 if (keys := [k for k, v in maps[name].items() if v is _GONE]))
+    return _Delta(maps, s.queues.copy(), s.threads.copy(), s.index, s.last_event, s.deadlock,
+                  gone)
+
+
+def _apply_delta(s: EngineState, d: _Delta) -> None:
+    for name, changes in d.maps.items():
+        getattr(s, name).update(changes)
+    for name, keys in d.gone:
+        pop = getattr(s, name).pop
+        for k in keys:
+            pop(k, None)
+    s.queues, s.threads = d.queues.copy(), d.threads.copy()
+    s.index, s.last_event, s.deadlock = d.index, d.last_event, d.deadlock
+
+
+class History:
+    """Events with snapshots every ``every`` events: ``state_at(k)`` in either direction.
+
+    ``state_at(k)`` is the state after events 1..k (``state_at(0)``: before any).
+    ``append`` only stores (engine threads call it at every event, through the
+    controller); the fold catches up when a state is asked for.  ``extend`` stores
+    and folds at once (a recording is checked as it loads).  A snapshot is a delta
+    (the entries the last ``every`` events touched) or, once the deltas since the
+    last checkpoint hold a quarter as many entries as the state, a checkpoint (a
+    full copy): a seek costs one copy, at most that many delta entries and fewer
+    than ``every`` folds.  Reading is thread-safe; appends come from one thread at
+    a time (the controller's gate).
+    """
+
+    def __init__(self, events: Sequence[Event] = (), every: int = 1024,
+                 min_checkpoint: int = 20_000) -> None:
+        if every < 1:
+            raise ValueError("every must be >= 1")
+        self.every = every
+        self.min_checkpoint = min_checkpoint
+        self.events: list[Event] = []
+        self._folded = 0  # events[:_folded] are in _head
+        self._lock = threading.RLock()
+        self._snap_index: list[int] = [0]
+        self._snaps: list[EngineState | _Delta] = [EngineState()]
+        self._ckpt_of: list[int] = [0]  # per snapshot: the position of its checkpoint
+        self._since_ckpt = 0  # delta entries since the last checkpoint
+        self._head = EngineState()
+        # a person steps back and forth in one place: the state at the start of the
+        # interval stepped in (built by the second seek into it) spares the deltas
+        self._last_k = -1
+        self._near: tuple[int, EngineState] | None = None
+        self.extend(events)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def append(self, event: Event) -> None:
+        """Store one more event; it is folded when a state at or after it is asked for."""
+        self.events.append(event)
+
+    def extend(self, events: Iterable[Event]) -> None:
+        """Store and fold ``events`` now.  If one contradicts the state, the ones before
+        it are kept, the error is raised with ``index`` (its position in ``events``) and
+        the head is the state before it."""
+        evs = events if isinstance(events, (list, tuple)) else list(events)
+        with self._lock:
+            self._catch_up()
+            start = len(self.events)
+            self.events.extend(evs)
+            try:
+                self._catch_up()
+            except Exception as err:
+                del self.events[self._folded:]
+                err.index = self._folded - start  # type: ignore[attr-defined]
+                raise
+
+    def _catch_up(self) -> None:
+        """Fold the stored events not yet folded (a snapshot at every ``every``-th)."""
+        n = len(self.events)
+        while self._folded < n:
+            done = self._folded
+            chunk = self.events[done:min(n, done + self.every - done % self.every)]
+            try:
+                _fold_into(self._head, chunk)
+            except Exception as err:
+                good = done + err.index  # type: ignore[attr-defined]
+                self._head = fold(self.events[self._snap_index[-1]:good],
+                                  self._state_of(len(self._snaps) - 1))
+                self._folded = good
+                err.index = good  # type: ignore[attr-defined]
+                raise
+            self._folded = done + len(chunk)
+            if self._folded % self.every == 0:
+                self._snapshot()
+
+    def _snapshot(self) -> None:
+        n = self._folded
+        d = _delta(self._head)
+        self._since_ckpt += sum(map(len, d.maps.values()))
+        self._snap_index.append(n)
+        if self._since_ckpt >= max(self._head.size() // 4, self.min_checkpoint):
+            self._snaps.append(self._head.copy())
+            self._ckpt_of.append(len(self._snaps) - 1)
+            self._since_ckpt = 0
+        else:
+            self._snaps.append(d)
+            self._ckpt_of.append(self._ckpt_of[-1])
+
+    def _state_of(self, k: int) -> EngineState:
+        """A fresh copy of the state at snapshot ``k``."""
+        c = self._ckpt_of[k]
+        base = self._snaps[c]
+        assert isinstance(base, EngineState)
+        s = base.copy()
+        for j in range(c + 1, k + 1):
+            d = self._snaps[j]
+            assert isinstance(d, _Delta)
+            _apply_delta(s, d)
+        return s
+
+    @property
+    def head(self) -> EngineState:
+        """The state after every event so far (do not mutate)."""
+        with self._lock:
+            self._catch_up()
+            return self._head
+
+    def state_at(self, k: int) -> EngineState:
+        """A copy of the state at k: after events 1..k."""
+        with self._lock:
+            n = len(self.events)
+            if not 0 <= k <= n:
+                raise IndexError(f"event index {k} is outside 0..{n}")
+            if k >= self._folded:
+                self._catch_up()
+                if k == self._folded:
+                    return self._head.copy()
+            i = bisect.bisect_right(self._snap_index, k) - 1
+            if self._near is not None and self._near[0] == i:
+                s = self._near[1].copy()
+            else:
+                s = self._state_of(i)
+                if self._last_k == i:  # stepping within one interval: keep its start state
+                    self._near = (i, s.copy())
+                self._last_k = i
+            _fold_into(s, self.events[self._snap_index[i]:k])
+            return s

@@ -1,0 +1,108 @@
+"""One History per run: every built-in scenario ends as documented, and its live run and
+its recording fold to the same state; the package layout keeps the engine apart."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograd_tui import scenarios
+from autograd_tui.history import fold
+from autograd_tui.history import recordings as trace
+from autograd_tui.runner import Run
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT = Path(__file__).resolve().parent.parent
+EXIT = {"complete": 0, "deadlock": 3}
+
+
+@pytest.mark.parametrize("name", scenarios.names())
+def test_live_run_and_recording_fold_to_the_same_state(name, tmp_path):
+    scenario = scenarios.get(name)
+    run = Run(scenario)
+    try:
+        r = run.run()
+        assert run.controller.history is run.history  # one store, the controller's
+        assert run.controller.events is run.history.events
+        want = "deadlock" if scenario.expect == "deadlock" else "finished"
+        assert r.status == want, r.report
+        assert run.error is None, f"{name}: {run.error!r}"
+        run.save(tmp_path / "r.jsonl")
+    finally:
+        assert run.close()
+    live = run.history.head
+    assert live == fold(run.events)
+    rec = trace.load(tmp_path / "r.jsonl")
+    assert rec.history.head == live
+    assert rec.history.state_at(len(rec.events) // 2) == run.history.state_at(
+        len(run.events) // 2)
+
+
+@pytest.mark.parametrize("name", scenarios.names())
+def test_every_scenario_runs_headless_to_its_documented_outcome(name):
+    scenario = scenarios.get(name)
+    p = subprocess.run([sys.executable, "-m", "autograd_tui", "run", name, "--headless",
+                        "--quiet"], capture_output=True, text=True, timeout=100, cwd=ROOT)
+    assert p.returncode == EXIT[scenario.expect], p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    word = "deadlock detected" if scenario.expect == "deadlock" else "completed"
+    assert word in p.stdout
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_the_engine_imports_nothing_of_the_debugger():
+    for path in sorted((ROOT / "engine").glob("*.py")):
+        bad = {m for m in _imports(path) if m.split(".")[0] in ("autograd_tui", "scenarios")}
+        assert not bad, f"engine/{path.name} imports {sorted(bad)}"
+
+
+def test_no_module_imports_the_top_level_names_engine_or_scenarios():
+    """Installed, they are autograd_tui.engine and autograd_tui.scenarios: a bare
+    ``import engine`` would load a second copy of the engine from the checkout."""
+    for top in ("autograd_tui", "engine", "scenarios", "tests", "bench"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            bad = {m for m in _imports(path) if m.split(".")[0] in ("engine", "scenarios")}
+            assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def _module_of(path: Path) -> str:
+    rel = path.relative_to(ROOT / "autograd_tui").with_suffix("")
+    parts = [p for p in rel.parts if p != "__init__"]
+    return ".".join(["autograd_tui", *parts])
+
+
+def test_no_import_cycles_in_the_debugger():
+    """Module-level imports between autograd_tui's own modules form no cycle."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    mods = {_module_of(p): p for p in (ROOT / "autograd_tui").rglob("*.py")}
+    for mod, path in mods.items():
+        g.add_node(mod)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:  # top level only: a lazy import inside a function is fine
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            for t in targets:
+                if t in mods and t != mod and not mod.startswith(t + "."):
+                    g.add_edge(mod, t)
+    cycles = list(nx.simple_cycles(g))
+    assert not cycles, f"import cycles: {cycles[:3]}"
