@@ -27,7 +27,8 @@ Thread-locals (``worker_device``, ``current_depth``, ``total_depth``,
 backward runs the CPU work itself on its own ReadyQueue, reused across calls;
 each ``cuda:N`` device has one long-lived worker thread and queue, started on
 first use (PyTorch starts them all at the first backward; starting lazily
-keeps a CPU-only run free of idle threads in the app's thread pane).
+keeps a CPU-only run free of idle threads in the app's thread pane).  What a
+hook may return is checked as ``python_hook.cpp`` checks it (``python_hook.py``).
 
 Departures, all deliberate:
 - No CUDA streams, events or stream guards (``leaf_streams``,
@@ -68,6 +69,7 @@ from .graph_task import (
 )
 from .graph_task import _current as current_tls
 from .input_buffer import InputBuffer
+from .python_hook import check_result, check_single_result
 from .ready_queue import NodeTask, ReadyQueue
 from .sync import ThreadAborted, Waitable
 
@@ -679,7 +681,7 @@ class Engine:
             for hook in list(hooks):
                 result = hook(inputs[nr])
                 if result is not None and result is not inputs[nr]:
-                    _check_single_result(inputs[nr], result, hook)
+                    check_single_result(inputs[nr], result, hook)
                     inputs[nr] = result
                 if observing:
                     self._emit("hook", graph_task, fn, None, hook_kind="tensor_pre",
@@ -696,7 +698,7 @@ class Engine:
         for hook in list(fn._pre_hooks):
             result = hook(tuple(inputs))
             if result is not None:
-                _check_result(inputs, result, hook)
+                check_result(inputs, result, hook)
                 inputs = list(result)
             if self._observers:
                 self._emit("hook", graph_task, fn, None, hook_kind="pre",
@@ -708,7 +710,7 @@ class Engine:
         for hook in list(fn._post_hooks):
             result = hook(tuple(outputs), tuple(inputs))
             if result is not None:
-                _check_result(outputs, result, hook)
+                check_result(outputs, result, hook)
                 outputs = list(result)
             if self._observers:
                 self._emit("hook", graph_task, fn, None, hook_kind="post",
@@ -844,50 +846,6 @@ class Engine:
 
 def _hook_name(hook: Any) -> str:
     return getattr(hook, "__qualname__", None) or getattr(hook, "__name__", None) or repr(hook)
-
-
-_TORCH_TYPE_NAMES = {
-    "float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long",
-    "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
-    "complex64": "ComplexFloat", "complex128": "ComplexDouble",
-}
-
-
-def _type_string(t: Tensor) -> str:
-    """``at::Tensor::toString``: ``torch.DoubleTensor``, ``torch.cuda.FloatTensor``, ..."""
-    base = _TORCH_TYPE_NAMES.get(str(t.dtype), str(t.dtype).capitalize())
-    return ("torch." if t.device == "cpu" else "torch.cuda.") + base + "Tensor"
-
-
-def _check_single_result(original: Any, result: Any, hook: Any) -> None:
-    """``check_single_result`` in python_hook.cpp: a hook may not change a gradient's
-    type or size, nor replace a None gradient."""
-    from .tensor import Tensor
-
-    if result is None:
-        return
-    if original is None:
-        raise RuntimeError("can't replace a None gradient with a non-None value")
-    if not isinstance(result, Tensor):
-        raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
-    name = getattr(hook, "__name__", "<unknown>")
-    if result.dtype != original.dtype or (result.device == "cpu") != (original.device == "cpu"):
-        raise RuntimeError(f"hook '{name}' has changed the type of value (was "
-                           f"{_type_string(original)} got {_type_string(result)})")
-    if tuple(result.shape) != tuple(original.shape):
-        raise RuntimeError(f"hook '{name}' has changed the size of value")
-
-
-def _check_result(prev: Sequence[Any], result: Any, hook: Any) -> None:
-    """``check_result`` in python_hook.cpp, for node pre- and post-hooks."""
-    if not isinstance(result, tuple):
-        raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
-    if len(result) != len(prev):
-        name = getattr(hook, "__name__", "<unknown>")
-        raise RuntimeError(f"hook '{name}' has returned an incorrect number of values "
-                           f"(got {len(result)}, but expected {len(prev)})")
-    for original, r in zip(prev, result):
-        _check_single_result(original, r, hook)
 
 
 def _isnan_any(t: Tensor) -> bool:

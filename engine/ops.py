@@ -8,7 +8,10 @@ sequence numbers.  Every backward formula is written with Tensor ops, so a
 backward run with ``create_graph=True`` records a graph of its own (double
 backward).  As in PyTorch, the reduction of a broadcast gradient to an
 input's shape is not done by the node but by the engine's ``validate_outputs``
-(``at::sum_to``).
+(``at::sum_to``).  Each op lays its output out with PyTorch's strides (a view
+keeps its base's, an elementwise result gets TensorIterator's), by the rules
+in ``strides.py``, because ``reshape`` records a different node for a
+non-contiguous input.
 
 Departures: ``functional.linear`` is one ``LinearBackward0`` node with three
 inputs (input, weight, bias), the seeds' LinearFunction, where PyTorch records
@@ -27,6 +30,18 @@ import numpy as np
 from . import device as _dev
 from . import grad_mode
 from .graph import Node, collect_next_edges
+from .strides import (
+    as_strided,
+    compute_stride,
+    contiguous,
+    element_strides,
+    elementwise_layout,
+    infer_dense_strides,
+    infer_size,
+    is_contiguous,
+    is_non_overlapping_and_dense,
+    restride,
+)
 from .tensor import Tensor
 
 Grads = list[Tensor | None]
@@ -85,239 +100,7 @@ def _shape_of(x: Any) -> tuple[int, ...]:
     return x.shape if isinstance(x, Tensor) else ()
 
 
-# --- memory layout (strides), as PyTorch computes it -----------------------------
-# Which node ``reshape`` records depends on the input's strides (``view`` when
-# contiguous, ``_reshape_alias`` when ``computeStride`` finds a view, else
-# ``clone`` + ``_unsafe_view``), so NumPy arrays carry PyTorch's strides: views
-# (``t``, select, slice, reshape) are NumPy views with the same strides, and the
-# outputs of elementwise ops and ``clone`` get the strides TensorIterator and
-# ``empty_like`` would give them.  Only NumPy (CPU and simulated-device) arrays
-# are restrided; CuPy arrays keep their own layout.
-def _estrides(arr: np.ndarray) -> tuple[int, ...]:
-    """Strides in elements."""
-    return tuple(s // arr.itemsize for s in arr.strides)
-
-
-def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    out = []
-    z = 1
-    for n in reversed(shape):
-        out.append(z)
-        z *= builtins.max(n, 1)
-    return tuple(reversed(out))
-
-
-def _is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
-    """``TensorImpl::compute_contiguous``: size-1 dimensions are ignored."""
-    if 0 in shape:
-        return True
-    z = 1
-    for n, s in zip(reversed(shape), reversed(strides)):
-        if n != 1:
-            if s != z:
-                return False
-            z *= n
-    return True
-
-
-def _is_non_overlapping_and_dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
-    """``TensorImpl::compute_non_overlapping_and_dense``."""
-    if _is_contiguous(shape, strides):
-        return True
-    if len(shape) == 1:
-        return shape[0] < 2 or strides[0] == 1
-    perm = sorted(range(len(shape)),
-                  key=lambda d: (shape[d] < 2, strides[d] if shape[d] >= 2 else 0))
-    require = 1
-    for d in perm:
-        if shape[d] < 2:
-            return True
-        if strides[d] != require:
-            return False
-        require *= shape[d]
-    return True
-
-
-def compute_stride(oldshape: Sequence[int], oldstride: Sequence[int],
-                   newshape: Sequence[int]) -> tuple[int, ...] | None:
-    """``at::detail::computeStride``: the strides of ``newshape`` as a view, or None."""
-    if not oldshape:
-        return (1,) * len(newshape)
-    numel = int(np.prod(oldshape))
-    if numel == 0:
-        return tuple(oldstride) if tuple(oldshape) == tuple(newshape) else \
-            _contiguous_strides(newshape)
-    newstride = [0] * len(newshape)
-    view_d = len(newshape) - 1
-    chunk_base_stride = oldstride[-1]
-    tensor_numel = 1
-    view_numel = 1
-    for tensor_d in range(len(oldshape) - 1, -1, -1):
-        tensor_numel *= oldshape[tensor_d]
-        if tensor_d == 0 or (oldshape[tensor_d - 1] != 1 and
-                             oldstride[tensor_d - 1] != tensor_numel * chunk_base_stride):
-            while view_d >= 0 and (view_numel < tensor_numel or newshape[view_d] == 1):
-                newstride[view_d] = view_numel * chunk_base_stride
-                view_numel *= newshape[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if tensor_d > 0:
-                chunk_base_stride = oldstride[tensor_d - 1]
-                tensor_numel = 1
-                view_numel = 1
-    if view_d != -1:
-        return None
-    return tuple(newstride)
-
-
-def _infer_size(shape: Sequence[int], numel: int) -> tuple[int, ...]:
-    """``infer_size``: resolve one ``-1``."""
-    shape = tuple(int(n) for n in shape)
-    if shape.count(-1) > 1:
-        raise RuntimeError("only one dimension can be inferred")
-    known = int(np.prod([n for n in shape if n != -1])) if shape else 1
-    if -1 in shape:
-        if known == 0 or numel % known:
-            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-        shape = tuple(numel // known if n == -1 else n for n in shape)
-    if int(np.prod(shape)) != numel:
-        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-    return shape
-
-
-def _strided_view(arr: Any, shape: Sequence[int], strides: Sequence[int]) -> Any:
-    """A view of ``arr`` with the given shape and strides (in elements)."""
-    if not isinstance(arr, np.ndarray):
-        return arr.reshape(tuple(shape))
-    return np.lib.stride_tricks.as_strided(
-        arr, tuple(shape), tuple(s * arr.itemsize for s in strides))
-
-
-def _restride(arr: Any, strides: Sequence[int] | None) -> Any:
-    """``arr``'s values laid out with ``strides`` (None: contiguous); a copy if needed."""
-    if not isinstance(arr, np.ndarray):
-        return arr
-    if strides is None:
-        strides = _contiguous_strides(arr.shape)
-    strides = tuple(strides)
-    if _estrides(arr) == strides:
-        return arr
-    if arr.size == 0:
-        return np.empty(arr.shape, dtype=arr.dtype)
-    size = 1 + builtins.sum((n - 1) * s for n, s in zip(arr.shape, strides))
-    out = _strided_view(np.empty(size, dtype=arr.dtype), arr.shape, strides)
-    out[...] = arr
-    return out
-
-
-def _contig(arr: Any) -> Any:
-    return _restride(np.asarray(arr) if isinstance(arr, np.generic) else arr, None)
-
-
-def _elementwise_strides(shape: tuple[int, ...], operands: Sequence[Any]) -> tuple[int, ...]:
-    """The output strides TensorIterator gives an out-of-place elementwise op.
-
-    ``operands`` are the inputs in order (NumPy arrays; Python scalars are
-    wrapped 0-dim tensors).  Port of ``compute_fast_setup_type`` and
-    ``reorder_dimensions`` / ``allocate_or_resize_outputs``."""
-    # fast path: same shapes, all contiguous (NumPy's C_CONTIGUOUS flag ignores
-    # size-1 dimensions, as ``is_contiguous`` does)
-    if builtins.all(isinstance(o, np.ndarray) and o.shape == shape and o.flags.c_contiguous
-                    for o in operands):
-        return _contiguous_strides(shape)
-    infos = [(tuple(o.shape), _estrides(o)) if isinstance(o, np.ndarray) else ((), ())
-             for o in operands]
-    nd = len(shape)
-    if builtins.all(s == infos[0][0] for s, _ in infos):  # all_ops_same_shape_
-        if builtins.all(_is_contiguous(s, st) for s, st in infos):
-            return _contiguous_strides(shape)
-        if builtins.all(_is_non_overlapping_and_dense(s, st) for s, st in infos) and \
-                builtins.all(st == infos[-1][1] for _, st in infos):
-            return infos[-1][1]
-    if nd <= 1:
-        return _contiguous_strides(shape)
-    aligned = []
-    for s, st in infos:
-        off = nd - len(s)
-        v = [0] * nd
-        for i in range(len(s)):
-            v[off + i] = 0 if s[i] == 1 and shape[off + i] != 1 else st[i]
-        aligned.append(v)
-
-    def should_swap(d0: int, d1: int) -> int:
-        for v in aligned:
-            s0, s1 = v[d0], v[d1]
-            if s0 == 0 or s1 == 0:
-                continue
-            if s0 < s1:
-                return -1
-            if s0 > s1:
-                return 1
-            if shape[d0] > shape[d1]:
-                return 1
-        return 0
-
-    perm = list(range(nd - 1, -1, -1))  # perm[0] is the fastest-moving dimension
-    for i in range(1, nd):
-        dim1 = i
-        for dim0 in range(i - 1, -1, -1):
-            c = should_swap(perm[dim0], perm[dim1])
-            if c > 0:
-                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
-                dim1 = dim0
-            elif c < 0:
-                break
-    if perm == list(range(nd - 1, -1, -1)):
-        return _contiguous_strides(shape)
-    out = [0] * nd
-    running = 1
-    for d in perm:
-        out[d] = running
-        running *= shape[d]
-    return tuple(out)
-
-
-def _elementwise(result: Any, *operands: Any) -> Any:
-    """Lay ``result`` (an elementwise op's output) out as PyTorch would."""
-    if not isinstance(result, np.ndarray):
-        return np.asarray(result) if isinstance(result, np.generic) else result
-    return _restride(result, _elementwise_strides(result.shape, operands))
-
-
-def _infer_dense_strides(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:
-    """``infer_dense_strides``: dense strides keeping the input's dimension order."""
-    nd = len(shape)
-    perm = list(range(nd - 1, -1, -1))
-
-    def should_swap(d0: int, d1: int) -> int:
-        s0, s1 = strides[d0], strides[d1]
-        if s0 == 0 or s1 == 0:
-            return 0
-        if s0 < s1:
-            return -1
-        if s0 > s1:
-            return 1
-        return 1 if shape[d0] > shape[d1] else 0
-
-    for i in range(1, nd):
-        dim1 = i
-        for dim0 in range(i - 1, -1, -1):
-            c = should_swap(perm[dim0], perm[dim1])
-            if c > 0:
-                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
-                dim1 = dim0
-            elif c < 0:
-                break
-    out = [0] * nd
-    running = 1
-    for d in perm:
-        out[d] = running
-        if shape[d] > 1:
-            running *= shape[d]
-    return tuple(out)
-
-
+# --- broadcasting --------------------------------------------------------------
 def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """``at::sum_to``: sum a broadcast gradient back to ``shape`` (differentiably)."""
     if g.shape == tuple(shape):
@@ -424,7 +207,8 @@ class PowBackward2(Node):
 
 
 def _check_broadcast(a: Any, b: Any) -> None:
-    """``infer_size``'s error for shapes that do not broadcast, in PyTorch's words."""
+    """The broadcasting ``at::infer_size``'s error (ExpandUtils.cpp, not
+    ``strides.infer_size``) for shapes that do not broadcast, in PyTorch's words."""
     sa, sb = _shape_of(a), _shape_of(b)
     nd = builtins.max(len(sa), len(sb))
     for i in range(nd - 1, -1, -1):
@@ -444,7 +228,7 @@ def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) ->
     _check_broadcast(a, b)
     with np.errstate(all="ignore"):  # inf * 0, inf - inf: NaN, silently, as in torch
         data = np_fn(a.data, _data(b))
-    out = _new(_elementwise(data, a.data, _data(b)), dev)
+    out = _new(elementwise_layout(data, a.data, _data(b)), dev)
     return _record(out, node_cls, (a, b), **save)
 
 
@@ -459,7 +243,7 @@ def sub(a: Tensor, b: Any) -> Tensor:
 def rsub(a: Tensor, b: Any) -> Tensor:
     """``b - a`` for a scalar ``b``: ``RsubBackward1`` with a single edge."""
     # ATen: sub(wrapped_scalar(b), a): the scalar is the first operand
-    out = _new(_elementwise(np.subtract(_data(b), a.data), _data(b), a.data), a.device)
+    out = _new(elementwise_layout(np.subtract(_data(b), a.data), _data(b), a.data), a.device)
     return _record(out, RsubBackward1, (a,))
 
 
@@ -479,7 +263,8 @@ def div(a: Tensor, b: Any) -> Tensor:
 
 
 def neg(a: Tensor) -> Tensor:
-    return _record(_new(_elementwise(np.negative(a.data), a.data), a.device), NegBackward0, (a,))
+    out = _new(elementwise_layout(np.negative(a.data), a.data), a.device)
+    return _record(out, NegBackward0, (a,))
 
 
 def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001 - torch's name
@@ -487,12 +272,12 @@ def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001 - torch's name
         dev = _check_same_device(a, e)
         _check_broadcast(a, e)
         with np.errstate(divide="ignore", invalid="ignore"):
-            out = _new(_elementwise(np.power(a.data, e.data), a.data, e.data), dev)
+            out = _new(elementwise_layout(np.power(a.data, e.data), a.data, e.data), dev)
         need = grad_mode.is_grad_enabled() and (a.requires_grad or e.requires_grad)
         return _record(out, PowBackward1, (a, e),
                        **({"self": a, "exponent": e, "result": out} if need else {}))
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = _new(_elementwise(np.power(a.data, e), a.data), a.device)
+        out = _new(elementwise_layout(np.power(a.data, e), a.data), a.device)
     need = grad_mode.is_grad_enabled() and a.requires_grad
     return _record(out, PowBackward0, (a,), **({"self": a, "exponent": e} if need else {}))
 
@@ -501,7 +286,7 @@ def rpow(a: Tensor, base: Any) -> Tensor:
     """``base ** a`` for a scalar base."""
     with np.errstate(divide="ignore", invalid="ignore"):
         # pow(Scalar, Tensor)'s meta function allocates a contiguous output
-        out = _new(_contig(np.power(base, a.data)), a.device)
+        out = _new(contiguous(np.power(base, a.data)), a.device)
     need = grad_mode.is_grad_enabled() and a.requires_grad
     return _record(out, PowBackward2, (a,),
                    **({"base": base, "exponent": a, "result": out} if need else {}))
@@ -564,7 +349,7 @@ class TanhBackward0(Node):
 
 def _unary(a: Tensor, fn: Any, node_cls: type[Node], save: str) -> Tensor:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = _new(_elementwise(fn(a.data), a.data), a.device)
+        out = _new(elementwise_layout(fn(a.data), a.data), a.device)
     if grad_mode.is_grad_enabled() and a.requires_grad:
         return _record(out, node_cls, (a,), **{save: out if save == "result" else a})
     return out
@@ -639,13 +424,13 @@ def _reduce(a: Tensor, dim: Any, keepdim: bool, np_fn: Any,
     if dim is None:
         with np.errstate(all="ignore"):  # inf + -inf: NaN, silently, as in torch
             data = np_fn(a.data)
-        out = _record(_new(_contig(data), a.device), node0, (a,))
+        out = _record(_new(contiguous(data), a.device), node0, (a,))
         dims: tuple[int, ...] = tuple(range(a.ndim))
     else:
         dims = _norm_dims(dim, a.ndim)
         with np.errstate(all="ignore"):
             data = np_fn(a.data, axis=dims if a.ndim else None, keepdims=keepdim)
-        out = _record(_new(_contig(data), a.device), node1, (a,))
+        out = _record(_new(contiguous(data), a.device), node1, (a,))
     if out.grad_fn is not None:
         node: Any = out.grad_fn
         node._self_sizes, node._dims, node._keepdim = a.shape, dims, keepdim
@@ -715,13 +500,13 @@ def _with_sizes(out: Tensor, a: Tensor) -> Tensor:
 def reshape(a: Tensor, shape: Sequence[int]) -> Tensor:
     """``at::reshape``: ``view`` if contiguous, else ``_reshape_alias`` if the new
     shape is viewable (``computeStride``), else ``clone`` + ``_unsafe_view``."""
-    shape = _infer_size(shape, a.numel())
+    shape = infer_size(shape, a.numel())
     data = a.data
     if not isinstance(data, np.ndarray):  # CuPy: no stride bookkeeping
         return _with_sizes(_record(_new(data.reshape(shape), a.device), ViewBackward0, (a,)), a)
-    old_strides = _estrides(data)
+    old_strides = element_strides(data)
     strides = compute_stride(a.shape, old_strides, shape)
-    if _is_contiguous(a.shape, old_strides):
+    if is_contiguous(a.shape, old_strides):
         assert strides is not None
         node_cls: type[Node] = ViewBackward0
     elif strides is not None:
@@ -729,10 +514,10 @@ def reshape(a: Tensor, shape: Sequence[int]) -> Tensor:
     else:
         a = _clone(a, contiguous=True)
         data = a.data
-        strides = compute_stride(a.shape, _estrides(data), shape)
+        strides = compute_stride(a.shape, element_strides(data), shape)
         assert strides is not None
         node_cls = UnsafeViewBackward0
-    out = _new(_strided_view(data, shape, strides), a.device)
+    out = _new(as_strided(data, shape, strides), a.device)
     return _with_sizes(_record(out, node_cls, (a,)), a)
 
 
@@ -767,14 +552,14 @@ def _clone(a: Tensor, contiguous: bool) -> Tensor:
     ``contiguous=True`` is ``MemoryFormat::Contiguous``."""
     data = a.data
     if isinstance(data, np.ndarray):
-        st = _estrides(data)
+        st = element_strides(data)
         if contiguous:
             strides: tuple[int, ...] | None = None
-        elif _is_non_overlapping_and_dense(data.shape, st):
+        elif is_non_overlapping_and_dense(data.shape, st):
             strides = st
         else:
-            strides = _infer_dense_strides(data.shape, st)
-        copy = _restride(np.array(data, copy=True), strides)
+            strides = infer_dense_strides(data.shape, st)
+        copy = restride(np.array(data, copy=True), strides)
     else:
         copy = data.copy()
     return _record(_new(copy, a.device), CloneBackward0, (a,))
@@ -839,8 +624,8 @@ def _unsqueeze0(a: Tensor) -> Tensor:
     """``unsqueeze(0)``: a view; the new dimension's stride is size(0) * stride(0)."""
     data = a.data
     if isinstance(data, np.ndarray):
-        st = _estrides(data)
-        view = _strided_view(data, (1, *a.shape), (a.shape[0] * st[0] if st else 1, *st))
+        st = element_strides(data)
+        view = as_strided(data, (1, *a.shape), (a.shape[0] * st[0] if st else 1, *st))
     else:
         view = data.reshape((1, *a.shape))
     return _with_sizes(_record(_new(view, a.device), UnsqueezeBackward0, (a,)), a)
@@ -849,7 +634,7 @@ def _unsqueeze0(a: Tensor) -> Tensor:
 def _squeeze0(a: Tensor) -> Tensor:
     data = a.data
     if isinstance(data, np.ndarray):
-        view = _strided_view(data, a.shape[1:], _estrides(data)[1:])
+        view = as_strided(data, a.shape[1:], element_strides(data)[1:])
     else:
         view = data.reshape(a.shape[1:])
     return _with_sizes(_record(_new(view, a.device), SqueezeBackward4, (a,)), a)
@@ -859,7 +644,7 @@ def _mat(a: Tensor, b: Tensor, fn: Any, node_cls: type[Node], names: tuple[str, 
     dev = _check_same_device(a, b)
     with np.errstate(all="ignore"):  # inf * 0 inside the product: NaN, as in torch
         data = fn(a.data, b.data)
-    out = _new(_contig(data), dev)
+    out = _new(contiguous(data), dev)
     need = grad_mode.is_grad_enabled() and (a.requires_grad or b.requires_grad)
     return _record(out, node_cls, (a, b), **({names[0]: a, names[1]: b} if need else {}))
 
@@ -1024,7 +809,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     data = x.data @ weight.data.T
     if bias is not None:
         data = data + bias.data
-    out = _new(_contig(data), dev)
+    out = _new(contiguous(data), dev)
     need = grad_mode.is_grad_enabled()
     return _record(out, LinearBackward0, (x, weight, bias),
                    **({"input": x, "weight": weight} if need else {}))

@@ -276,11 +276,11 @@ VARIANTS = {
                        "cycle", None),
     "waits-on-device": (waits_on_device_thread, {}, "cycle",
                         ["thread cpu (owner)", "signal cuda:0 has run MulBackward0",
-                         "queue cuda:0"]),
+                         "thread cuda:0", "queue cuda:0"]),
 }
 DEFAULT_GRADS = {
-    "reentrant-block": [np.array(1.0)],
-    "no-wake-owner": [3 * np.exp([0.5, -0.25])],
+    "reentrant-block": [np.array([[6.0, 8.0]]), np.array([4.0])],
+    "no-wake-owner": [np.array([1.5, 1.5]) * np.exp([0.5, -0.5]), np.exp([0.5, -0.5])],
     "no-depth-priority": [np.array(2.0), np.array(3.0)],
     "pool-exhausted": [np.array(1.0)],
 }

@@ -76,8 +76,9 @@ def program():
 '''
 
 SCENARIO_FILES = {
-    # tests/graphs.py reentrant_on_owner with reentrant="block": the owner waits on the
-    # nested GraphTask's future while that GraphTask's first task sits in its own queue.
+    # a Function on the CPU whose backward calls backward, with reentrant="block": the owner
+    # waits on the nested GraphTask's future while that GraphTask's first task sits in its
+    # own queue.
     "reentrant-block": _REENTRANT.format(name="reentrant-block", expect="deadlock",
                                          engine='{"reentrant": "block"}', start="1.0"),
     # the same with PyTorch's behaviour: a nested thread_main on the owner
@@ -95,7 +96,7 @@ NAME = "multi-device"
 
 
 def program():
-    """cpu -> cuda:0 -> cuda:1 and back to cpu (tests/graphs.py multi_device)."""
+    """cpu -> cuda:0 -> cuda:1 and back to cpu, with a leaf on the CPU and one on cuda:1."""
     x = engine.tensor([1.0, 2.0], requires_grad=True)
     w = engine.tensor([0.5, -0.25], requires_grad=True, device="cuda:1")
     y = (x * 2).to("cuda:0").exp().to("cuda:1")
