@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograd_tui import graphviz_export as gx
+from autograd_tui import export as gx
 from autograd_tui.engine.events import Event
 from autograd_tui.history.state import EngineState
 
@@ -277,32 +275,21 @@ def _run_scenario(source: str, args: argparse.Namespace) -> _Source:
 
 
 def _state_at(src: _Source, at: str) -> EngineState:
+    """``--at k``: the state after events 1..k (``History.state_at(k)``), k in 0..n."""
     n = len(src.events)
     if at.lower() == "end":
         return src.history.state_at(n)
     try:
-        i = int(at)
+        k = int(at)
     except ValueError:
         raise _Usage(f"--at must be an event number or 'end', not {at!r}") from None
-    if i < 0:
-        raise _Usage(f"--at {i}: event numbers start at 0 (use --at end for the final state)")
-    if i >= n:
-        last = f"events 0..{n - 1}" if n else "no events"
-        raise _Usage(f"--at {i} is past the end: {src.title} has {n} events ({last}); "
+    if k < 0:
+        raise _Usage(f"--at {k}: event numbers start at 1; --at 0 is the state before any "
+                     "event")
+    if k > n:
+        raise _Usage(f"--at {k} is past the end: {src.title} has {n} events (1..{n}); "
                      "use --at end for the final state")
-    return src.history.state_at(i + 1)
-
-
-def _dot_for(state: EngineState, src: _Source, opt: dict[str, Any]) -> str:
-    return gx.to_dot(state, rankdir=opt["rankdir"], values=opt["values"],
-                     collapse_leaves=opt["collapse"], title=src.title)
-
-
-def _write(path: Path, data: bytes) -> None:
-    try:
-        gx.write_bytes(path, data)
-    except gx.ExportError as e:
-        raise _Failure(str(e)) from None
+    return src.history.state_at(k)
 
 
 def _export_one(src: _Source, out: Path, opt: dict[str, Any]) -> int:
@@ -319,65 +306,20 @@ def _export_one(src: _Source, out: Path, opt: dict[str, Any]) -> int:
 
 def _export_frames(src: _Source, out: Path, opt: dict[str, Any]) -> int:
     try:
-        indices = gx.frame_events(src.events, every=opt["every"],
-                                  breakpoints=opt["breakpoints"])
+        ks = gx.frame_events(src.events, every=opt["every"], breakpoints=opt["breakpoints"])
     except gx.ExportError as e:
         raise _Usage(str(e)) from None
-    if not indices:
+    if not ks:
         what = ("no node_start, not_ready_insert, completion or deadlock event"
                 if opt["breakpoints"] else "no events")
         raise _Failure(f"{src.title}: {what}: no frames to write")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise _Failure(f"{out}: cannot create the folder: {e.strerror or e}") from None
-    fmt = opt["format"]
-    width = max(4, len(str(len(indices) - 1)))
-    missing = fmt != "dot" and gx.find_dot() is None
-    used = "dot" if missing else fmt
-    workers = min(8, os.cpu_count() or 1)
-    frames: list[gx.Frame] = []
-    pending: deque[Future[None]] = deque()
-
-    def render_and_write(stem: str, text: str) -> None:
-        try:
-            data = gx.render(text, fmt, timeout=opt["timeout"])
-        except gx.ExportError as e:
-            _write(out / f"{stem}.dot", text.encode())
-            raise _Failure(f"{stem}: {e}; its DOT source was written to "
-                           f"{out / (stem + '.dot')}") from None
-        _write(out / f"{stem}.{fmt}", data)
-
-    # Fold the events once; render while folding, a bounded number of frames at a
-    # time, so that neither the DOT texts nor the images pile up in memory.
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        try:
-            for k, (i, state) in enumerate(gx.states_after(src.events, indices)):
-                stem = f"frame-{k:0{width}d}"
-                text = _dot_for(state, src, opt)
-                frames.append(gx.Frame(f"{stem}.{used}", i, gx.event_text(state)))
-                if used == "dot":
-                    _write(out / f"{stem}.dot", text.encode())
-                    continue
-                pending.append(pool.submit(render_and_write, stem, text))
-                while len(pending) > 2 * workers:
-                    pending.popleft().result()
-            while pending:
-                pending.popleft().result()
-        except BaseException:
-            for f in pending:
-                f.cancel()
-            raise
-    index = out / "index.html"
-    _write(index, gx.index_html(frames, title=f"{src.title}: {len(frames)} frames",
-                                fmt=used).encode())
-    if missing:
-        raise _Failure(gx.render_failure_message(
-            gx.DotNotFound("Graphviz `dot` is not on PATH"), fmt,
-            f"the DOT sources were written to {out}/ (frame-*.dot; index.html shows them as "
-            "text)",
-            f"cd {out} && for f in frame-*.dot; do dot -T{fmt} \"$f\" -o "
-            f"\"${{f%.dot}}.{fmt}\"; done"))
+        frames, index = gx.write_frames(src.events, ks, out, fmt=opt["format"],
+                                        title=src.title, rankdir=opt["rankdir"],
+                                        values=opt["values"], collapse_leaves=opt["collapse"],
+                                        timeout=opt["timeout"])
+    except gx.ExportError as e:
+        raise _Failure(str(e)) from None
     print(f"wrote {len(frames)} frames to {out}/ ({frames[0].file} … {frames[-1].file}) and "
           f"{index}: open it in a browser and step with ←/→ (Home/End)")
     return EXIT_OK
