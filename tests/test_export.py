@@ -9,7 +9,6 @@ move when the built-in scenarios change.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import functools
 import json
@@ -24,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from autograd_tui import export as gx
-from autograd_tui import export_cmd, scenarios
+from autograd_tui import scenarios
+from autograd_tui.commands import main
 from autograd_tui.history.state import History
 from autograd_tui.runner import Run
 
@@ -370,20 +370,20 @@ def test_collapsed_leaves_render_with_ports(scenario_dir):
 
 # --- the command ----------------------------------------------------------------------------
 def cli(*argv: str, cwd: Path | None = None) -> tuple[int, str, str]:
-    """Run ``export_cmd.run`` on parsed arguments; returns (code, stdout, stderr)."""
+    """Run ``autograd-tui export ARGV`` in this process; returns (code, stdout, stderr)."""
     import contextlib
     import io
 
-    parser = argparse.ArgumentParser(prog="autograd-tui export")
-    export_cmd.add_arguments(parser)
-    args = parser.parse_args(list(argv))
     out, err = io.StringIO(), io.StringIO()
     old = Path.cwd()
     try:
         if cwd is not None:
             os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = export_cmd.run(args)
+            try:
+                code = main(["export", *argv])
+            except SystemExit as e:  # argparse's own usage errors
+                code = e.code
     finally:
         os.chdir(old)
     assert "Traceback" not in err.getvalue()
@@ -586,11 +586,28 @@ def test_other_bad_usage(tmp_path):
     assert code == 1 and "bad.jsonl" in err
     code, _, err = cli(str(tmp_path / "missing.jsonl.gz"), "-o", str(tmp_path / "x.svg"))
     assert code == 1 and "no such file" in err
-    code = export_cmd.run(argparse.Namespace(source="linear-relu", output=None))
+    code, _, err = cli("linear-relu")
+    assert code == 2 and "-o/--output" in err
+    code, _, err = cli("linear-relu", "-o", "x.svg", "--at", "3", "--every", "2")
+    assert code == 2 and "not allowed with argument" in err
+
+
+def test_errors_are_one_line_in_the_one_dialect(tmp_path):
+    """Every command's problems read ``autograd-tui: <message>``, classified by type."""
+    code, _, err = cli("linear-relu", "--every", "0", "-o", str(tmp_path / "f"))
+    assert (code, err) == (2, "autograd-tui: --every must be a positive number of events, "
+                              "not 0\n")
+    code, _, err = cli("linear-relu", "--param", "nope=1", "-o", str(tmp_path / "x.svg"))
     assert code == 2
-    code = export_cmd.run(argparse.Namespace(source="linear-relu", output="x.svg", at="3",
-                                             every=2))
+    assert err == ("autograd-tui: scenarios.linear_relu: unknown parameter 'nope' "
+                   "(parameters: b1, b2, w1, w2, x)\n")
+    code, _, err = cli("linear-relu", "--engine", "reentrant=sideways",
+                       "-o", str(tmp_path / "x.svg"))
     assert code == 2
+    assert err == ("autograd-tui: bad engine options for linear-relu: reentrant must be "
+                   "'nested' or 'block', not 'sideways'\n")
+    code, _, err = cli("linear-relu", "-o", str(tmp_path / "no" / "x.svg"))
+    assert code == 1 and err.startswith("autograd-tui: ") and err.count("\n") == 1
 
 
 def test_dot_missing(tmp_path, monkeypatch):
@@ -613,8 +630,8 @@ def test_dot_missing(tmp_path, monkeypatch):
 def test_dot_missing_in_a_fresh_process(tmp_path):
     empty = tmp_path / "empty-bin"
     empty.mkdir()
-    code = ("import sys; from autograd_tui.export_cmd import main; "
-            f"sys.exit(main(['linear-relu', '-o', {str(tmp_path / 'out.pdf')!r}]))")
+    code = ("import sys; from autograd_tui.commands import main; "
+            f"sys.exit(main(['export', 'linear-relu', '-o', {str(tmp_path / 'out.pdf')!r}]))")
     env = dict(os.environ, PATH=str(empty))
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
