@@ -2,7 +2,7 @@
 
 import sys
 
-from autograd_tui.cli import main
+from autograd_tui.commands import main
 
 if __name__ == "__main__":
     sys.exit(main())

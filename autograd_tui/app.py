@@ -685,12 +685,12 @@ class AutogradApp(App[int]):
         assert s is not None
         state = s.state_at(self.cursor)
         try:
-            from autograd_tui import graphviz_export
+            from autograd_tui.export import export_state
         except ImportError:
             self.notify("Graphviz export is not available in this version", severity="warning")
             return
         try:
-            msg = graphviz_export.export_state(state, Path(path))
+            msg = export_state(state, Path(path))
         except Exception as e:  # noqa: BLE001 - a bad path or format: one message, no crash
             self.notify(str(e), title="export failed", severity="error", timeout=8)
             return

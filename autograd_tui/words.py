@@ -15,6 +15,17 @@ from typing import Any
 from autograd_tui.engine.events import Event, summary
 from autograd_tui.engine.graph import UINT64_MAX
 
+#: event kind -> rich style of its trace line (the headless trace; the same words the
+#: app's event log colours)
+KIND_STYLE: dict[str, str] = {
+    "push": "green", "pop": "cyan", "node_start": "bold", "node_end": "bold",
+    "dependency_decrement": "yellow", "buffer_accumulate": "magenta",
+    "not_ready_insert": "bold magenta", "not_ready_remove": "magenta",
+    "completion": "bold green", "error": "bold red", "deadlock": "bold red",
+    "wakeup": "bold blue", "reentrant_handoff": "bold blue", "thread_wait": "dim",
+    "thread_wake": "dim", "hook": "blue", "node_skipped": "dim",
+}
+
 
 def seq_text(seq: int | None) -> str:
     """A node's sequence number; AccumulateGrad's UINT64_MAX reads "max"."""

@@ -6,7 +6,7 @@ scenario file with a few hundred backward nodes (a residual stack: per layer
 the AccumulateGrads have two dependencies and fan-in is real).  The scenario
 is run once (not timed), then, on its end state:
 
-1. DOT generation (``graphviz_export.to_dot``), best of several repetitions;
+1. DOT generation (``autograd_tui.export.to_dot``), best of several repetitions;
 2. rendering that DOT to SVG with Graphviz ``dot`` (one run; skipped without
    ``dot``), also with ``--collapse-leaves`` for comparison.
 
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograd_tui import graphviz_export as gx
+from autograd_tui import export as gx
 from autograd_tui import scenarios
 from autograd_tui.runner import Run
 

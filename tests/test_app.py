@@ -560,7 +560,7 @@ def test_question_mark_shows_help_with_every_key() -> None:
 def test_e_exports_the_shown_state(tmp_path: Path) -> None:
     app = App("linear-relu")
     out = tmp_path / "state.dot"
-    available = importlib.util.find_spec("autograd_tui.graphviz_export") is not None
+    available = importlib.util.find_spec("autograd_tui.export") is not None
 
     async def script(pilot: Pilot[Any]) -> None:
         await press(pilot, *["n"] * 12, "e")

@@ -9,7 +9,6 @@ move when the built-in scenarios change.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import functools
 import json
@@ -23,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from autograd_tui import export_cmd, scenarios
-from autograd_tui import graphviz_export as gx
+from autograd_tui import export as gx
+from autograd_tui import scenarios
+from autograd_tui.commands import main
 from autograd_tui.history import History
 from autograd_tui.runner import Run
 
@@ -137,8 +137,9 @@ def history_of(name: str, scenario_dir: Path) -> tuple[str, History]:
     return _run(_source(name, scenario_dir))
 
 
-def state_after(history: History, at: int | str):
-    return history.state_at(len(history) if at == "end" else int(at) + 1)
+def state_at(history: History, at: int | str):
+    """What ``export --at`` draws: ``History.state_at(k)``, the state after events 1..k."""
+    return history.state_at(len(history) if at == "end" else int(at))
 
 
 # --- snapshots --------------------------------------------------------------------------------
@@ -161,52 +162,53 @@ def check_snapshot(name: str, text: str) -> None:
 
 SNAPSHOT_CASES = [
     # name, scenario, at (event number or "end"), to_dot options
-    ("linear-relu-at-1", "linear-relu", 1, {}),        # dependencies computed
-    ("linear-relu-at-25", "linear-relu", 25, {}),      # two tasks in the ready queue
-    ("linear-relu-at-32", "linear-relu", 32, {}),      # Linear1's buffer enters not_ready
-    ("linear-relu-at-52", "linear-relu", 52, {}),      # ReLU's gradient added: bold edge
+    ("linear-relu-at-2", "linear-relu", 2, {}),        # dependencies computed
+    ("linear-relu-at-26", "linear-relu", 26, {}),      # two tasks in the ready queue
+    ("linear-relu-at-33", "linear-relu", 33, {}),      # Linear1's buffer enters not_ready
+    ("linear-relu-at-53", "linear-relu", 53, {}),      # ReLU's gradient added: bold edge
     ("linear-relu-end", "linear-relu", "end", {}),
-    ("linear-relu-at-32-lr-novalues", "linear-relu", 32, {"rankdir": "LR", "values": False}),
+    ("linear-relu-at-33-lr-novalues", "linear-relu", 33, {"rankdir": "LR", "values": False}),
     ("linear-relu-end-collapsed", "linear-relu", "end", {"collapse_leaves": True}),
     ("reentrant-block-deadlock", "reentrant-block", "end", {}),
-    ("reentrant-nested-at-15", "reentrant-nested", 15, {}),  # the hand-off (nested)
-    ("reentrant-nested-at-24", "reentrant-nested", 24, {}),  # inside the nested GraphTask
-    ("reentrant-pool-at-39", "reentrant-pool", 39, {}),      # a pool thread runs GT3
-    ("multi-device-at-60-lr-collapsed", "multi-device", 60,
+    ("reentrant-nested-at-16", "reentrant-nested", 16, {}),  # the hand-off (nested)
+    ("reentrant-nested-at-25", "reentrant-nested", 25, {}),  # inside the nested GraphTask
+    ("reentrant-pool-at-40", "reentrant-pool", 40, {}),      # a pool thread runs GT3
+    ("multi-device-at-61-lr-collapsed", "multi-device", 61,
      {"rankdir": "LR", "collapse_leaves": True}),
-    ("multi-device-at-27", "multi-device", 27, {}),  # a not_ready leaf, added into
+    ("multi-device-at-28", "multi-device", 28, {}),  # a not_ready leaf, added into
     # the built-in scenarios for the same lessons (rewrite these snapshots when the
     # scenarios change on purpose)
     ("builtin-deadlock-reentrant-block-end", "deadlock-reentrant-block", "end", {}),
-    ("builtin-reentrant-at-32", "reentrant", 32, {}),  # the nested hand-off
-    ("builtin-reentrant-at-41", "reentrant", 41, {}),  # inside the nested GraphTask
+    ("builtin-reentrant-at-33", "reentrant", 33, {}),  # the nested hand-off
+    ("builtin-reentrant-at-42", "reentrant", 42, {}),  # inside the nested GraphTask
 ]
 
 
 @pytest.mark.parametrize("snap,name,at,opts", SNAPSHOT_CASES, ids=[c[0] for c in SNAPSHOT_CASES])
 def test_dot_snapshot(snap, name, at, opts, scenario_dir):
     title, history = history_of(name, scenario_dir)
-    state = state_after(history, at)
+    state = state_at(history, at)
     text = gx.to_dot(state, title=title, **opts)
-    assert text == gx.to_dot(state_after(history, at), title=title, **opts)  # stable
+    assert text == gx.to_dot(state_at(history, at), title=title, **opts)  # stable
     check_snapshot(snap, text)
 
 
 def test_snapshots_show_what_they_are_for(scenario_dir):
     """A few facts the snapshots must show, checked on the text (not just equality)."""
     _, h = history_of("linear-relu", scenario_dir)
-    at32 = gx.to_dot(state_after(h, 32))
-    assert 'BGCOLOR="#ffd8a8"' in at32 and "in 0: [-0.3]" in at32  # not_ready, filled slot
-    assert "seq max" in at32 and "18446744073709551615" not in at32
-    at52 = gx.to_dot(state_after(h, 52))
-    assert 'n4 -> n6 [id="e4_0", label="in 0 (just flowed)", style="bold"' in at52
-    assert at52.count('style="bold"') == 1
-    assert "in 0: [0.7]" in at52  # the live buffer, not the snapshot taken at insertion
-    novalues = gx.to_dot(state_after(h, 32), values=False)
+    at33 = gx.to_dot(state_at(h, 33))
+    assert 'BGCOLOR="#ffd8a8"' in at33 and "in 0: [-0.3]" in at33  # not_ready, filled slot
+    assert "seq max" in at33 and "18446744073709551615" not in at33
+    assert "after 33 events" in at33 and "event 33 · cpu (owner) · GT1 · not_ready" in at33
+    at53 = gx.to_dot(state_at(h, 53))
+    assert 'n4 -> n6 [id="e4_0", label="in 0 (just flowed)", style="bold"' in at53
+    assert at53.count('style="bold"') == 1
+    assert "in 0: [0.7]" in at53  # the live buffer, not the snapshot taken at insertion
+    novalues = gx.to_dot(state_at(h, 33), values=False)
     assert "in 0: filled 1×1" in novalues and "[-0.3]" not in novalues
-    at25 = gx.to_dot(state_after(h, 25))
-    assert at25.index("LinearBackward0 #5 · GT1") < at25.index("ReluBackward0 #4 · GT1")
-    collapsed = gx.to_dot(state_after(h, "end"), collapse_leaves=True)
+    at26 = gx.to_dot(state_at(h, 26))
+    assert at26.index("LinearBackward0 #5 · GT1") < at26.index("ReluBackward0 #4 · GT1")
+    collapsed = gx.to_dot(state_at(h, "end"), collapse_leaves=True)
     assert 'leaves_cpu [id="leaves_cpu"' in collapsed and " n7 [" not in collapsed
     assert "-> n7" not in collapsed and "→ leaves #7, #8" in collapsed  # listed, not drawn
     assert "from #5" in collapsed and "from #6" in collapsed
@@ -242,8 +244,11 @@ def test_builtin_lessons_are_drawn(name):
 def test_same_state_same_bytes_however_it_was_reached(scenario_dir):
     _, h = history_of("linear-relu", scenario_dir)
     # folding once (the frames' way) and seeking (History.state_at) agree at every event
-    for i, state in gx.states_after(h.events, range(len(h))):
-        assert gx.to_dot(state, title="t") == gx.to_dot(h.state_at(i + 1), title="t"), i
+    ks = []
+    for k, state in gx.states_after(h.events, range(len(h) + 1)):
+        assert gx.to_dot(state, title="t") == gx.to_dot(h.state_at(k), title="t"), k
+        ks.append(k)
+    assert ks == list(range(len(h) + 1))
     # a second run of the scenario gives the same bytes
     again = Run(scenarios.load("linear-relu"))
     try:
@@ -262,8 +267,26 @@ def test_recording_gives_the_same_dot_as_the_run(tmp_path, scenario_dir):
         run.close()
     _, h = history_of("linear-relu", scenario_dir)
     out = tmp_path / "from-rec.dot"
-    assert cli("lr.jsonl.gz", "--at", "52", "-o", out.name, cwd=tmp_path)[0] == 0
+    assert cli("lr.jsonl.gz", "--at", "53", "-o", out.name, cwd=tmp_path)[0] == 0
     assert out.read_text() == gx.to_dot(h.state_at(53), title="linear-relu")
+
+
+@pytest.mark.parametrize("at", ["0", "1", "2", "33", "53", "n", "end"])
+def test_at_k_draws_the_state_after_events_1_to_k(at, tmp_path, scenario_dir):
+    """``export --at k`` is ``History.state_at(k)``: k in 0..n, 0 before any event."""
+    _, h = history_of("linear-relu", scenario_dir)
+    n = len(h)
+    arg = str(n) if at == "n" else at
+    k = n if at in ("n", "end") else int(at)
+    out = tmp_path / "at.dot"
+    code, stdout, err = cli("linear-relu", "--at", arg, "-o", str(out))
+    assert code == 0, err
+    assert out.read_text() == gx.to_dot(h.state_at(k), title="linear-relu")
+    assert f"after {k} event" in out.read_text()
+    if k == 0:
+        assert "no events yet" in stdout
+    else:
+        assert f"event {k} · " in stdout
 
 
 def test_empty_state_is_a_valid_graph():
@@ -348,20 +371,20 @@ def test_collapsed_leaves_render_with_ports(scenario_dir):
 
 # --- the command ----------------------------------------------------------------------------
 def cli(*argv: str, cwd: Path | None = None) -> tuple[int, str, str]:
-    """Run ``export_cmd.run`` on parsed arguments; returns (code, stdout, stderr)."""
+    """Run ``autograd-tui export ARGV`` in this process; returns (code, stdout, stderr)."""
     import contextlib
     import io
 
-    parser = argparse.ArgumentParser(prog="autograd-tui export")
-    export_cmd.add_arguments(parser)
-    args = parser.parse_args(list(argv))
     out, err = io.StringIO(), io.StringIO()
     old = Path.cwd()
     try:
         if cwd is not None:
             os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = export_cmd.run(args)
+            try:
+                code = main(["export", *argv])
+            except SystemExit as e:  # argparse's own usage errors
+                code = e.code
     finally:
         os.chdir(old)
     assert "Traceback" not in err.getvalue()
@@ -385,7 +408,7 @@ def test_export_state_for_the_app(tmp_path, scenario_dir, monkeypatch):
     _, h = history_of("linear-relu", scenario_dir)
     state = h.state_at(33)
     msg = gx.export_state(state, tmp_path / "a.dot")
-    assert msg.startswith(f"wrote {tmp_path / 'a.dot'}") and "event 32" in msg
+    assert msg.startswith(f"wrote {tmp_path / 'a.dot'}") and "event 33 · " in msg
     assert (tmp_path / "a.dot").read_text() == gx.to_dot(state)
     with pytest.raises(gx.ExportError, match="unknown format 'gif'"):
         gx.export_state(state, tmp_path / "a.gif")
@@ -425,7 +448,7 @@ def test_frames_every_event(tmp_path, scenario_dir):
     for f in files:
         assert f'"file": "{f}"' in html and f'href="{f}"' in html
     frames = _frames_json(html)
-    assert [f["event"] for f in frames] == list(range(len(h)))
+    assert [f["event"] for f in frames] == list(range(1, len(h) + 1))  # after event k
     assert frames[32]["text"] == gx.event_text(h.state_at(33))
     assert "not_ready += LinearBackward0#6" in frames[32]["text"]
     for f in (files[0], files[32], files[-1]):
@@ -446,7 +469,8 @@ def test_frames_every_k_and_breakpoints(tmp_path, scenario_dir):
     _, h = history_of("linear-relu", scenario_dir)
     out = tmp_path / "k"
     assert cli("linear-relu", "--every", "10", "--format", "dot", "-o", str(out))[0] == 0
-    want = list(range(0, len(h), 10)) + ([len(h) - 1] if (len(h) - 1) % 10 else [])
+    n = len(h)
+    want = list(range(10, n + 1, 10)) + ([n] if n % 10 else [])  # every 10th, and the last
     assert [f["event"] for f in _frames_json((out / "index.html").read_text())] == want
     assert len(list(out.glob("frame-*.dot"))) == len(want)
 
@@ -456,7 +480,7 @@ def test_frames_every_k_and_breakpoints(tmp_path, scenario_dir):
     code, _, err = cli(src, "--breakpoints", "--format", "dot", "-o", str(out))
     assert code == 0, err
     frames = _frames_json((out / "index.html").read_text())
-    kinds = [dl.events[f["event"]].kind for f in frames]
+    kinds = [dl.events[f["event"] - 1].kind for f in frames]  # frame after event k
     assert kinds == [e.kind for e in dl.events if e.kind in gx.BREAKPOINT_KINDS]
     assert kinds[-1] == "deadlock" and "node_start" in kinds
     assert "dl0 -> dl1" in (out / frames[-1]["file"]).read_text()
@@ -500,20 +524,23 @@ def test_index_html_steps_with_the_arrow_keys(tmp_path):
     last = f"frame-{n - 1:04d}.dot"
     assert srcs == ["frame-0000.dot", "frame-0001.dot", "frame-0002.dot", "frame-0001.dot",
                     last, last, "frame-0000.dot", "frame-0000.dot"]
-    assert steps[1][2] == f"frame 2 / {n} (event 1)"
-    assert steps[1][3].startswith("event 1 · cpu (owner) · GT1 · dependencies")
+    assert steps[1][2] == f"frame 2 / {n} (event 2)"
+    assert steps[1][3].startswith("event 2 · cpu (owner) · GT1 · dependencies")
 
 
 # --- bad input ---------------------------------------------------------------------------------
 def test_index_past_the_end(tmp_path, scenario_dir):
     _, h = history_of("linear-relu", scenario_dir)
-    code, _, err = cli("linear-relu", "--at", str(len(h)), "-o", str(tmp_path / "x.svg"))
+    n = len(h)
+    code, _, err = cli("linear-relu", "--at", str(n + 1), "-o", str(tmp_path / "x.svg"))
     assert code == 2
-    assert f"--at {len(h)} is past the end" in err and f"0..{len(h) - 1}" in err
+    assert f"--at {n + 1} is past the end: linear-relu has {n} events (1..{n})" in err
     assert not (tmp_path / "x.svg").exists()
-    for bad in ("-1", "soon"):
-        code, _, err = cli("linear-relu", f"--at={bad}", "-o", str(tmp_path / "x.svg"))
-        assert code == 2 and "--at" in err
+    code, _, err = cli("linear-relu", "--at=-1", "-o", str(tmp_path / "x.svg"))
+    assert code == 2
+    assert "event numbers start at 1; --at 0 is the state before any event" in err
+    code, _, err = cli("linear-relu", "--at=soon", "-o", str(tmp_path / "x.svg"))
+    assert code == 2 and "--at must be an event number or 'end', not 'soon'" in err
 
 
 def test_unwritable_paths(tmp_path):
@@ -560,11 +587,28 @@ def test_other_bad_usage(tmp_path):
     assert code == 1 and "bad.jsonl" in err
     code, _, err = cli(str(tmp_path / "missing.jsonl.gz"), "-o", str(tmp_path / "x.svg"))
     assert code == 1 and "no such file" in err
-    code = export_cmd.run(argparse.Namespace(source="linear-relu", output=None))
+    code, _, err = cli("linear-relu")
+    assert code == 2 and "-o/--output" in err
+    code, _, err = cli("linear-relu", "-o", "x.svg", "--at", "3", "--every", "2")
+    assert code == 2 and "not allowed with argument" in err
+
+
+def test_errors_are_one_line_in_the_one_dialect(tmp_path):
+    """Every command's problems read ``autograd-tui: <message>``, classified by type."""
+    code, _, err = cli("linear-relu", "--every", "0", "-o", str(tmp_path / "f"))
+    assert (code, err) == (2, "autograd-tui: --every must be a positive number of events, "
+                              "not 0\n")
+    code, _, err = cli("linear-relu", "--param", "nope=1", "-o", str(tmp_path / "x.svg"))
     assert code == 2
-    code = export_cmd.run(argparse.Namespace(source="linear-relu", output="x.svg", at="3",
-                                             every=2))
+    assert err == ("autograd-tui: scenarios.linear_relu: unknown parameter 'nope' "
+                   "(parameters: b1, b2, w1, w2, x)\n")
+    code, _, err = cli("linear-relu", "--engine", "reentrant=sideways",
+                       "-o", str(tmp_path / "x.svg"))
     assert code == 2
+    assert err == ("autograd-tui: bad engine options for linear-relu: reentrant must be "
+                   "'nested' or 'block', not 'sideways'\n")
+    code, _, err = cli("linear-relu", "-o", str(tmp_path / "no" / "x.svg"))
+    assert code == 1 and err.startswith("autograd-tui: ") and err.count("\n") == 1
 
 
 def test_dot_missing(tmp_path, monkeypatch):
@@ -587,8 +631,8 @@ def test_dot_missing(tmp_path, monkeypatch):
 def test_dot_missing_in_a_fresh_process(tmp_path):
     empty = tmp_path / "empty-bin"
     empty.mkdir()
-    code = ("import sys; from autograd_tui.export_cmd import main; "
-            f"sys.exit(main(['linear-relu', '-o', {str(tmp_path / 'out.pdf')!r}]))")
+    code = ("import sys; from autograd_tui.commands import main; "
+            f"sys.exit(main(['export', 'linear-relu', '-o', {str(tmp_path / 'out.pdf')!r}]))")
     env = dict(os.environ, PATH=str(empty))
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)

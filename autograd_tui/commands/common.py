@@ -1,0 +1,187 @@
+"""What the commands share: exit codes, the two errors, options, runs and recordings.
+
+Every command raises ``UsageError`` (exit 2) for a request that cannot be
+meant (a bad option value, an unknown scenario) and ``Failure`` (exit 1) for a
+problem with a file or the run; ``commands.parser.main`` turns those, and the
+errors of the layers below (``ScenarioError`` by its ``usage`` attribute,
+``TraceError``, ``ExportError``, ``CannotWrite``), into one line on stderr.
+
+Heavy modules (the engine, rich, the app) are imported inside the functions, so
+that ``--help`` and ``list`` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autograd_tui.control import StepResult
+    from autograd_tui.engine.events import Event
+    from autograd_tui.history.recordings import Recording
+    from autograd_tui.runner import Run
+    from autograd_tui.scenarios import Scenario
+
+PROG = "autograd-tui"
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # what a shell reports for Ctrl-C
+
+#: a recording this big (bytes) takes seconds to load: say so on stderr
+BIG_RECORDING = 8 * 2**20
+
+
+class UsageError(Exception):
+    """Bad usage found after parsing (exit code 2)."""
+
+
+class Failure(Exception):
+    """A file, Graphviz or run problem (exit code 1)."""
+
+
+# --- the parser's pieces ------------------------------------------------------------------------
+FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
+def examples(*lines: str) -> str:
+    """An ``examples:`` epilog, one command a line."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def add_run_options(p: argparse.ArgumentParser, *, what: str = "") -> None:
+    """``--param``, ``--policy``, ``--seed`` and ``--engine``: how a scenario is run."""
+    p.add_argument("--param", action="append", default=[], metavar="K=V",
+                   help="set a scenario parameter (repeatable)")
+    p.add_argument("--policy", default="round-robin",
+                   help=f"{what}round-robin (default), random, or schedule:STRING")
+    p.add_argument("--seed", type=int, default=0, help="seed for --policy random (default 0)")
+    p.add_argument("--engine", action="append", default=[], metavar="K=V",
+                   help="set an engine option, e.g. reentrant=block, wake_owner=false "
+                        "(repeatable)")
+
+
+def pairs(items: Sequence[str] | None, what: str) -> dict[str, str]:
+    """``["k=v", ...]`` (a repeatable ``K=V`` option) as a dict."""
+    out = {}
+    for item in items or ():
+        k, sep, v = item.partition("=")
+        if not sep or not k.strip():
+            raise UsageError(f"{what} {item!r} must look like KEY=VALUE")
+        out[k.strip()] = v
+    return out
+
+
+# --- output -------------------------------------------------------------------------------------
+def console(soft_wrap: bool = True) -> Any:
+    """A rich console on stdout (colour only on a terminal, and not under NO_COLOR)."""
+    from rich.console import Console
+
+    return Console(file=sys.stdout, highlight=False, soft_wrap=soft_wrap)
+
+
+def say(message: str) -> None:
+    """One line on stderr, the way every message of the commands looks."""
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+def print_trace(con: Any, events: Sequence[Event]) -> None:
+    """One line per event (``words.format_event``), coloured by kind."""
+    from rich.text import Text
+
+    from autograd_tui.words import KIND_STYLE, format_event, node_names
+
+    names = node_names(events)
+    for e in events:
+        con.print(Text(format_event(e, names), style=KIND_STYLE.get(e.kind, "")))
+
+
+# --- sources: recordings and scenarios ---------------------------------------------------------
+def is_recording(source: str) -> bool:
+    """A source that names an existing file other than a scenario's ``.py``."""
+    return os.path.exists(source) and not source.endswith(".py")
+
+
+def load_recording(path: str) -> Recording:
+    """``recordings.load``, with a line on stderr before and after a big file (a
+    million events take a few seconds)."""
+    from autograd_tui.history import recordings
+
+    size = os.path.getsize(path) if os.path.isfile(path) else 0
+    if size < BIG_RECORDING:
+        return recordings.load(path)
+    print(f"loading {path} ({size / 2**20:.0f} MiB): reading, checking and folding every "
+          "event...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    rec = recordings.load(path)
+    print(f"loaded {len(rec.events):,} events in {time.perf_counter() - t0:.1f} s",
+          file=sys.stderr, flush=True)
+    return rec
+
+
+def check_policy(policy: str, seed: int) -> None:
+    from autograd_tui.control import make_policy
+
+    try:
+        make_policy(policy, seed)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def check_run_args(source: str, args: argparse.Namespace) -> Scenario:
+    """Check what ``make_run(source, args)`` would be given (the scenario, ``--param``,
+    ``--engine``, ``--policy``/``--seed``) without running anything; return the scenario.
+
+    For the app, which builds its one Run itself: a mistake is one message here
+    rather than an app that opens on an error."""
+    from autograd_tui import engine, scenarios
+    from autograd_tui.runner import engine_options
+
+    check_policy(args.policy, args.seed)
+    scenario = scenarios.load(source)
+    params, overrides = pairs(args.param, "--param"), pairs(args.engine, "--engine")
+    scenario.resolve_params(params)  # in Run's order: the parameters, then the options
+    options = engine_options(scenario, overrides)
+    # The Engine checks its option values itself (reentrant is nested or block, depths
+    # are >= 0); one starts no thread until a backward runs, so asking it costs nothing.
+    try:
+        engine.Engine(**options)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"bad engine options for {scenario.name}: {e}") from None
+    return scenario
+
+
+def make_run(source: str, args: argparse.Namespace, *, full_tensors: bool = False) -> Run:
+    """The Run of the scenario ``source`` (a built-in name or a ``.py`` file) that the
+    options of ``add_run_options`` in ``args`` ask for; not started."""
+    from autograd_tui import scenarios
+    from autograd_tui.runner import Run
+
+    check_policy(args.policy, args.seed)
+    scenario = scenarios.load(source)
+    return Run(scenario, pairs(args.param, "--param"), policy=args.policy, seed=args.seed,
+               engine_overrides=pairs(args.engine, "--engine"), full_tensors=full_tensors)
+
+
+def run_to_end(run: Run) -> StepResult:
+    """Run until the end, a deadlock or an error; a schedule that does not fit the run
+    (``--policy schedule:...``) is bad usage."""
+    from autograd_tui.control import ScheduleDivergence
+
+    try:
+        return run.run()
+    except ScheduleDivergence as e:
+        raise UsageError(f"--policy schedule: {e}") from None
+
+
+def open_app(*args: Any, **kwargs: Any) -> int:
+    """Open the app (``AutogradApp(*args, **kwargs)``) and return its exit code."""
+    # Imported here: the app (Textual) is the slowest import, and most commands never
+    # need it.
+    from autograd_tui.app import AutogradApp
+
+    app = AutogradApp(*args, **kwargs)
+    app.run()
+    return app.return_code or EXIT_OK

@@ -1,0 +1,85 @@
+"""The one parser of ``autograd-tui`` and ``main``, which maps every error to one line.
+
+Each command module adds its sub-parser (``add_parser(sub)``, which sets
+``func``) and does its work in ``run(args) -> int``.  ``main`` catches the
+errors the commands and the layers below raise and prints ``autograd-tui:
+<message>`` on stderr, never a traceback.  Exit codes: 0 done, 1 an error in
+the scenario's program or a file, 2 bad usage, 3 a deadlock was detected.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from autograd_tui import __version__
+from autograd_tui.commands import chrome_trace, export, list_cmd, replay, run, show
+from autograd_tui.commands.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    FORMATTER,
+    PROG,
+    Failure,
+    UsageError,
+    examples,
+    open_app,
+    say,
+)
+
+COMMANDS = (list_cmd, show, run, replay, chrome_trace, export)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, formatter_class=FORMATTER,
+        description="Step through a re-implementation of PyTorch's autograd engine and watch "
+                    "the backward pass run. With no command, opens the app on linear-relu.",
+        epilog=examples("autograd-tui", "autograd-tui list",
+                        "autograd-tui run linear-relu --headless",
+                        "autograd-tui run deadlock-reentrant-block --headless",
+                        "autograd-tui replay run.jsonl"),
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``) and run; returns the exit code.
+
+    argparse's own usage errors (an unknown option, a missing argument) exit with 2
+    through ``SystemExit``, as do ``--help`` and ``--version`` (with 0)."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command is None:
+            return open_app()
+        return args.func(args)
+    except KeyboardInterrupt:
+        say("interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as e:
+        code = exit_code(e)
+        if code is None:
+            raise
+        say(str(e))
+        return code
+
+
+def exit_code(e: BaseException) -> int | None:
+    """The exit code of an error a person can cause, by its type (None: a bug)."""
+    # Imported here: the engine and the export modules are not needed to parse.
+    from autograd_tui.export import ExportError
+    from autograd_tui.files import CannotWrite
+    from autograd_tui.history.recordings import TraceError
+    from autograd_tui.scenarios import ScenarioError
+
+    if isinstance(e, UsageError):
+        return EXIT_USAGE
+    if isinstance(e, ScenarioError):
+        return EXIT_USAGE if e.usage else EXIT_ERROR
+    if isinstance(e, (Failure, TraceError, ExportError, CannotWrite)):
+        return EXIT_ERROR
+    return None

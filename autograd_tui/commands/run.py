@@ -1,0 +1,117 @@
+"""``autograd-tui run``: a scenario under the controller, in the app or headless.
+
+Without ``--headless`` the arguments are checked here (one message, exit 2, for
+a mistake) and the app builds the one Run; with it, the run goes to the end here
+and prints the trace, the gradients and the schedule that replays it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from autograd_tui.commands.common import (
+    EXIT_DEADLOCK,
+    EXIT_ERROR,
+    EXIT_OK,
+    FORMATTER,
+    add_run_options,
+    check_run_args,
+    console,
+    examples,
+    make_run,
+    open_app,
+    pairs,
+    print_trace,
+    run_to_end,
+)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "run", help="run a scenario (the app, or --headless for a text trace)",
+        formatter_class=FORMATTER,
+        description="Run a scenario under the controller. Without --headless, opens the app; "
+                    "with it, runs to the end and prints the trace and a summary.",
+        epilog=examples(
+            "autograd-tui run linear-relu --headless",
+            "autograd-tui run chain --param n=10 --headless",
+            "autograd-tui run multi-device --policy random --seed 3 --headless",
+            "autograd-tui run multi-device --policy schedule:0:40,1:12,0:5 --headless",
+            "autograd-tui run reentrant-deep --engine max_recursion_depth=10 --headless",
+            "autograd-tui run linear-relu --headless --record run.jsonl.gz",
+            "autograd-tui run ./my_scenario.py --headless"))
+    p.add_argument("scenario", metavar="NAME|PATH")
+    add_run_options(p)
+    p.add_argument("--record", metavar="FILE", help="write a recording (.jsonl or .jsonl.gz)")
+    p.add_argument("--full-tensors", action="store_true",
+                   help="store whole tensors in the recording, not summaries")
+    p.add_argument("--headless", action="store_true", help="no app: print a trace")
+    p.add_argument("--quiet", action="store_true", help="--headless: the summary only")
+    p.add_argument("--timings", action="store_true", help="also print how long it took")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.headless:
+        check_run_args(args.scenario, args)
+        return open_app(args.scenario, params=pairs(args.param, "--param"),
+                        policy=args.policy, seed=args.seed,
+                        engine_overrides=pairs(args.engine, "--engine"))
+    r = make_run(args.scenario, args, full_tensors=args.full_tensors)
+    try:
+        t0 = time.perf_counter()
+        result = run_to_end(r)
+        elapsed = time.perf_counter() - t0
+        con = console()
+        if not args.quiet:
+            print_trace(con, r.events)
+        status = _summary(con, r, result)
+        if args.record:
+            r.save(args.record)
+            con.print(f"recorded {len(r.events)} events to {args.record}")
+        if args.timings:
+            con.print(f"time: {elapsed:.3f} s")
+        return status
+    finally:
+        r.close()
+
+
+def _summary(con: Any, run: Any, result: Any) -> int:
+    """The lines after the trace; returns the exit code the run deserves."""
+    threads = sorted({e.thread for e in run.events if e.thread != "controller"})
+    con.print()
+    con.print(f"scenario: {run.scenario.name}")
+    con.print(f"events: {len(run.events)}")
+    con.print(f"threads: {', '.join(threads)}")
+    # markup=False where the text comes from the program or the engine: a "[...]" in
+    # it is text, not a style
+    if result.status == "deadlock":
+        con.print("[bold red]deadlock detected[/bold red]")
+        con.print(result.report.explanation, markup=False)
+        con.print("cycle: " + " -> ".join(result.report.cycle), markup=False)
+        code = EXIT_DEADLOCK
+    elif run.error is not None:
+        err = run.error
+        con.print("[bold red]error in the scenario's program[/bold red]", end=" ")
+        con.print(f"({run.scenario.source}): {type(err).__name__}: {err}", markup=False)
+        code = EXIT_ERROR
+    elif result.status == "finished":
+        con.print("[bold green]completed[/bold green]")
+        for k, v in run.gradients().items():
+            con.print(f"grad {k} = {_fmt_array(v)}", markup=False)
+        code = EXIT_OK
+    else:
+        con.print(f"stopped: {result.status}"
+                  + (f": {result.report.explanation}" if result.report else ""), markup=False)
+        code = EXIT_ERROR
+    con.print(f"schedule: {run.controller.schedule_string()}")
+    return code
+
+
+def _fmt_array(v: Any) -> str:
+    import numpy as np
+
+    return np.array2string(np.asarray(v), precision=6, separator=", ",
+                           suppress_small=True).replace("\n", "")
