@@ -240,8 +240,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def print_trace(con: Any, events: list[Any]) -> None:
     from rich.text import Text
 
-    from autograd_tui.render import KIND_STYLE
-    from autograd_tui.words import format_event
+    from autograd_tui.words import KIND_STYLE, format_event
 
     names: dict[int, str] = {}
     for e in events:
