@@ -12,11 +12,13 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from autograd_tui.engine.events import Event, summary
+from autograd_tui.engine.events import SCHEMA, Event, summary
 from autograd_tui.engine.graph import UINT64_MAX
 
-#: event kind -> rich style of its trace line (the headless trace; the same words the
-#: app's event log colours)
+#: every event kind the engine emits (a breakpoint's kind must be one)
+EVENT_KINDS: frozenset[str] = frozenset(SCHEMA)
+
+#: event kind -> Rich style, for the app's event log and the headless trace
 KIND_STYLE: dict[str, str] = {
     "push": "green", "pop": "cyan", "node_start": "bold", "node_end": "bold",
     "dependency_decrement": "yellow", "buffer_accumulate": "magenta",
@@ -54,6 +56,12 @@ def node_names(events: Iterable[Event]) -> dict[int, str]:
 def where(e: Event) -> str:
     """``GT3``: the GraphTask an event concerns, or ""."""
     return f"GT{e.graph_task}" if e.graph_task is not None else ""
+
+
+def value_summary(value: Any) -> Any:
+    """A value (or a list of them) as the events summarise it: a dict of shape, dtype,
+    values..., decoded if a recording kept it raw."""
+    return summary(value)
 
 
 def short_value(s: Any) -> str:
@@ -133,9 +141,15 @@ def event_words(e: Event, names: dict[int, str] | None = None) -> str:
     return body
 
 
+def event_line(e: Event, names: dict[int, str] | None = None) -> str:
+    """An event without its number: its thread, its GraphTask and its words (the app's
+    event log shows the number in a column of its own)."""
+    return f"{e.thread:<18} {where(e):<5} {event_words(e, names)}"
+
+
 def format_event(e: Event, names: dict[int, str] | None = None) -> str:
     """One trace line: the event's number k, its thread, its GraphTask and its words."""
-    return f"{e.seq:5d} {e.thread:<18} {where(e):<5} {event_words(e, names)}"
+    return f"{e.seq:5d} {event_line(e, names)}"
 
 
 def print_trace(events: list[Event], out: Callable[[str], Any] = print) -> None:

@@ -3,7 +3,7 @@
 Every binding is driven the way a person would: a key press (and, in dialogs,
 clicks and typing), then a wait until the engine's worker is done and the app
 has drawn the newest event (the title's ``event i/n``).  What the panes show is
-compared with ``autograd_tui.render`` of ``Session.state_at(i)``: the panes are
+compared with ``autograd_tui.app.render`` of ``Session.state_at(i)``: the panes are
 pure functions of the state at the shown index.
 """
 
@@ -25,12 +25,14 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Label, Markdown, OptionList, Static
 
 import autograd_tui.app
-from autograd_tui import render, scenarios
-from autograd_tui.app import AutogradApp
+from autograd_tui import scenarios
+from autograd_tui.app import AutogradApp, render
+from autograd_tui.app.screens import HELP, BreakpointsScreen, GotoScreen, ScenarioScreen, TextScreen
+from autograd_tui.app.widgets import LineTable, Row, TextLine, TextView, ThreadsTable, cells
+from autograd_tui.app.widgets.graph_pane import LAZY_LIST_ABOVE, list_cells
 from autograd_tui.history import recordings as trace
 from autograd_tui.runner import Run
-from autograd_tui.screens import HELP, BreakpointsScreen, GotoScreen, ScenarioScreen, TextScreen
-from autograd_tui.tables import LineTable, Row, TextLine, TextView, ThreadsTable, cells
+from autograd_tui.words import KIND_STYLE
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -467,7 +469,7 @@ def test_the_event_log_keeps_every_event_and_scrolls_to_the_shown_one() -> None:
         for i in (0, n // 2, n - 1):  # each row: seq, then the readable line
             seq, text = log.row(i)
             assert seq[0] == str(i) and text[0] == format_event(s.event(i), names)[6:]
-            assert text[1] == render.KIND_STYLE.get(s.event(i).kind, "")
+            assert text[1] == KIND_STYLE.get(s.event(i).kind, "")
         await press(pilot, "home", "right")
         assert screen_lines(log)[1].split()[0] == "0"  # scrolled back to the first event
         await press(pilot, "end")
@@ -839,7 +841,7 @@ def test_a_recording_with_a_big_graph_makes_only_the_rows_on_screen(
     """A graph above LAZY_LIST_ABOVE nodes: the list view and the event log make the rows
     they show (a recording may hold a million events), and show the same rows as the
     full lists would."""
-    n_links = autograd_tui.app.LAZY_LIST_ABOVE // 2 + 50  # 2n + 1 nodes
+    n_links = LAZY_LIST_ABOVE // 2 + 50  # 2n + 1 nodes
     path = tmp_path / "chain.jsonl"
     with Run(scenarios.load("chain"), {"n": n_links}) as run:
         assert run.run().status == "finished"
@@ -859,7 +861,7 @@ def test_a_recording_with_a_big_graph_makes_only_the_rows_on_screen(
         s = app.session
         assert s is not None and shown(app) == (total, total)
         state = s.state_at(total)
-        assert len(state.nodes) == 2 * n_links + 1 > autograd_tui.app.LAZY_LIST_ABOVE
+        assert len(state.nodes) == 2 * n_links + 1 > LAZY_LIST_ABOVE
         nodes = app.query_one("#node-list", LineTable)
         log = app.query_one("#events", LineTable)
         assert nodes.row_count == len(state.nodes) and log.row_count == total
@@ -869,14 +871,14 @@ def test_a_recording_with_a_big_graph_makes_only_the_rows_on_screen(
         assert log.cursor_row == total - 1
         assert log.scroll_offset.y <= total - 1 < log.scroll_offset.y + visible
         order = state.topological_order()
-        first = autograd_tui.app.AutogradApp._list_row(list_row(state, order[0]))
+        first = list_cells(list_row(state, order[0]))
         assert nodes.row(0) == first and nodes.key(0) == str(order[0])
         e = s.event(total - 1)
         assert log.row(total - 1)[1][0] == engine_format(e, state)
         await press(pilot, "home", "right", "right")
         assert shown(app) == (2, total)
         state2 = s.state_at(2)
-        assert nodes.row(0) == autograd_tui.app.AutogradApp._list_row(
+        assert nodes.row(0) == list_cells(
             list_row(state2, state2.topological_order()[0]))
         assert len(made) <= 240
 

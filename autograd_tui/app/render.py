@@ -1,6 +1,7 @@
 """Text renderings of an ``EngineState`` (pure functions: state in, Rich text out).
 
-Shared by the app's panes and by tests; none of them looks at the engine.
+Shared by the app's panes and by tests; none of them looks at the engine.  Nodes,
+sequence numbers and values are named by ``autograd_tui.words``, as in every other view.
 """
 
 from __future__ import annotations
@@ -11,11 +12,8 @@ from typing import Any
 import networkx as nx
 from rich.text import Text
 
-from autograd_tui.engine.events import summary
 from autograd_tui.history.state import EngineState, NodeInfo
-from autograd_tui.words import short_value
-
-UINT64_MAX = 2**64 - 1
+from autograd_tui.words import node_label, seq_text, short_value, value_summary
 
 #: state -> (style, one-letter badge); the letter keeps meaning without colour
 STATE_STYLE = {
@@ -28,29 +26,22 @@ STATE_STYLE = {
     "errored": ("bold red", "E"),
 }
 
-#: event kind -> style, for the event log and the headless trace
-KIND_STYLE = {
-    "push": "green", "pop": "cyan", "node_start": "bold", "node_end": "bold",
-    "dependency_decrement": "yellow", "buffer_accumulate": "magenta",
-    "not_ready_insert": "bold magenta", "not_ready_remove": "magenta",
-    "completion": "bold green", "error": "bold red", "deadlock": "bold red",
-    "wakeup": "bold blue", "reentrant_handoff": "bold blue", "thread_wait": "dim",
-    "thread_wake": "dim", "hook": "blue", "node_skipped": "dim",
-}
-
 # 20 wide, one space apart: three boxes fit the graph pane of a 120-column terminal
 # (with 24 and two spaces, linear-relu's Linear1 was cut off in not_ready).
 BOX_WIDTH = 20
 
 
-def seq_text(seq: int) -> str:
-    return "max" if seq >= UINT64_MAX else str(seq)
+def label_of(state: EngineState, node: int | None) -> str:
+    """``MulBackward0#3``; the node of a dummy (wake-up) task is "dummy"."""
+    return "dummy" if node is None else node_label(state.node_name(node), node)
 
 
-def node_label(state: EngineState, node: int | None) -> str:
-    if node is None:
-        return "dummy"
-    return f"{state.node_name(node)}#{node}"
+def report_field(report: Any, name: str, default: Any = None) -> Any:
+    """A field of a deadlock or pause report: an object in a live run, a dict (the
+    deadlock event's data) in a recording."""
+    if hasattr(report, name):
+        return getattr(report, name)
+    return report.get(name, default) if isinstance(report, dict) else default
 
 
 _LAYERS: list[Any] = [None, None]  # the last graph's (nodes, layers): it rarely changes
@@ -229,7 +220,7 @@ def queues_text(state: EngineState) -> Text:
         for k, task in enumerate(tasks[:PANE_ITEMS]):
             if k:
                 t.append(" ← ", style="dim")
-            name = node_label(state, task.node)
+            name = label_of(state, task.node)
             t.append(name, style="green" if task.node is not None else "bold blue")
             t.append(f" d{task.depth} s{seq_text(task.seq) if task.seq is not None else '-'}",
                      style="dim")
@@ -247,7 +238,7 @@ def not_ready_text(state: EngineState, values: bool = True) -> Text:
     for i, ((gt, n), slots) in enumerate(entries):
         if i:
             t.append("\n")
-        t.append(node_label(state, n), style="bold magenta")
+        t.append(label_of(state, n), style="bold magenta")
         rem = state.dependencies.get((gt, n))
         t.append(f" GT{gt} deps {rem}: ")
         for k, s in enumerate(slots):
@@ -305,7 +296,7 @@ def threads_rows(state: EngineState, live: dict[str, Any]) -> list[tuple[str, st
         else:
             what = fs.state + (f" on {fs.waiting_on}" if fs and fs.waiting_on else "") \
                 if fs else "?"
-            node = node_label(state, fs.node) if fs and fs.node is not None else ""
+            node = label_of(state, fs.node) if fs and fs.node is not None else ""
             depth = str(fs.depth) if fs else "0"
         rows.append((name, what, node, depth))
     return rows
@@ -322,7 +313,7 @@ def node_details(state: EngineState, n: int, values: bool = True) -> Text:
              f"topological_nr {info.topo}   inputs {info.num_inputs}\n")
     t.append(f"state {st}{' @ ' + where if where else ''}   remaining dependencies {rem}\n")
     t.append("next edges: ")
-    t.append(", ".join(f"{node_label(state, c)} (input {i})" if c is not None else "none"
+    t.append(", ".join(f"{label_of(state, c)} (input {i})" if c is not None else "none"
                        for c, i in info.next) or "(none: a leaf)")
     t.append("\n")
     for (gt, node), slots in state.buffers.items():
@@ -330,7 +321,7 @@ def node_details(state: EngineState, n: int, values: bool = True) -> Text:
             t.append(f"input buffer (GT{gt}): " + "  ".join(
                 f"[{k}] {short_value(s) if s is not None else 'empty'}"
                 for k, s in enumerate(slots)) + "\n")
-    outs = summary(state.outputs.get(n))
+    outs = value_summary(state.outputs.get(n))
     if outs is not None:
         t.append("output gradients: " + ", ".join(short_value(o) for o in outs) + "\n")
     if n in state.leaf_grads:

@@ -1,27 +1,22 @@
-"""Widgets drawn with Textual's Line API: the tables (the event log, the list view, the
-threads pane), the graph pane's text (``TextView``) and one-line bars (``TextLine``).
+"""``LineTable``: rows of ``(text, style)`` cells drawn with Textual's Line API (the event
+log, the list view, the threads pane).
 
 Why not ``DataTable``: every ``add_row`` / ``update_cell`` clears all of a
 DataTable's render caches, so each step re-rendered every visible cell of the
 event log and of the 253-row list view, cell by cell through Rich: most of a
-step's time.  Here a row is plain data (``(text, style)`` cells), each row's
-rendered ``Strip`` is cached until that row, the column widths, the cursor or the
-styles change, only the visible lines are ever rendered, and an update refreshes
-only the lines whose row changed.
+step's time.  Here a row is plain data (``rows.Row``), each row's rendered
+``Strip`` is cached until that row, the column widths, the cursor or the styles
+change, only the visible lines are ever rendered, and an update refreshes only
+the lines whose row changed.
 
 A row is usually one line; a subclass may draw a row on several lines
 (``row_lines``), as the threads pane does to wrap a long state.
-
-``TextView`` does the same for a Rich ``Text`` (the graph): a ``Static`` converts and
-re-renders all of its text at every update, this re-renders the changed lines.
 """
 
 from __future__ import annotations
 
-import textwrap
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import overload
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -34,86 +29,11 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widget import Widget
 
-Cell = tuple[str, str]  # (text, Rich style)
-Row = tuple[Cell, ...]
+from autograd_tui.app.widgets.rows import LazyRows, Row
+from autograd_tui.app.widgets.scrolling import set_virtual_size
 
 GAP = 2  # blanks between columns
-
-
-def set_virtual_size(view: ScrollView, size: Size) -> None:
-    """Set a line widget's virtual size; re-lay out the screen only if the widget's own
-    height follows it.
-
-    (``virtual_size`` is a layout reactive: the event log grows a line a step, and a
-    layout of the whole screen cost more than everything else in a step.)"""
-    if size == view.virtual_size:
-        return
-    height = view.styles.height
-    if (height is None or height.is_auto) and size.height != view.virtual_size.height:
-        view.virtual_size = size
-        return
-    view.set_reactive(ScrollView.virtual_size, size)
-    # As Widget._scroll_update, but a scrollbar is redrawn only if it changes (that one
-    # redraws both, each about a millisecond; the event log's height changes each step).
-    view._refresh_scrollbars()  # shown or hidden: a layout if that changes
-    width, height = view.container_size
-    if view.show_vertical_scrollbar:
-        view.vertical_scrollbar.window_virtual_size = size.height
-        view.vertical_scrollbar.window_size = height - view.scrollbar_size_horizontal
-    if view.show_horizontal_scrollbar:
-        view.horizontal_scrollbar.window_virtual_size = size.width
-        view.horizontal_scrollbar.window_size = width - view.scrollbar_size_vertical
-    view.scroll_x = view.validate_scroll_x(view.scroll_x)
-    view.scroll_y = view.validate_scroll_y(view.scroll_y)
-
-
-class LazyRows(Sequence[Row]):
-    """Rows made when they are drawn: ``fetch(i)`` for the ``count`` rows of a table too
-    long to build in full (a recording's million events, a graph of 100,000 nodes).
-    The last rows made are kept."""
-
-    def __init__(self, count: int, fetch: Callable[[int], Row], cache: int = 2048) -> None:
-        self._count = count
-        self._fetch = fetch
-        self._made: LRUCache[int, Row] = LRUCache(cache)
-        self._extra: list[Row] = []  # rows appended after the first ``count``
-
-    def __len__(self) -> int:
-        return self._count + len(self._extra)
-
-    def extend(self, rows: Sequence[Row]) -> None:
-        self._extra.extend(rows)
-
-    def made(self, i: int) -> Row | None:
-        """Row ``i`` if it has been made (and is still kept)."""
-        return self._made.get(i)
-
-    @overload
-    def __getitem__(self, i: int) -> Row: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[Row]: ...
-
-    def __getitem__(self, i: int | slice) -> Row | list[Row]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if i >= self._count:
-            return self._extra[i - self._count]  # IndexError past the end
-        if i < 0:
-            raise IndexError("row index out of range")
-        row = self._made.get(i)
-        if row is None:
-            row = self._made[i] = self._fetch(i)
-        return row
-
-
-def cells(*values: str | Cell) -> Row:
-    """A row from plain strings and ``(text, style)`` pairs."""
-    return tuple(v if isinstance(v, tuple) else (v, "") for v in values)
 
 
 class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
@@ -467,146 +387,3 @@ class LineTable(ScrollView, can_focus=True, inherit_bindings=False):
         r, _ = self._row_at_line(line)
         self.move_cursor(r)
         self.post_message(self.Selected(self, r, self.key(r)))
-
-
-class ThreadsTable(LineTable):
-    """The threads pane: ``#  thread  depth  node`` on a row's first line, and the
-    thread's state below it, wrapped to the pane's width: at 120 columns a state such
-    as "waiting on lock 'GraphTask 1 mutex' held by cuda:1" does not fit in a column
-    beside the others.  A node name too long for the line ends in "…": the pane never
-    scrolls sideways.
-
-    Rows are ``(#, thread, depth, node, state)``."""
-
-    INDENT = 3
-
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        # grow_only: a state that wraps on two lines, then one, would re-lay out the screen
-        super().__init__(("#", "thread", "depth", "node"), grow_only=True, id=id,
-                         classes=classes)
-
-    def _state_lines(self, row: Row, width: int) -> list[str]:
-        state = row[4][0] if len(row) > 4 else ""
-        if not state:
-            return []
-        return textwrap.wrap(state, max(width - self.INDENT, 10)) or [state]
-
-    def row_height(self, row: Row, width: int) -> int:
-        return 1 + len(self._state_lines(row, width))
-
-    def row_lines(self, row: Row, width: int) -> list[Text]:
-        first = super().row_lines(row[:4], width)[0]
-        if width and first.cell_len > width:
-            first.truncate(width, overflow="ellipsis")
-        style = row[4][1] if len(row) > 4 else ""
-        return [first] + [Text(" " * self.INDENT + line, style=style, no_wrap=True, end="")
-                          for line in self._state_lines(row, width)]
-
-    def _content_width(self) -> int:
-        # the node is cut to the line and the state wraps: neither widens the table
-        widths = self._widths[:3]
-        return sum(widths) + GAP * len(widths) + len("node")
-
-
-class TextView(ScrollView, inherit_bindings=False):
-    """Rich text shown line by line, scrollable both ways (the graph pane).
-
-    ``set_lines`` redraws only the lines that changed; each line's ``Strip`` is kept
-    while the line is the same ``Text`` object (or an equal one)."""
-
-    DEFAULT_CSS = """
-    TextView {
-        background: $surface 0%;
-    }
-    """
-
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(id=id, classes=classes)
-        self._lines: list[Text] = []
-        self._strips: dict[int, tuple[Text, Strip]] = {}
-
-    @property
-    def content(self) -> Text:
-        """All the lines, as one ``Text``."""
-        return Text("\n").join(self._lines)
-
-    def update(self, text: Text) -> None:
-        self.set_lines(list(text.split("\n", allow_blank=True)) if text.plain else [])
-
-    def set_lines(self, lines: list[Text]) -> None:
-        old, new = self._lines, list(lines)
-        for i, line in enumerate(new):
-            if i < len(old) and (line is old[i] or line == old[i]):
-                new[i] = old[i]  # the same object: its cached strip stays valid
-            else:
-                self.refresh_line(i)
-        for i in range(len(new), len(old)):
-            self.refresh_line(i)
-        self._lines = new
-        width = max((line.cell_len for line in new), default=0)
-        set_virtual_size(self, Size(width, len(new)))
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._strips.clear()
-
-    def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
-        width = self.scrollable_content_region.width
-        style = self.rich_style
-        i = scroll_y + y
-        if i >= len(self._lines):
-            return Strip.blank(width, style)
-        line = self._lines[i]
-        hit = self._strips.get(i)
-        if hit is None or hit[0] is not line:
-            strip = Strip(line.render(self.app.console, end=""), line.cell_len).apply_style(style)
-            hit = self._strips[i] = (line, strip)
-        return hit[1].crop_extend(scroll_x, scroll_x + width, style)
-
-
-class TextLine(Widget):
-    """One line of Rich text (the header, the timeline), cut with "…" to the width.
-
-    A ``Static`` converts its text to ``Content`` and lays it out again at each update,
-    a millisecond for one line; this renders one ``Strip``."""
-
-    DEFAULT_CSS = """
-    TextLine {
-        height: 1;
-    }
-    """
-
-    def __init__(self, *, center: bool = False, id: str | None = None,
-                 classes: str | None = None) -> None:
-        super().__init__(id=id, classes=classes)
-        self.center = center
-        self._text = Text()
-        self._strip: tuple[int, Strip] | None = None  # (width, the line)
-
-    @property
-    def content(self) -> Text:
-        return self._text
-
-    def update(self, text: Text) -> None:
-        if text != self._text:
-            self._text, self._strip = text, None
-            self.refresh()
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._strip = None
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        style = self.rich_style
-        if y:
-            return Strip.blank(width, style)
-        if self._strip is None or self._strip[0] != width:
-            text = self._text.copy()
-            text.truncate(width, overflow="ellipsis")
-            if self.center:
-                text.pad_left((width - text.cell_len) // 2)
-            strip = Strip(text.render(self.app.console, end=""), text.cell_len)
-            self._strip = (width, strip.apply_style(style).extend_cell_length(width, style))
-        return self._strip[1]

@@ -1,0 +1,310 @@
+"""``AutogradApp``: the debugger's keys (step, run, pause a thread, breakpoints, restart,
+scenarios, export) on top of ``SessionView``, which shows the session.
+
+Steps and runs go through the controller from worker threads, so the UI never waits
+on the engine.  The panes are in ``widgets/``, the dialogs in ``screens/``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.binding import Binding
+
+from autograd_tui.app import render
+from autograd_tui.app.screens import (
+    BreakpointsScreen,
+    ExportScreen,
+    HelpScreen,
+    ScenarioScreen,
+    TextScreen,
+)
+from autograd_tui.app.session_view import SessionView
+from autograd_tui.app.widgets import ThreadsPane
+from autograd_tui.session import Breakpoint, Session
+
+
+class AutogradApp(SessionView):
+    """The debugger: ``SessionView`` with the keys that drive a live run."""
+
+    TITLE = "autograd-tui"
+    CSS_PATH = "app.tcss"
+    # Nothing has the focus at start (Textual would focus the first table, even the hidden
+    # list view); focusing re-composes the footer, a third of the time to the first frame.
+    AUTO_FOCUS = None
+    BINDINGS = [
+        Binding("space", "toggle_run", "Run/Pause"),
+        Binding("n", "step", "Step"),
+        Binding("left", "back", "Back"),
+        Binding("right", "forward", "Fwd"),
+        Binding("c", "continue", "Continue"),
+        Binding("b", "breakpoints", "Breakpts"),
+        Binding("p", "pause_thread", "Pause thr"),
+        Binding("g", "goto", "Go to"),
+        # priority: a focused table (the threads pane, once a row is clicked; the list
+        # view) would take home/end for scrolling.
+        Binding("home", "first", "First", show=False, priority=True),
+        Binding("end", "last", "Last", show=False, priority=True),
+        Binding("v", "toggle_view", "View"),
+        Binding("d", "details", "Details"),
+        Binding("r", "restart", "Restart"),
+        Binding("s", "scenarios", "Scenarios"),
+        Binding("e", "export", "Export"),
+        Binding("t", "notes", "Notes"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit", "Quit"),
+        *[Binding(str(k), f"step_thread({k})", f"Step {k}", show=False) for k in range(1, 10)],
+        Binding("shift+left", "pan(-8, 0)", show=False),
+        Binding("shift+right", "pan(8, 0)", show=False),
+        Binding("shift+up", "pan(0, -4)", show=False),
+        Binding("shift+down", "pan(0, 4)", show=False),
+    ]
+
+    def __init__(self, scenario: str | None = None, *, params: dict[str, Any] | None = None,
+                 policy: str = "round-robin", seed: int = 0,
+                 engine_overrides: dict[str, Any] | None = None,
+                 recording: Any = None) -> None:
+        super().__init__()
+        self._scenario_name = scenario or "linear-relu"
+        self._params = params or {}
+        self._policy, self._seed = policy, seed
+        self._engine_overrides = engine_overrides or {}
+        self._recording = recording
+        self._auto_running = False
+        self._stepped_thread = False
+        self._drive_lock = threading.Lock()  # one controller request at a time
+
+    def _open(self) -> None:
+        """Start the session: a live run of the scenario, or the recording."""
+        from autograd_tui.scenarios import ScenarioError
+
+        self._close_session()
+        self._auto_running = False
+        self._reset()
+        try:
+            if self._recording is not None:
+                self.session = Session.from_recording(self._recording)
+            else:
+                from autograd_tui import scenarios
+                from autograd_tui.runner import Run
+
+                run = Run(scenarios.load(self._scenario_name), self._params,
+                          policy=self._policy, seed=self._seed,
+                          engine_overrides=self._engine_overrides)
+                self.session = Session.from_run(run)
+        except ScenarioError as e:
+            self.session = None
+            self.notify(str(e), title="cannot open", severity="error", timeout=10)
+        self._update_title()
+        self._tick(force=True)
+        if self.session is not None and self.session.live:
+            self.notify("n steps, space runs, ? shows every key", timeout=4)
+
+    def _close_session(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+    # --- actions: the engine --------------------------------------------------------------
+    def _live(self, *, forward_in_replay: bool = False) -> Session | None:
+        """The live session, or None: in a replay there is no engine to drive, so ``n``
+        walks the recording and the other engine keys say which keys do."""
+        s = self.session
+        if s is None:
+            return None
+        if not s.live:
+            if forward_in_replay:
+                self.action_forward()
+            else:
+                self.notify("replay: use left/right/home/end/g", timeout=3)
+            return None
+        return s
+
+    def action_step(self) -> None:
+        s = self._live(forward_in_replay=True)
+        if s is None:
+            return
+        if s.finished:
+            self._say_finished()
+            return
+        self._follow = True
+        self._drive("step")
+
+    def action_step_thread(self, k: int) -> None:
+        s = self._live()
+        if s is None:
+            return
+        names = [r[0] for r in render.threads_rows(s.state_at(self._seen), s.thread_states())]
+        if not 1 <= k <= len(names):
+            self.notify(f"there is no thread {k} (threads 1..{len(names)})", severity="warning")
+            return
+        self._follow = True
+        self._drive("thread", names[k - 1])
+
+    def action_toggle_run(self) -> None:
+        s = self._live()
+        if s is None:
+            return
+        if self._auto_running:
+            s.stop()
+            return
+        if s.finished:
+            self._say_finished()
+            return
+        self._start_run(s)
+
+    def _start_run(self, s: Session) -> None:
+        # Set on the UI thread, so that space pressed again before the worker starts stops it.
+        s.arm()
+        self._auto_running = True
+        self._follow = True
+        self._drive("run")
+
+    def action_continue(self) -> None:
+        s = self._live()
+        if s is None:
+            return
+        if s.finished:
+            self._say_finished()
+            return
+        if not s.breakpoints:
+            self.notify("no breakpoints set (b): running to the end", timeout=3)
+        self._start_run(s)
+
+    def _say_finished(self) -> None:
+        s = self.session
+        assert s is not None
+        self.notify(f"the run has ended ({s.status}); r restarts, s picks another scenario",
+                    timeout=4)
+
+    @work(thread=True, group="driver")
+    def _drive(self, what: str, thread: str | None = None) -> None:
+        """Blocking controller calls, off the UI thread.
+
+        Not an exclusive worker: cancelling one that has not started yet dropped
+        key presses (n pressed quickly stepped fewer times).  A lock makes the
+        requests run one at a time."""
+        s = self.session
+        if s is None:
+            return
+        with self._drive_lock:
+            if self.session is not s or s.finished:
+                if what == "run" and self.session is s:
+                    self._auto_running = False
+                return  # restarted, switched or quit while this request waited
+            self._stepped_thread = what == "thread"
+            try:
+                if what == "step":
+                    r = s.step_any()
+                elif what == "thread":
+                    assert thread is not None
+                    r = s.step_thread(thread)
+                else:
+                    r = s.run_until_breakpoint(arm=False)
+            finally:
+                if what == "run":
+                    self._auto_running = False
+        if self.session is s:
+            self.call_from_thread(self._after_drive, r)
+
+    def _after_drive(self, r: Any) -> None:
+        if r.status == "breakpoint":
+            self.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
+        elif r.status == "paused" and r.report is not None:
+            self.notify(r.report.explanation, title="paused", timeout=6)
+        elif r.status == "stuck" and r.report is not None:
+            self.notify(r.report.explanation, title="stuck", severity="error", timeout=10)
+        elif r.status == "blocked" and r.thread and self._stepped_thread:
+            self.notify(f"{r.thread} is blocked: it cannot move until another thread does",
+                        timeout=3)
+        self._tick()
+
+    def action_pause_thread(self) -> None:
+        s = self._live()
+        if s is None:
+            return
+        name = self.query_one(ThreadsPane).selected_thread()
+        if name is None:
+            return
+        paused = s.toggle_pause(name)
+        self.notify(f"{name} {'paused' if paused else 'resumed'}", timeout=2)
+        self._draw(force=True)
+
+    def action_breakpoints(self) -> None:
+        s = self.session
+        if s is None:
+            return
+
+        def done(bps: list[Breakpoint] | None) -> None:
+            if bps is not None:
+                s.breakpoints = bps
+
+        self.push_screen(BreakpointsScreen(s.breakpoints), done)
+
+    def action_restart(self) -> None:
+        self._open()
+
+    def action_scenarios(self) -> None:
+        from autograd_tui import scenarios
+
+        items = [(sc.name, sc.summary) for sc in scenarios.builtins()]
+
+        def done(name: str | None) -> None:
+            if name:
+                self._scenario_name, self._params, self._recording = name, {}, None
+                self._engine_overrides = {}
+                self._open()
+
+        self.push_screen(ScenarioScreen(items), done)
+
+    # --- actions: notes, help, export ---------------------------------------------------
+    def action_notes(self) -> None:
+        s = self.session
+        if s is not None:
+            self.push_screen(TextScreen(s.notes, f"teaching notes: {s.scenario_name}"))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_export(self) -> None:
+        s = self.session
+        if s is None:
+            return
+        default = f"autograd-{s.scenario_name}-{self.cursor:04d}.svg"
+
+        def done(path: str | None) -> None:
+            if path:
+                self._export(path)
+
+        self.push_screen(ExportScreen(default), done)
+
+    def _export(self, path: str) -> None:
+        s = self.session
+        assert s is not None
+        state = s.state_at(self.cursor)
+        try:
+            from autograd_tui.export import export_state
+        except ImportError:
+            self.notify("Graphviz export is not available in this version", severity="warning")
+            return
+        try:
+            msg = export_state(state, Path(path))
+        except Exception as e:  # noqa: BLE001 - a bad path or format: one message, no crash
+            self.notify(str(e), title="export failed", severity="error", timeout=8)
+            return
+        self.notify(msg or f"wrote {os.path.abspath(path)}", title="exported", timeout=6)
+
+    # --- quitting -------------------------------------------------------------------------
+    async def action_quit(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+        self.workers.cancel_group(self, "driver")
+        self._close_session()
+        self.exit(0)
+
+    def on_unmount(self) -> None:
+        self._close_session()

@@ -1,0 +1,58 @@
+"""The breakpoints dialog (``b``): add breakpoints on an event's kind, node, queue or
+thread, or clear them."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, Input, Label, Static
+
+from autograd_tui.app.screens.modal import Modal
+from autograd_tui.session import Breakpoint
+from autograd_tui.words import EVENT_KINDS
+
+
+class BreakpointsScreen(Modal):
+    """Add breakpoints (every given field must match) or clear them."""
+
+    def __init__(self, existing: list[Breakpoint]) -> None:
+        super().__init__()
+        self.existing = list(existing)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label("Breakpoints: stop when an event matches", classes="dialog-title")
+            yield Static(self._listing(), id="bp-list")
+            yield Input(placeholder="event kind, e.g. not_ready_insert", id="bp-kind")
+            yield Input(placeholder="node name or id, e.g. ReluBackward0", id="bp-node")
+            yield Input(placeholder="queue, e.g. cpu or cuda:0", id="bp-queue")
+            yield Input(placeholder="thread, e.g. cuda:0", id="bp-thread")
+            with Horizontal(classes="buttons"):
+                yield Button("Add", id="bp-add", variant="primary")
+                yield Button("Clear all", id="bp-clear")
+                yield Button("Done", id="bp-done")
+
+    def _listing(self) -> str:
+        if not self.existing:
+            return "(no breakpoints: `c` then runs to the end)"
+        return "\n".join(f"{i + 1}. {b.describe()}" for i, b in enumerate(self.existing))
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "bp-add":
+            vals = {k: (self.query_one(f"#bp-{k}", Input).value.strip() or None)
+                    for k in ("kind", "node", "queue", "thread")}
+            if vals["kind"] and vals["kind"] not in EVENT_KINDS:
+                self.notify(f"unknown event kind {vals['kind']!r}", severity="warning")
+                return
+            self.existing.append(Breakpoint(**vals))
+            for k in ("kind", "node", "queue", "thread"):
+                self.query_one(f"#bp-{k}", Input).value = ""
+            self.query_one("#bp-list", Static).update(self._listing())
+        elif event.button.id == "bp-clear":
+            self.existing.clear()
+            self.query_one("#bp-list", Static).update(self._listing())
+        else:
+            self.dismiss(self.existing)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(self.existing)

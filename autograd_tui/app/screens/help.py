@@ -1,0 +1,45 @@
+"""The help screen: every key, and what the colours and badges mean."""
+
+from __future__ import annotations
+
+from autograd_tui.app.screens.text import TextScreen
+
+HELP = """\
+# autograd-tui: keys
+
+| key | what it does |
+|---|---|
+| `space` | run / pause all threads (runs to the next breakpoint or the end) |
+| `n` | step: the scheduler picks the next thread and it moves one event |
+| `1`-`9` | step thread k (the number in the threads pane) |
+| `p` | pause / resume the thread selected in the threads pane |
+| `c` | continue to the next breakpoint |
+| `b` | breakpoints: stop on an event kind, node, queue or thread |
+| `left` / `right` | step back / forward through the history |
+| `home` / `end` | first / last event |
+| `g` | go to an event index |
+| `v` | graph view / compact list view |
+| `d` | node details (of the node the shown event touched, or the selected row) |
+| `shift+arrows` | pan the graph |
+| `r` | restart the scenario |
+| `s` | pick another scenario |
+| `e` | export a Graphviz snapshot of the shown state |
+| `t` | the scenario's teaching notes |
+| `?` | this help |
+| `q` | quit (tears down every engine thread) |
+
+**Colours and badges** (the badge letter carries the meaning without colour):
+`·` not reached, `W` waiting in not_ready, `R` ready in a queue, `▶` running,
+`✓` done, `S` skipped, `E` errored.  The node the shown event touched is drawn
+in reverse video.
+
+**Live runs keep their history**: step back with `left` while the engine waits;
+`n` or `space` moves the engine on and jumps back to the newest event.
+"""
+
+
+class HelpScreen(TextScreen):
+    """``?``: the keys (``HELP``) in a scrollable box."""
+
+    def __init__(self) -> None:
+        super().__init__(HELP, "help")

@@ -1,0 +1,27 @@
+"""The banner under the title: a deadlock's explanation, or why a live run is paused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+from autograd_tui.app.render import report_field
+
+
+class Banner(Static):
+    """Shown (class ``shown``) only while there is something to explain."""
+
+    def show(self, status: str, report: Any, at_newest: bool) -> None:
+        """``report``: the session's deadlock or pause report (an object in a live run, a
+        dict in a recording); a pause is explained only at the newest event."""
+        if status == "deadlock" and report is not None:
+            self.update(Text("DEADLOCK  ", style="bold")
+                        + Text(report_field(report, "explanation", "")))
+            self.add_class("shown")
+        elif report is not None and getattr(report, "kind", "") == "paused" and at_newest:
+            self.update(Text(report.explanation))
+            self.add_class("shown")
+        else:
+            self.remove_class("shown")

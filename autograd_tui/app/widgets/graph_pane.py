@@ -1,0 +1,121 @@
+"""The graph pane: the backward graph drawn as boxes in layers (``#graph``), or, for a
+large graph or on ``v``, the compact list view (``#node-list``), and below either the
+details of one node (``#details``, on ``d``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Static
+
+from autograd_tui.app import render
+from autograd_tui.app.widgets.line_table import LineTable
+from autograd_tui.app.widgets.rows import Row, cells
+from autograd_tui.app.widgets.text_view import TextView
+from autograd_tui.history.state import EngineState
+
+LIST_VIEW_ABOVE = 60  # nodes: larger graphs open in the compact list view
+LAZY_LIST_ABOVE = 2000  # nodes: the list view makes only the rows on screen
+NODE_COLUMNS = ("id", "node", "device", "state", "deps", "seq", "where")
+
+
+def list_cells(r: tuple[str, ...]) -> Row:
+    """A row of ``render.list_rows`` as the list view's cells: the name and the state in
+    the state's colour."""
+    style = render.STATE_STYLE.get(r[3].replace(" ", "_"), ("", ""))[0]
+    return cells(r[0], (r[1], style), r[2], (r[3], style), *r[4:])
+
+
+class GraphPane(Vertical):
+    """Draws an ``EngineState`` with the node that the shown event touched highlighted."""
+
+    BORDER_TITLE = "graph"
+
+    @dataclass
+    class NodeChosen(Message):
+        """A row of the list view was chosen: its node's details are shown."""
+
+        node: int
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.list_view = False  # asked for with v (a large graph is listed anyway)
+        self.details_node: int | None = None  # chosen in the list; else the touched node
+        self._list_raw: list[tuple[str, ...]] | None = None  # what the list view shows
+        self._list_cells: dict[tuple[str, ...], Row] = {}
+        self._lazy_order: tuple[object, list[int], list[int]] | None = None  # big graphs
+
+    def compose(self) -> ComposeResult:
+        yield TextView(id="graph")
+        yield LineTable(NODE_COLUMNS, zebra=True, grow_only=True, id="node-list")
+        yield Static("", id="details")
+
+    def reset(self) -> None:
+        """A new run: nothing of the last one's graph is kept."""
+        self.details_node = None
+        self._list_raw = self._lazy_order = None
+        self.query_one("#node-list", LineTable).clear()
+
+    def toggle_details(self) -> None:
+        self.query_one("#details").toggle_class("shown")
+
+    def pan(self, dx: int, dy: int) -> None:
+        self.query_one("#graph", TextView).scroll_relative(dx, dy, animate=False)
+
+    @on(LineTable.Selected, "#node-list")
+    def _chosen(self, event: LineTable.Selected) -> None:
+        event.stop()
+        self.details_node = int(event.key)
+        self.query_one("#details").add_class("shown")
+        self.post_message(self.NodeChosen(self.details_node))
+
+    # --- drawing --------------------------------------------------------------------------
+    def show(self, state: EngineState, highlight: int | None) -> None:
+        listed = self.list_view or len(state.nodes) > LIST_VIEW_ABOVE
+        self.set_class(listed, "list")
+        title = (f"graph: {len(state.nodes)} nodes"
+                 + ("  (list view: v toggles)" if listed else ""))
+        if self.border_title != title:  # setting it, even unchanged, repaints the pane
+            self.border_title = title
+        if listed:
+            self._show_list(state)
+        else:
+            self.query_one("#graph", TextView).set_lines(render.graph_lines(state, highlight))
+        node = self.details_node if self.details_node is not None else highlight
+        details = self.query_one("#details", Static)
+        if details.has_class("shown") and node is not None:
+            details.update(render.node_details(state, node))
+
+    def _show_list(self, state: EngineState) -> None:
+        table = self.query_one("#node-list", LineTable)
+        if len(state.nodes) > LAZY_LIST_ABOVE:  # only the rows on screen are made
+            self._list_raw = None
+            last = next(reversed(state.nodes.values()))
+            if self._lazy_order is None or self._lazy_order[0] != (len(state.nodes), last):
+                self._lazy_order = ((len(state.nodes), last), state.topological_order(),
+                                    render.list_widths(state))
+            order, widths = self._lazy_order[1], self._lazy_order[2]
+
+            def fetch(i: int) -> Row:
+                return list_cells(render.list_row(state, order[i]))
+
+            table.set_lazy_rows(len(order), fetch, widths, key=lambda i: str(order[i]))
+            return
+        raw = render.list_rows(state)
+        if raw == self._list_raw:
+            return
+        self._list_raw = raw
+        rows: list[Row] = []
+        made = self._list_cells  # a row's cells, by its text: most rows stay the same
+        if len(made) > 8192:
+            made.clear()
+        for r in raw:
+            row = made.get(r)
+            if row is None:
+                row = made[r] = list_cells(r)
+            rows.append(row)
+        table.set_rows(rows, [r[0] for r in raw])
