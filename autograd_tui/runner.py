@@ -135,7 +135,7 @@ class Run:
 
 @dataclass
 class Divergence:
-    index: int
+    index: int  # k: the first event (1-based) that differs
     expected: Event | None
     got: Event | None
 
@@ -167,9 +167,9 @@ def reexecute(rec: trace.Recording) -> tuple[Run, Divergence | None]:
     got = run.events
     for i, (a, b) in enumerate(zip(rec.events, got)):
         if a != b:
-            return run, Divergence(i, a, b)
+            return run, Divergence(i + 1, a, b)
     if len(got) != len(rec.events):
         i = min(len(got), len(rec.events))
-        return run, Divergence(i, rec.events[i] if i < len(rec.events) else None,
+        return run, Divergence(i + 1, rec.events[i] if i < len(rec.events) else None,
                                got[i] if i < len(got) else None)
     return run, None

@@ -128,7 +128,7 @@ class Engine:
         self._generation = next(_generations)
         self._node_ids = itertools.count(1)
         self._graph_task_ids = itertools.count(1)
-        self._seq = itertools.count()
+        self._seq = itertools.count(1)  # event k has seq k (docs/architecture.md)
         self._observers: tuple[Observer, ...] = ()
         self.waits: Any = None  # wait tracker installed by the controller
         self.record_values = False  # events carry whole tensors, not just summaries

@@ -433,12 +433,12 @@ def test_selecting_an_event_in_the_log_shows_that_moment() -> None:
         log = app.query_one("#events", LineTable)
         lines = screen_lines(log)
         assert lines[0].split()[:2] == ["seq", "event"]
-        assert lines[-1].split()[0] == "19"  # the newest event, at the bottom
-        # click: the row of seq 15 (the log is 10 lines with its header: rows 10..19)
-        y = next(y for y, line in enumerate(lines) if line.split()[:1] == ["15"])
+        assert lines[-1].split()[0] == "20"  # the newest event, at the bottom
+        # click: the row of event 16 (the log is 10 lines with its header: events 11..20)
+        y = next(y for y, line in enumerate(lines) if line.split()[:1] == ["16"])
         await pilot.click("#events", offset=(6, y + 1))  # + 1: the pane's border
         await settle(pilot)
-        assert shown(app) == (16, 20)  # after event 15
+        assert shown(app) == (16, 20)  # at event 16: the one number, in the log and title
         graph_matches(app, 16)
         assert log.cursor_row == 15
         # keyboard: with the focus on the log, up moves the cursor, enter shows that event
@@ -468,12 +468,12 @@ def test_the_event_log_keeps_every_event_and_scrolls_to_the_shown_one() -> None:
 
         for i in (0, n // 2, n - 1):  # each row: seq, then the readable line
             seq, text = log.row(i)
-            assert seq[0] == str(i) and text[0] == format_event(s.event(i), names)[6:]
+            assert seq[0] == str(i + 1) and text[0] == format_event(s.event(i), names)[6:]
             assert text[1] == KIND_STYLE.get(s.event(i).kind, "")
         await press(pilot, "home", "right")
-        assert screen_lines(log)[1].split()[0] == "0"  # scrolled back to the first event
+        assert screen_lines(log)[1].split()[0] == "1"  # scrolled back to the first event
         await press(pilot, "end")
-        assert screen_lines(log)[-1].split()[0] == str(n - 1)
+        assert screen_lines(log)[-1].split()[0] == str(n)
 
     run_app(app, script)
 

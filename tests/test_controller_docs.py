@@ -61,7 +61,7 @@ def test_every_ctl_attribute_in_the_api_section_exists():
 
 
 @pytest.mark.parametrize("choices", [
-    [], [0], [0, 0, 0], [0, 0, 1, 1, 1, 0, 2, 2], [3, 1, 4, 1, 5, 9, 2, 6], [1] * 100 + [0],
+    [], [1], [1, 1, 1], [1, 1, 2, 2, 2, 1, 3, 3], [3, 1, 4, 1, 5, 9, 2, 6], [2] * 100 + [1],
 ])
 def test_encode_decode_round_trip(choices):
     text = encode_schedule(choices)
@@ -70,10 +70,12 @@ def test_encode_decode_round_trip(choices):
 
 
 def test_the_documented_schedule_example():
-    assert encode_schedule([0] * 12 + [1] * 3 + [0] * 5) == "0:12,1:3,0:5"
-    assert decode_schedule("0:2,1") == [0, 0, 1]  # a missing count means 1
+    assert encode_schedule([1] * 12 + [2] * 3 + [1] * 5) == "1:12,2:3,1:5"
+    assert decode_schedule("1:2,2") == [1, 1, 2]  # a missing count means 1
     with pytest.raises(ValueError, match="bad schedule"):
-        decode_schedule("0:0")
+        decode_schedule("1:0")
+    with pytest.raises(ValueError, match="numbered from 1"):
+        decode_schedule("0:3")  # threads count from 1, as the app's keys
 
 
 def worked_examples() -> list[tuple[str, str]]:

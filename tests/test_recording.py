@@ -7,6 +7,7 @@ import json
 import random
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from autograd_tui import scenarios
@@ -179,9 +180,10 @@ def _resave(tmp_path: Path, good: Path, change) -> Path:
 
 
 def _drop_first(kind):
-    def change(events):
+    def change(events):  # and number the rest 1..n again, as a careful forger would
         i = next(i for i, e in enumerate(events) if e.kind == kind)
-        return events[:i] + events[i + 1:]
+        return [msgspec.structs.replace(e, seq=k)
+                for k, e in enumerate(events[:i] + events[i + 1:], 1)]
     return change
 
 
@@ -201,10 +203,10 @@ BAD = {
     "missing footer": (lambda t, g: _write(t, "f.jsonl", b"".join(
         g.read_bytes().splitlines(keepends=True)[:-1])), "missing footer"),
     "wrong version": (lambda t, g: _write(t, "v.jsonl", g.read_bytes().replace(
-        b'"version":2', b'"version":7', 1)), "version 7 is not understood; this program "
-        "reads version(s) 1, 2"),
+        b'"version":3', b'"version":7', 1)), "version 7 is not understood; this program "
+        "reads version(s) 1, 2, 3"),
     "reordered lines": (lambda t, g: _write(t, "r.jsonl", _swap(g.read_bytes(), 5, 6)),
-                        "events out of order"),
+                        "line 6: event 5 has seq 6: event k must have seq k"),
     "pop from an empty queue": (lambda t, g: _resave(t, g, _drop_first("push")),
                                 "contradicts the state: event 3: pop from queue cpu, which is "
                                 "empty"),
@@ -344,7 +346,7 @@ def test_version_1_recordings_still_load(good, tmp_path):
 def test_odd_values_give_a_message_not_a_traceback(good, tmp_path):
     lines = _lines(good)
     header = json.loads(lines[0])
-    for version in (True, 2.0, "2"):  # only the integers 1 and 2 are versions
+    for version in (True, 2.0, "3"):  # only the integers 1, 2 and 3 are versions
         p = _write(tmp_path, "ver.jsonl", json.dumps({**header, "version": version}).encode()
                    + b"\n" + b"".join(lines[1:]))
         with pytest.raises(trace.TraceError, match="is not understood"):
@@ -354,10 +356,31 @@ def test_odd_values_give_a_message_not_a_traceback(good, tmp_path):
             for k, line in enumerate(lines[1:-1])]
     p = _write(tmp_path, "huge.jsonl", b"".join([lines[0], *huge[:3][::-1], *huge[3:],
                                                  lines[-1]]))
-    with pytest.raises(trace.TraceError, match="line 3: events out of order"):
+    with pytest.raises(trace.TraceError, match="line 2: event 1 has seq 18446744073709551"):
         trace.load(p)
-    v1 = [lines[0].replace(b'"version":2', b'"version":1'),
+    old = p.read_bytes().replace(b'"version":3', b'"version":2', 1)  # versions 1, 2: increasing
+    with pytest.raises(trace.TraceError, match="line 3: events out of order"):
+        trace.load(_write(tmp_path, "huge2.jsonl", old))
+    v1 = [lines[0].replace(b'"version":3', b'"version":1'),
           b'[0,"push","t",1,1,"cpu",{"depth":0,"seq":1,"dummy":false,"shutdown":false,'
           b'"size":1,"order":[[1,1]],"outstanding":1}]\n', b'{"footer":{"events":1}}\n']
     with pytest.raises(trace.TraceError, match="line 2: malformed push event"):
         trace.load(_write(tmp_path, "v1odd.jsonl", b"".join(v1)))
+
+
+def test_a_version_2_recording_loads_in_todays_numbering(tmp_path):
+    """Version 2 numbered events from 0 and schedule threads from 0: loaded, event k has
+    seq k and the schedule counts threads from 1, as a version 3 file of the same run."""
+    record(scenarios.get("multi-device"), path=tmp_path / "new.jsonl")
+    rec = trace.load(tmp_path / "new.jsonl")
+    assert rec.header["version"] == 3 and [e.seq for e in rec.events[:3]] == [1, 2, 3]
+    old_events = [msgspec.structs.replace(e, seq=e.seq - 1) for e in rec.events]
+    runs = (p.partition(":") for p in rec.footer["schedule"].split(","))
+    old_schedule = ",".join(f"{int(c) - 1}{sep}{n}" for c, sep, n in runs)
+    assert old_schedule.startswith("0:")
+    trace.save(tmp_path / "old.jsonl", {**rec.header, "version": 2}, old_events,
+               {**rec.footer, "schedule": old_schedule})
+    old = trace.load(tmp_path / "old.jsonl")
+    assert old.events == rec.events
+    assert old.footer["schedule"] == rec.footer["schedule"]
+    assert old.history.head == rec.history.head

@@ -284,7 +284,7 @@ def graph_tasks_text(state: EngineState) -> Text:
 def threads_rows(state: EngineState, live: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(thread, state, current node, depth) per thread: the controller's live words when
     we have them (paused, lock holders), else the fold's."""
-    names = list(dict.fromkeys([*state.threads, *live]))
+    names = list(dict.fromkeys([*live, *state.threads]))  # live: the controller's numbering
     rows = []
     for name in names:
         ls = live.get(name)

@@ -168,7 +168,7 @@ class Controller:
         with self._cv:
             if name in self._threads:
                 raise RuntimeError(f"thread name {name!r} registered twice")
-            info = ThreadInfo(name, len(self._threads))
+            info = ThreadInfo(name, len(self._threads) + 1)  # threads are numbered from 1
             info.user_paused = self._pause_new or name in self._pause_names
             self._threads[name] = info
             self._cv.notify_all()

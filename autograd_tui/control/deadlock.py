@@ -179,7 +179,7 @@ def analyse(ctl: Controller) -> DeadlockReport:
 def _explain(ctl: Controller, g: nx.DiGraph, cycle: list[str], infos: list[ThreadInfo]) -> str:
     if not cycle:
         # No cycle: a wait that nothing will ever satisfy (a lost wake-up).
-        program = next((t for t in infos if t.index == 0), None)
+        program = next((t for t in infos if t.index == 1), None)
         start = program if program is not None and program.state == "waiting" else next(
             (t for t in infos if t.state == "waiting"), None)
         if start is None:

@@ -68,13 +68,13 @@ class ExplicitSchedule:
             if t.index == want:
                 return t
         raise ScheduleDivergence(
-            f"schedule step {self.pos}: thread #{want} cannot move now "
-            f"(movable: {', '.join(f'#{t.index} {t.name}' for t in eligible) or 'none'})"
+            f"schedule step {self.pos}: thread {want} cannot move now "
+            f"(movable: {', '.join(f'{t.index} ({t.name})' for t in eligible) or 'none'})"
         )
 
 
 def encode_schedule(choices: Iterable[int]) -> str:
-    """Run-length code: ``0:12,1:3,0:5`` = thread #0 twelve times, #1 three times, ..."""
+    """Run-length code: ``1:12,2:3,1:5`` = thread 1 twelve times, 2 three times, ..."""
     out: list[list[int]] = []
     for c in choices:
         if out and out[-1][0] == c:
@@ -96,10 +96,11 @@ def decode_schedule(text: str) -> list[int]:
         except ValueError:
             raise ValueError(
                 f"bad schedule at item {i + 1} ({part!r}): expected THREAD:COUNT, "
-                "e.g. 0:12,1:3"
+                "e.g. 1:12,2:3"
             ) from None
-        if idx < 0 or count < 1:
-            raise ValueError(f"bad schedule at item {i + 1} ({part!r}): negative or zero")
+        if idx < 1 or count < 1:
+            raise ValueError(f"bad schedule at item {i + 1} ({part!r}): threads are numbered "
+                             "from 1 and counts are positive")
         choices.extend([idx] * count)
     return choices
 

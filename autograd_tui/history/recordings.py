@@ -46,8 +46,8 @@ from autograd_tui.history.history import History
 from autograd_tui.history.state import StateError
 
 FORMAT = "autograd-tui-trace"
-VERSION = 2
-SUPPORTED_VERSIONS = (1, 2)
+VERSION = 3  # 3: event k has seq k (1-based) and schedules number threads from 1
+SUPPORTED_VERSIONS = (1, 2, 3)
 
 _ENCODER = msgspec.json.Encoder()
 _PLAIN = msgspec.json.Decoder()
@@ -263,22 +263,24 @@ def _load(p: Path, data: bytes, validate_state: bool) -> Recording:
     body, footer = _split_footer(p, data, first)
     # Version 2: the checksum covers every byte before its own digits; version 1: the events.
     mark = data.rfind(CHECKSUM_MARK) + len(CHECKSUM_MARK)
-    if version == 2 and data[mark + 64:].rstrip(b"\n") != b'"}}':
+    if version >= 2 and data[mark + 64:].rstrip(b"\n") != b'"}}':
         raise TraceError(f"{p}: the footer must end with its checksum "
                          '(...,"checksum":"sha256:<64 hex digits>"}})')
     covered = body if version == 1 else memoryview(data)[:mark]
     checksum = _Checksum(covered)
     try:
-        events = _decode_v2(p, body) if version == 2 else _decode_v1(p, body)
+        events = _decode_v2(p, body) if version >= 2 else _decode_v1(p, body)
         if footer.get("events") != len(events):
             _no_blank_line(p, data, first, body)
             raise TraceError(f"{p}: the footer says {footer.get('events')} events but the "
                              f"file has {len(events)}: lines are missing or were added")
-        _check_order(p, events)
+        _check_order(p, events, version)
         if footer.get("checksum") != "sha256:" + checksum.result():
             _no_blank_line(p, data, first, body)
             raise TraceError(f"{p}: checksum mismatch: the recording was changed after it "
                              "was written")
+        if version < 3:
+            events, footer = _renumber(events, footer)
         history = _fold(p, events) if validate_state else None
     finally:
         checksum.join()
@@ -419,18 +421,42 @@ def _event_v1(p: Path, lineno: int, obj: Any) -> Event:
         raise TraceError(f"{where}: malformed {kind} event ({e})") from None
 
 
-def _check_order(p: Path, events: list[Event]) -> None:
+def _check_order(p: Path, events: list[Event], version: int) -> None:
+    """Version 3: event k has seq k.  Versions 1 and 2 numbered from 0: increasing."""
     try:
         seqs = np.fromiter(map(operator.attrgetter("seq"), events), dtype=np.int64,
                            count=len(events))
     except OverflowError:  # a seq beyond int64: compare as Python ints
         seqs = np.array([e.seq for e in events], dtype=object)
+    if version >= 3:
+        bad = np.flatnonzero(seqs != np.arange(1, len(seqs) + 1))
+        if len(bad):
+            i = int(bad[0])
+            raise TraceError(f"{p}, line {i + 2}: event {i + 1} has seq {seqs[i]}: event k "
+                             "must have seq k (lines were moved, repeated or removed)")
+        return
     if len(seqs) and seqs[0] < 0:
         raise TraceError(f"{p}, line 2: seq must be a non-negative integer, not {seqs[0]}")
     if not (seqs[1:] > seqs[:-1]).all():
         i = int(np.flatnonzero(seqs[1:] <= seqs[:-1])[0]) + 1
         raise TraceError(f"{p}, line {i + 2}: events out of order (seq {int(seqs[i])} "
                          f"after {int(seqs[i - 1])}): lines were moved or repeated")
+
+
+def _renumber(events: list[Event], footer: dict[str, Any]
+              ) -> tuple[list[Event], dict[str, Any]]:
+    """A version 1 or 2 recording in today's numbering: event k gets seq k, and the
+    schedule's threads count from 1 (they counted from 0)."""
+    events = [msgspec.structs.replace(e, seq=k) for k, e in enumerate(events, 1)]
+    sched = footer.get("schedule")
+    if isinstance(sched, str) and sched.strip():
+        try:
+            runs = [part.partition(":") for part in sched.strip().split(",")]
+            footer = {**footer, "schedule": ",".join(
+                f"{int(c) + 1}{sep}{n}" for c, sep, n in runs)}
+        except ValueError:
+            pass  # a bad schedule stays as it is: re-executing it says what is wrong
+    return events, footer
 
 
 def _fold(p: Path, events: list[Event]) -> History:
