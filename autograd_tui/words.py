@@ -34,10 +34,10 @@ def seq_text(seq: int | None) -> str:
     return "max" if seq is not None and seq >= UINT64_MAX else str(seq)
 
 
-def node_label(name: str | None, node: int | None) -> str:
-    """``MulBackward0#3``; the node of a dummy (wake-up) task is "dummy"."""
+def node_label(name: str | None, node: int | None, none: str = "-") -> str:
+    """``MulBackward0#3``; no node (a dummy wake-up or shutdown task) reads ``none``."""
     if node is None:
-        return "-"
+        return none
     return f"{name or 'node'}#{node}"
 
 

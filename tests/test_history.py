@@ -106,3 +106,10 @@ def test_no_import_cycles_in_the_debugger():
                     g.add_edge(mod, t)
     cycles = list(nx.simple_cycles(g))
     assert not cycles, f"import cycles: {cycles[:3]}"
+
+
+def test_no_debugger_module_is_over_about_400_lines():
+    """One job each: "about 400" leaves room for a docstring and a few helpers."""
+    big = {str(p.relative_to(ROOT)): n for p in (ROOT / "autograd_tui").rglob("*.py")
+           if (n := len(p.read_text(encoding="utf-8").splitlines())) > 450}
+    assert not big, f"modules over ~400 lines: {big}"

@@ -33,7 +33,7 @@ BOX_WIDTH = 20
 
 def label_of(state: EngineState, node: int | None) -> str:
     """``MulBackward0#3``; the node of a dummy (wake-up) task is "dummy"."""
-    return "dummy" if node is None else node_label(state.node_name(node), node)
+    return node_label(state.node_name(node), node, none="dummy")
 
 
 def report_field(report: Any, name: str, default: Any = None) -> Any:

@@ -6,13 +6,7 @@ explanation; ``primitives.py`` the locks and signals user code can hold across a
 backward.
 """
 
-from autograd_tui.control.controller import (
-    STUCK_AFTER,
-    Controller,
-    StepResult,
-    ThreadInfo,
-    ThreadStatus,
-)
+from autograd_tui.control.controller import STUCK_AFTER, Controller, StepResult
 from autograd_tui.control.deadlock import DeadlockReport
 from autograd_tui.control.policies import (
     ExplicitSchedule,
@@ -25,6 +19,7 @@ from autograd_tui.control.policies import (
     make_policy,
 )
 from autograd_tui.control.primitives import Signal, TrackedLock
+from autograd_tui.control.threads import ThreadInfo, ThreadStatus
 
 __all__ = [
     "STUCK_AFTER", "Controller", "DeadlockReport", "ExplicitSchedule", "RoundRobin",

@@ -37,8 +37,9 @@ from typing import Any
 import networkx as nx
 
 from autograd_tui.control.deadlock import DeadlockReport, analyse, wait_for_graph
+from autograd_tui.control.gates import Gates
 from autograd_tui.control.policies import encode_schedule, make_policy
-from autograd_tui.control.primitives import TrackedLock
+from autograd_tui.control.threads import ThreadInfo, ThreadStatus, thread_status
 from autograd_tui.engine.engine import Engine, use_engine
 from autograd_tui.engine.events import Event, make_event
 from autograd_tui.engine.sync import ThreadAborted, Waitable
@@ -51,32 +52,6 @@ STUCK_AFTER = 10.0
 
 # --- thread bookkeeping --------------------------------------------------------------
 @dataclass
-class ThreadInfo:
-    name: str
-    index: int
-    state: str = "transit"  # transit | running | paused | waiting | finished
-    last_event: Event | None = None
-    waiting_kind: str | None = None
-    waiting_on: Any = None
-    user_paused: bool = False
-    allowance: int = 0  # free mode: gates it may still pass while paused
-    gates: int = 0
-    ident: int | None = None
-
-
-@dataclass(frozen=True)
-class ThreadStatus:
-    name: str
-    state: str  # running | paused | waiting | finished | ready
-    detail: str  # human words: "waiting on queue cpu", "paused after push", ...
-    node: str | None
-    depth: int
-    waiting_on: str | None = None
-    holder: str | None = None
-    user_paused: bool = False
-
-
-@dataclass
 class StepResult:
     status: str  # stepped | blocked | finished | deadlock | paused | breakpoint | stuck | limit
     events: list[Event]
@@ -85,7 +60,7 @@ class StepResult:
 
 
 # --- the controller ---------------------------------------------------------------------------
-class Controller:
+class Controller(Gates):
     def __init__(self, engine: Engine, *, serialized: bool = True,
                  policy: str = "round-robin", seed: int = 0,
                  stuck_after: float = STUCK_AFTER, history: History | None = None) -> None:
@@ -159,114 +134,6 @@ class Controller:
     @property
     def finished(self) -> bool:
         return self._program_done
-
-    # --- the tracker interface (called by engine threads) -------------------------------------
-    def make_lock(self, name: str) -> TrackedLock:
-        return TrackedLock(name, self)
-
-    def register_thread(self, name: str) -> None:
-        with self._cv:
-            if name in self._threads:
-                raise RuntimeError(f"thread name {name!r} registered twice")
-            info = ThreadInfo(name, len(self._threads) + 1)  # threads are numbered from 1
-            info.user_paused = self._pause_new or name in self._pause_names
-            self._threads[name] = info
-            self._cv.notify_all()
-
-    def thread_begin(self, name: str) -> None:
-        with self._cv:
-            info = self._threads[name]
-            info.ident = threading.get_ident()
-            self._by_ident[info.ident] = info
-        self._park(info, None)
-
-    def thread_end(self, name: str) -> None:
-        with self._cv:
-            info = self._threads[name]
-            info.state = "finished"
-            if self._turn == name:
-                self._turn = None
-            self._cv.notify_all()
-
-    def before_wait(self, kind: str, obj: Any) -> None:
-        with self._cv:
-            info = self._by_ident.get(threading.get_ident())
-            if info is None:
-                return
-            info.state = "waiting"
-            info.waiting_kind, info.waiting_on = kind, obj
-            self._waitables[id(obj)] = obj
-            if self._turn == info.name:
-                self._turn = None
-            self._cv.notify_all()
-
-    def notify(self, obj: Any, waiters: list[int]) -> None:
-        with self._cv:
-            for ident in waiters:
-                info = self._by_ident.get(ident)
-                if info is not None and info.state == "waiting":
-                    info.state = "transit"
-            self._cv.notify_all()
-
-    def after_wait(self, kind: str, obj: Any) -> None:
-        info = self._by_ident.get(threading.get_ident())
-        if info is None:
-            return
-        with self._cv:
-            info.waiting_kind = info.waiting_on = None
-        self._park(info, None)
-
-    def emit_wait(self, kind: str, on: str, obj: Any) -> None:
-        """thread_wait / thread_wake events for locks and signals (a gate each)."""
-        eng = self.engine
-        if threading.get_ident() not in self._by_ident:
-            return
-        holder = None
-        if isinstance(obj, TrackedLock) and kind == "thread_wait" and obj.holder is not None:
-            h = self._by_ident.get(obj.holder)
-            holder = h.name if h else "another thread"
-        data: dict[str, Any] = {"on": on, "target": obj.name}
-        if kind == "thread_wait":
-            data["holder"] = holder
-        eng._emit(kind, None, None, None, **data)
-
-    # --- gates --------------------------------------------------------------------------------
-    def _on_event(self, event: Event) -> None:
-        info = self._by_ident.get(threading.get_ident())
-        with self._cv:
-            self.history.append(event)  # a list append: the fold runs when a view asks
-        for fn in self._subscribers:
-            fn(event)
-        if info is not None:
-            self._park(info, event)
-
-    def _park(self, info: ThreadInfo, event: Event | None) -> None:
-        with self._cv:
-            if self.aborted:
-                raise ThreadAborted()
-            if event is not None:
-                info.last_event = event
-                info.gates += 1
-            if self.serialized:
-                info.state = "paused"
-                if self._turn == info.name:
-                    self._turn = None
-                self._cv.notify_all()
-                while self._turn != info.name:
-                    self._cv.wait()
-                    if self.aborted:
-                        raise ThreadAborted()
-            else:
-                while info.user_paused and info.allowance == 0:
-                    info.state = "paused"
-                    self._cv.notify_all()
-                    self._cv.wait()
-                    if self.aborted:
-                        raise ThreadAborted()
-                if info.user_paused and event is not None:
-                    info.allowance -= 1
-            info.state = "running"
-            self._cv.notify_all()
 
     # --- pause / resume -----------------------------------------------------------------------
     def _info(self, thread: str | int) -> ThreadInfo:
@@ -453,45 +320,8 @@ class Controller:
             return {name: self._status(info, state) for name, info in self._threads.items()}
 
     def _status(self, info: ThreadInfo, state: EngineState | None = None) -> ThreadStatus:
-        state = state if state is not None else self.history.head
-        th = state.threads.get(info.name)
-        node = state.node_name(th.node) if th is not None and th.nodes else None
-        depth = th.depth if th is not None else 0
-        if info.state == "waiting":
-            what = self._describe_obj(info.waiting_on)
-            holder = None
-            if isinstance(info.waiting_on, TrackedLock) and info.waiting_on.holder is not None:
-                h = self._by_ident.get(info.waiting_on.holder)
-                holder = h.name if h else "?"
-                what += f" held by {holder}"
-            return ThreadStatus(info.name, "waiting", f"waiting on {what}", node, depth,
-                                self._describe_obj(info.waiting_on), holder, info.user_paused)
-        if info.state == "paused":
-            after = f" after {info.last_event.kind}" if info.last_event else ""
-            state = "paused" if info.user_paused or self.serialized else "ready"
-            word = "paused" if info.user_paused else "at a gate"
-            return ThreadStatus(info.name, state, f"{word}{after}", node, depth,
-                                user_paused=info.user_paused)
-        if info.state == "finished":
-            return ThreadStatus(info.name, "finished", "finished", None, 0)
-        return ThreadStatus(info.name, "running", "running", node, depth,
-                            user_paused=info.user_paused)
-
-    def _describe_obj(self, obj: Any) -> str:
-        if obj is None:
-            return "?"
-        kind = getattr(obj, "wait_kind", "object")
-        if kind == "queue":
-            return f"queue {obj.name}"
-        if kind == "future":
-            return f"the future of GraphTask {obj.graph_task_id}"
-        if kind == "lock":
-            return f"lock '{obj.name}'"
-        if kind == "pool":
-            return "the reentrant pool's work queue"
-        if kind == "signal":
-            return f"signal '{obj.name}'"
-        return repr(obj)
+        return thread_status(info, state if state is not None else self.history.head,
+                             serialized=self.serialized, by_ident=self._by_ident)
 
     # --- deadlocks ----------------------------------------------------------------------------
     def _stuck_report(self, info: ThreadInfo) -> DeadlockReport:

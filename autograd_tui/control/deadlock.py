@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
+from autograd_tui.control.threads import describe_wait
+
 if TYPE_CHECKING:
     from autograd_tui.control.controller import Controller, ThreadInfo
 
@@ -184,7 +186,7 @@ def _explain(ctl: Controller, g: nx.DiGraph, cycle: list[str], infos: list[Threa
             (t for t in infos if t.state == "waiting"), None)
         if start is None:
             return "Nothing can move, but no thread is waiting on anything." + _hint(ctl)
-        what = ctl._describe_obj(start.waiting_on)
+        what = describe_wait(start.waiting_on)
         inside = current_node(ctl, start.name)
         where = f" (inside {inside})" if inside else ""
         text = (f"Deadlock: {start.name}{where} waits on {what}, and no other thread can "

@@ -38,12 +38,12 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from autograd_tui.engine.events import Event
+from autograd_tui.files import CannotWrite, write_bytes
 from autograd_tui.history.recordings import TraceError
 
 PID = 1
@@ -373,25 +373,7 @@ def write_chrome_trace(path: str | os.PathLike[str], events: Iterable[Event],
     if p.name.endswith(".gz"):
         data = gzip.compress(data, mtime=0)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    except FileNotFoundError:
-        raise TraceError(f"{p}: cannot write: the folder {p.parent} does not exist") from None
-    except NotADirectoryError:
-        raise TraceError(f"{p}: cannot write: {p.parent} is not a folder") from None
-    except PermissionError:
-        raise TraceError(f"{p}: cannot write: permission denied in {p.parent}") from None
-    except OSError as e:
-        raise TraceError(f"{p}: cannot write: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, p)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise TraceError(f"{p}: cannot write: {e.strerror or e}") from None
-        raise
+        write_bytes(p, data)
+    except CannotWrite as e:
+        raise TraceError(str(e)) from None
     return len(data)

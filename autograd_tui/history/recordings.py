@@ -30,18 +30,18 @@ import hashlib
 import json
 import operator
 import os
-import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 import numpy as np
 
 from autograd_tui.engine.events import EVENT_TYPES, SCHEMA, Event, make_event
+from autograd_tui.files import CannotWrite, atomic_write
 from autograd_tui.history.history import History
 from autograd_tui.history.state import StateError
 
@@ -115,23 +115,6 @@ def event_line(e: Event) -> bytes:
     return _ENCODER.encode(e) + b"\n"
 
 
-def _open_write(path: Path) -> tuple[IO[bytes], IO[bytes], str]:
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except FileNotFoundError:
-        raise TraceError(f"{path}: cannot write: the folder {path.parent} does not exist") \
-            from None
-    except PermissionError:
-        raise TraceError(f"{path}: cannot write: permission denied in {path.parent}") from None
-    except OSError as e:
-        raise TraceError(f"{path}: cannot write: {e.strerror}") from None
-    raw = os.fdopen(fd, "wb")
-    if path.name.endswith(".gz"):
-        gz = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)
-        return gz, raw, tmp  # type: ignore[return-value]
-    return raw, raw, tmp
-
-
 def save(path: str | os.PathLike[str], header: dict[str, Any], events: Iterable[Event],
          footer: dict[str, Any] | None = None) -> int:
     """Write a recording (atomically: a failure leaves any existing file as it was).
@@ -139,14 +122,11 @@ def save(path: str | os.PathLike[str], header: dict[str, Any], events: Iterable[
     Events are written in ``seq`` order.  Returns the number of bytes of event
     lines written."""
     p = Path(path)
-    if p.is_dir():
-        raise TraceError(f"{p}: cannot write: it is a directory")
     evs = sorted(events, key=lambda e: e.seq)
     h = hashlib.sha256()
-    out, raw, tmp = _open_write(p)
     nbytes = 0
     try:
-        with raw, out:
+        with atomic_write(p) as out:
             head = json.dumps(header, separators=(",", ":"), sort_keys=True,
                               allow_nan=False).encode() + b"\n"
             h.update(head)
@@ -165,17 +145,10 @@ def save(path: str | os.PathLike[str], header: dict[str, Any], events: Iterable[
             prefix = b'{"footer":' + body[:-1] + b"," + CHECKSUM_MARK
             h.update(prefix)
             out.write(prefix + h.hexdigest().encode() + b'"}}\n')
-        os.replace(tmp, p)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise TraceError(f"{p}: cannot write: {e.strerror or e}") from None
-        if isinstance(e, (ValueError, TypeError, msgspec.EncodeError)):
-            raise TraceError(f"{p}: cannot write: {e}") from None
-        raise
+    except CannotWrite as e:
+        raise TraceError(str(e)) from None
+    except (ValueError, TypeError, msgspec.EncodeError) as e:
+        raise TraceError(f"{p}: cannot write: {e}") from None
     return nbytes
 
 

@@ -1,0 +1,149 @@
+"""The gates: what engine threads call, at each event and around each wait.
+
+Not in PyTorch.  The controller is the engine's observer and its wait tracker
+(``Engine.waits``, see ``engine/sync.py``): every event an engine thread emits
+passes ``_on_event`` (stored in the run's History, then the thread parks at its
+gate until the controller lets it go), and every blocking wait reports itself
+here, so the controller always knows what each thread is doing.  A mixin of
+``Controller``: these are the engine's side of it, ``controller.py`` the caller's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from autograd_tui.control.primitives import TrackedLock
+from autograd_tui.control.threads import ThreadInfo
+from autograd_tui.engine.events import Event
+from autograd_tui.engine.sync import ThreadAborted, Waitable
+
+if TYPE_CHECKING:
+    from autograd_tui.engine.engine import Engine
+    from autograd_tui.history import History
+
+
+class Gates:
+    """The state the gates share with the controller is set by ``Controller.__init__``."""
+
+    engine: Engine
+    history: History
+    serialized: bool
+    aborted: bool
+    _cv: threading.Condition
+    _threads: dict[str, ThreadInfo]
+    _by_ident: dict[int, ThreadInfo]
+    _turn: str | None
+    _subscribers: list[Callable[[Event], None]]
+    _waitables: dict[int, Waitable]
+    _pause_new: bool
+    _pause_names: set[str]
+
+    # --- the tracker interface (called by engine threads) -------------------------------------
+    def make_lock(self, name: str) -> TrackedLock:
+        return TrackedLock(name, self)
+
+    def register_thread(self, name: str) -> None:
+        with self._cv:
+            if name in self._threads:
+                raise RuntimeError(f"thread name {name!r} registered twice")
+            info = ThreadInfo(name, len(self._threads) + 1)  # threads are numbered from 1
+            info.user_paused = self._pause_new or name in self._pause_names
+            self._threads[name] = info
+            self._cv.notify_all()
+
+    def thread_begin(self, name: str) -> None:
+        with self._cv:
+            info = self._threads[name]
+            info.ident = threading.get_ident()
+            self._by_ident[info.ident] = info
+        self._park(info, None)
+
+    def thread_end(self, name: str) -> None:
+        with self._cv:
+            info = self._threads[name]
+            info.state = "finished"
+            if self._turn == name:
+                self._turn = None
+            self._cv.notify_all()
+
+    def before_wait(self, kind: str, obj: Any) -> None:
+        with self._cv:
+            info = self._by_ident.get(threading.get_ident())
+            if info is None:
+                return
+            info.state = "waiting"
+            info.waiting_kind, info.waiting_on = kind, obj
+            self._waitables[id(obj)] = obj
+            if self._turn == info.name:
+                self._turn = None
+            self._cv.notify_all()
+
+    def notify(self, obj: Any, waiters: list[int]) -> None:
+        with self._cv:
+            for ident in waiters:
+                info = self._by_ident.get(ident)
+                if info is not None and info.state == "waiting":
+                    info.state = "transit"
+            self._cv.notify_all()
+
+    def after_wait(self, kind: str, obj: Any) -> None:
+        info = self._by_ident.get(threading.get_ident())
+        if info is None:
+            return
+        with self._cv:
+            info.waiting_kind = info.waiting_on = None
+        self._park(info, None)
+
+    def emit_wait(self, kind: str, on: str, obj: Any) -> None:
+        """thread_wait / thread_wake events for locks and signals (a gate each)."""
+        eng = self.engine
+        if threading.get_ident() not in self._by_ident:
+            return
+        holder = None
+        if isinstance(obj, TrackedLock) and kind == "thread_wait" and obj.holder is not None:
+            h = self._by_ident.get(obj.holder)
+            holder = h.name if h else "another thread"
+        data: dict[str, Any] = {"on": on, "target": obj.name}
+        if kind == "thread_wait":
+            data["holder"] = holder
+        eng._emit(kind, None, None, None, **data)
+
+    # --- gates --------------------------------------------------------------------------------
+    def _on_event(self, event: Event) -> None:
+        info = self._by_ident.get(threading.get_ident())
+        with self._cv:
+            self.history.append(event)  # a list append: the fold runs when a view asks
+        for fn in self._subscribers:
+            fn(event)
+        if info is not None:
+            self._park(info, event)
+
+    def _park(self, info: ThreadInfo, event: Event | None) -> None:
+        with self._cv:
+            if self.aborted:
+                raise ThreadAborted()
+            if event is not None:
+                info.last_event = event
+                info.gates += 1
+            if self.serialized:
+                info.state = "paused"
+                if self._turn == info.name:
+                    self._turn = None
+                self._cv.notify_all()
+                while self._turn != info.name:
+                    self._cv.wait()
+                    if self.aborted:
+                        raise ThreadAborted()
+            else:
+                while info.user_paused and info.allowance == 0:
+                    info.state = "paused"
+                    self._cv.notify_all()
+                    self._cv.wait()
+                    if self.aborted:
+                        raise ThreadAborted()
+                if info.user_paused and event is not None:
+                    info.allowance -= 1
+            info.state = "running"
+            self._cv.notify_all()
