@@ -18,7 +18,7 @@ from typing import Any
 from autograd_tui import engine
 from autograd_tui.control import StepResult, ThreadStatus, breakpoint_on
 from autograd_tui.engine.events import Event
-from autograd_tui.history import EngineState, History
+from autograd_tui.history import EngineState, History, StateError
 from autograd_tui.history.recordings import Recording
 from autograd_tui.runner import Run
 
@@ -52,6 +52,7 @@ class Session:
         self.status = "ready"
         self.report: Any = None
         self.breakpoints: list[Breakpoint] = []
+        self.fold_error: str | None = None  # an event the fold could not apply
         self._stop = threading.Event()
         if run is not None:
             self.history = run.history
@@ -118,8 +119,16 @@ class Session:
         return self.history.events[start:stop]
 
     def state_at(self, k: int) -> EngineState:
-        """The state at k (after events 1..k)."""
-        return self.history.state_at(min(k, len(self.history)))
+        """The state at k (after events 1..k).  Should an event contradict the fold (a
+        state it does not model), the last state before it, and ``fold_error`` says so."""
+        k = min(k, len(self.history))
+        try:
+            return self.history.state_at(k)
+        except StateError as e:
+            if self.fold_error is None:
+                self.fold_error = (f"cannot show the state after event "
+                                   f"{self.history.folded + 1}: {e}")
+            return self.history.state_at(min(k, self.history.folded))
 
     def thread_states(self) -> dict[str, ThreadStatus]:
         """The controller's live view (richer than the fold: paused, lock holders)."""

@@ -113,3 +113,25 @@ def test_no_debugger_module_is_over_about_400_lines():
     big = {str(p.relative_to(ROOT)): n for p in (ROOT / "autograd_tui").rglob("*.py")
            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 450}
     assert not big, f"modules over ~400 lines: {big}"
+
+
+def test_an_event_the_fold_cannot_apply_stops_the_view_there_not_the_run():
+    """A live run's History is folded when a view asks: an event that contradicts the
+    state (a case the fold does not model) leaves the views at the state before it,
+    with one message, and the controller's words about threads still work."""
+    from autograd_tui.engine.events import make_event
+    from autograd_tui.session import Session
+
+    run = Run(scenarios.get("linear-relu"))
+    try:
+        session = Session.from_run(run)
+        session.run_until_breakpoint()
+        n = len(run.history)
+        pop = next(e for e in run.history.events if e.kind == "pop")
+        run.history.append(make_event(n + 1, "pop", pop.thread, pop.graph_task, pop.node,
+                                      "nowhere", pop.data))
+        assert session.state_at(n + 1) == run.history.state_at(n)
+        assert session.fold_error is not None and f"after event {n + 1}" in session.fold_error
+        assert run.controller.thread_states()  # no StateError from the controller either
+    finally:
+        assert run.close()

@@ -57,6 +57,7 @@ class SessionView(App[int]):
         self._seen = -1  # the newest event drawn
         self._last_drawn: tuple[int, int, str, Any] | None = None
         self._announced_deadlock = False
+        self._announced_fold_error = False
         self._mounted = False
 
     # --- layout ---------------------------------------------------------------------------
@@ -116,6 +117,9 @@ class SessionView(App[int]):
             if self._follow:
                 self.cursor = n
         self._draw(force)
+        if s.fold_error is not None and not self._announced_fold_error:
+            self._announced_fold_error = True
+            self.notify(s.fold_error, title="the fold stopped", severity="error", timeout=15)
         if s.status == "deadlock" and not self._announced_deadlock:
             self._announced_deadlock = True
             self.notify("Deadlock detected: see the banner and the red threads.",

@@ -315,12 +315,12 @@ class Controller(Gates):
 
     # --- states -------------------------------------------------------------------------------
     def thread_states(self) -> dict[str, ThreadStatus]:
-        state = self.history.head
+        state = self.history.latest()
         with self._cv:
             return {name: self._status(info, state) for name, info in self._threads.items()}
 
     def _status(self, info: ThreadInfo, state: EngineState | None = None) -> ThreadStatus:
-        return thread_status(info, state if state is not None else self.history.head,
+        return thread_status(info, state if state is not None else self.history.latest(),
                              serialized=self.serialized, by_ident=self._by_ident)
 
     # --- deadlocks ----------------------------------------------------------------------------

@@ -36,7 +36,7 @@ class DeadlockReport:
 
 def current_node(ctl: Controller, thread: str) -> str | None:
     """The name of the node ``thread`` runs (its innermost), if any."""
-    state = ctl.history.head
+    state = ctl.history.latest()
     th = state.threads.get(thread)
     return state.node_name(th.node) if th is not None and th.nodes else None
 
@@ -59,7 +59,7 @@ def wait_for_graph(ctl: Controller) -> nx.DiGraph:
     with ctl._cv:
         infos = list(ctl._threads.values())
         by_ident = dict(ctl._by_ident)
-    state = ctl.history.head
+    state = ctl.history.latest()
     stacks = {name: th.nodes for name, th in state.threads.items()}
     queue_tasks = {q: [(t[0], t[1]) for t in tasks] for q, tasks in state.queues.items()}
     consumers = queue_consumers(ctl)
@@ -191,7 +191,7 @@ def _explain(ctl: Controller, g: nx.DiGraph, cycle: list[str], infos: list[Threa
         where = f" (inside {inside})" if inside else ""
         text = (f"Deadlock: {start.name}{where} waits on {what}, and no other thread can "
                 "ever wake it: none is running a node and no task is queued for it.")
-        state = ctl.history.head
+        state = ctl.history.latest()
         owner = {gid: gt.owner for gid, gt in state.graph_tasks.items()}
         completed = {e.graph_task: e.thread for e in list(ctl.history.events)
                      if e.kind == "completion"}
@@ -223,7 +223,7 @@ def _hop(ctl: Controller, g: nx.DiGraph, u: str, v: str) -> str:
         return f"{nu}{inside} waits on {kv} '{nv}'"
     if ku == "future":
         if kv == "queue":
-            state = ctl.history.head
+            state = ctl.history.latest()
             tasks = [state.node_name(t[1]) for t in state.queues.get(nv, ())
                      if f"GraphTask {t[0]}" == nu]
             what = f"{nu}'s next task ({tasks[0]})" if tasks else f"{nu}'s next task"

@@ -21,6 +21,7 @@ from autograd_tui.history.state import (
     _NODE_MAPS,
     _PAIR_MAPS,
     EngineState,
+    StateError,
     ThreadState,
     _get_gt,
     _get_node,
@@ -183,16 +184,31 @@ class History:
             self._catch_up()
             return self._head
 
+    @property
+    def folded(self) -> int:
+        """How many events the head holds (all of them, unless one failed to fold)."""
+        return self._folded
+
+    def latest(self) -> EngineState:
+        """The head folded as far as it goes: an event that contradicts the state (a
+        case the fold does not model) stops it there instead of raising (do not mutate)."""
+        with self._lock:
+            try:
+                self._catch_up()
+            except StateError:
+                pass
+            return self._head
+
     def state_at(self, k: int) -> EngineState:
         """A copy of the state at k: after events 1..k."""
         with self._lock:
             n = len(self.events)
             if not 0 <= k <= n:
                 raise IndexError(f"event index {k} is outside 0..{n}")
-            if k >= self._folded:
+            if k > self._folded:
                 self._catch_up()
-                if k == self._folded:
-                    return self._head.copy()
+            if k == self._folded:
+                return self._head.copy()
             i = bisect.bisect_right(self._snap_index, k) - 1
             if self._near is not None and self._near[0] == i:
                 s = self._near[1].copy()
