@@ -32,7 +32,7 @@ import operator
 import os
 import threading
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,9 +40,11 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from autograd_tui.engine.events import EVENT_TYPES, SCHEMA, Event, make_event
+from autograd_tui.engine.events import EVENT_TYPES, SCHEMA, Event
 from autograd_tui.files import CannotWrite, atomic_write
 from autograd_tui.history.history import History
+from autograd_tui.history.lines import TraceError, json_line
+from autograd_tui.history.older_versions import decode_v1, renumber
 from autograd_tui.history.state import StateError
 
 FORMAT = "autograd-tui-trace"
@@ -50,13 +52,8 @@ VERSION = 3  # 3: event k has seq k (1-based) and schedules number threads from 
 SUPPORTED_VERSIONS = (1, 2, 3)
 
 _ENCODER = msgspec.json.Encoder()
-_PLAIN = msgspec.json.Decoder()
 CHECKSUM_MARK = b'"checksum":"sha256:'  # version 2: the digest of every byte before its own
 _DECODER = msgspec.json.Decoder(functools.reduce(operator.or_, EVENT_TYPES.values()))
-
-
-class TraceError(Exception):
-    """A recording that cannot be written or read: one clear message."""
 
 
 def program_version() -> str:
@@ -175,24 +172,6 @@ def _read(p: Path) -> bytes:
         raise TraceError(f"{p}: the gzip data is damaged or truncated ({e})") from None
 
 
-def _json(p: Path, lineno: int | Callable[[], int], line: bytes) -> Any:
-    """One JSON value (msgspec: the header holds the whole graph); on an error, json
-    says where.  ``lineno`` may be a function: counting lines costs a pass."""
-    try:
-        return _PLAIN.decode(line)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        pass
-    if callable(lineno):
-        lineno = lineno()
-    try:
-        return json.loads(line)
-    except UnicodeDecodeError:
-        raise TraceError(f"{p}, line {lineno}: not UTF-8 text (a damaged byte?)") from None
-    except json.JSONDecodeError as e:
-        raise TraceError(f"{p}, line {lineno}: not JSON ({e.msg} at column {e.colno})") \
-            from None
-
-
 def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Recording:
     """Read and validate a recording; raise ``TraceError`` with one clear message."""
     p = Path(path)
@@ -219,7 +198,7 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Record
 
 def _load(p: Path, data: bytes, validate_state: bool) -> Recording:
     first = data.find(b"\n")
-    header = _json(p, 1, data if first < 0 else data[:first])
+    header = json_line(p, 1, data if first < 0 else data[:first])
     if not isinstance(header, dict) or "format" not in header:
         raise TraceError(f"{p}, line 1: missing header: not an autograd-tui recording")
     if header["format"] != FORMAT:
@@ -242,7 +221,7 @@ def _load(p: Path, data: bytes, validate_state: bool) -> Recording:
     covered = body if version == 1 else memoryview(data)[:mark]
     checksum = _Checksum(covered)
     try:
-        events = _decode_v2(p, body) if version >= 2 else _decode_v1(p, body)
+        events = _decode_v2(p, body) if version >= 2 else decode_v1(p, body)
         if footer.get("events") != len(events):
             _no_blank_line(p, data, first, body)
             raise TraceError(f"{p}: the footer says {footer.get('events')} events but the "
@@ -253,7 +232,7 @@ def _load(p: Path, data: bytes, validate_state: bool) -> Recording:
             raise TraceError(f"{p}: checksum mismatch: the recording was changed after it "
                              "was written")
         if version < 3:
-            events, footer = _renumber(events, footer)
+            events, footer = renumber(events, footer)
         history = _fold(p, events) if validate_state else None
     finally:
         checksum.join()
@@ -273,7 +252,7 @@ def _split_footer(p: Path, data: bytes, first: int) -> tuple[memoryview, dict[st
 
     footer = None
     if last.startswith(b'{"footer"'):
-        obj = _json(p, lambda: lineno(cut + 1), last)
+        obj = json_line(p, lambda: lineno(cut + 1), last)
         if isinstance(obj, dict) and "footer" in obj:
             footer = obj["footer"]
             if not isinstance(footer, dict):
@@ -283,7 +262,7 @@ def _split_footer(p: Path, data: bytes, first: int) -> tuple[memoryview, dict[st
         if at >= 0:
             raise TraceError(f"{p}, line {lineno(at + 1) + 1}: text after the footer")
         if last.strip():
-            _json(p, lambda: lineno(cut + 1), last)  # a cut-off last line: not JSON
+            json_line(p, lambda: lineno(cut + 1), last)  # a cut-off last line: not JSON
         raise TraceError(f"{p}: missing footer after line {lineno(end)}: the recording is "
                          "truncated or was not finished")
     return memoryview(data)[first + 1:cut + 1], footer
@@ -324,7 +303,7 @@ def _decode_v2(p: Path, body: memoryview) -> list[Event]:
         try:
             _DECODER.decode(line)
         except (msgspec.DecodeError, UnicodeDecodeError) as e:
-            _json(p, lineno, line)  # not JSON at all: say so, and where
+            json_line(p, lineno, line)  # not JSON at all: say so, and where
             raise TraceError(f"{p}, line {lineno}: {_explain(line, str(e))}") from None
     raise TraceError(f"{p}: the event lines cannot be read")  # pragma: no cover
 
@@ -354,46 +333,6 @@ def _explain(line: bytes, err: str) -> str:
     return f"{what}, field {field_name}: {msg}"
 
 
-def _decode_v1(p: Path, body: memoryview) -> list[Event]:
-    """Version 1: ``[seq, kind, thread, graph_task, node, queue, {data}]`` per line."""
-    lines = bytes(body).split(b"\n")[:-1]
-    try:
-        objs = json.loads(b"[" + b",".join(lines) + b"]")
-        if len(objs) != len(lines):
-            raise ValueError
-    except (UnicodeDecodeError, ValueError):
-        objs = [_json(p, i, line) for i, line in enumerate(lines, 2)]
-    return [_event_v1(p, lineno, obj) for lineno, obj in enumerate(objs, 2)]
-
-
-def _event_v1(p: Path, lineno: int, obj: Any) -> Event:
-    where = f"{p}, line {lineno}"
-    if not isinstance(obj, list) or len(obj) != 7:
-        raise TraceError(f"{where}: an event must be a list of 7 fields "
-                         "[seq, kind, thread, graph_task, node, queue, data]")
-    seq, kind, thread, gt, node, queue, data = obj
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise TraceError(f"{where}: seq must be a non-negative integer, not {seq!r}")
-    if kind not in SCHEMA:
-        raise TraceError(f"{where}: unknown event kind {kind!r}")
-    if not isinstance(thread, str):
-        raise TraceError(f"{where}: thread must be a string")
-    for name, v in (("graph_task", gt), ("node", node)):
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
-            raise TraceError(f"{where}: {name} must be an integer or null, not {v!r}")
-    if queue is not None and not isinstance(queue, str):
-        raise TraceError(f"{where}: queue must be a string or null")
-    if not isinstance(data, dict):
-        raise TraceError(f"{where}: data must be an object")
-    missing = [f for f in SCHEMA[kind] if f not in data]
-    if missing:
-        raise TraceError(f"{where}: {kind} event lacks field(s) {', '.join(missing)}")
-    try:
-        return make_event(seq, kind, thread, gt, node, queue, data)
-    except (TypeError, ValueError, KeyError, IndexError) as e:
-        raise TraceError(f"{where}: malformed {kind} event ({e})") from None
-
-
 def _check_order(p: Path, events: list[Event], version: int) -> None:
     """Version 3: event k has seq k.  Versions 1 and 2 numbered from 0: increasing."""
     try:
@@ -414,22 +353,6 @@ def _check_order(p: Path, events: list[Event], version: int) -> None:
         i = int(np.flatnonzero(seqs[1:] <= seqs[:-1])[0]) + 1
         raise TraceError(f"{p}, line {i + 2}: events out of order (seq {int(seqs[i])} "
                          f"after {int(seqs[i - 1])}): lines were moved or repeated")
-
-
-def _renumber(events: list[Event], footer: dict[str, Any]
-              ) -> tuple[list[Event], dict[str, Any]]:
-    """A version 1 or 2 recording in today's numbering: event k gets seq k, and the
-    schedule's threads count from 1 (they counted from 0)."""
-    events = [msgspec.structs.replace(e, seq=k) for k, e in enumerate(events, 1)]
-    sched = footer.get("schedule")
-    if isinstance(sched, str) and sched.strip():
-        try:
-            runs = [part.partition(":") for part in sched.strip().split(",")]
-            footer = {**footer, "schedule": ",".join(
-                f"{int(c) + 1}{sep}{n}" for c, sep, n in runs)}
-        except ValueError:
-            pass  # a bad schedule stays as it is: re-executing it says what is wrong
-    return events, footer
 
 
 def _fold(p: Path, events: list[Event]) -> History:
