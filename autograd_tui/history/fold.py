@@ -8,12 +8,19 @@ state raises ``StateError`` (see state.py).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from autograd_tui.engine.events import EVENT_TYPES, NULL, SCHEMA, Event, QueueTask
-from autograd_tui.engine.ready_queue import INT_MAX
+from autograd_tui.engine.events import EVENT_TYPES, NULL, SCHEMA, Event
+from autograd_tui.history.checks import (
+    _bad_decrement,
+    _bad_push,
+    _check_nodes,
+    _no_gt,
+    _no_node,
+    _plus_expired,
+    _same_plus,
+)
 from autograd_tui.history.state import (
     _GONE,
     EngineState,
@@ -25,17 +32,6 @@ from autograd_tui.history.state import (
     _get_id,
     _new,
 )
-
-
-def _no_node(s: EngineState, e: Event) -> StateError:
-    if e.node is None:
-        return StateError(f"event {e.seq} ({e.kind}) names no node")
-    return StateError(f"event {e.seq} ({e.kind}) names node {e.node}, which no "
-                      "dependencies_computed event introduced")
-
-
-def _no_gt(e: Event, gid: int | None) -> StateError:
-    return StateError(f"event {e.seq} ({e.kind}) names GraphTask {gid}, which was never created")
 
 
 def _thread(s: EngineState, name: str) -> ThreadState:
@@ -65,6 +61,7 @@ def _dependencies_computed(s: EngineState, e: Any) -> None:
     infos: list[NodeInfo] = e.nodes  # decoded (and type-checked) as NodeInfo tuples
     ids = list(map(_get_id, infos))
     fresh = dict(zip(ids, infos))
+    _check_nodes(s, e, ids, fresh)
     states = dict.fromkeys(ids, NodeState("not_reached", None, gid))
     counts = {(gid, int(node)): count for node, count in e.dependencies}
     for name, new in (("nodes", fresh), ("node_states", states), ("dependencies", counts)):
@@ -77,45 +74,6 @@ def _exec_info(s: EngineState, e: Any) -> None:
     if gt is None:
         raise _no_gt(e, e.graph_task)
     s.graph_tasks[gt.id] = gt._replace(needed=tuple(e.needed))
-
-
-def _key(t: Sequence[Any]) -> tuple[Any, ...]:
-    return (t[0] or 0, t[1] or 0, t[2], t[3] or 0)
-
-
-def _same_plus(new: tuple[Any, ...], old: tuple[Any, ...], task: tuple[Any, ...]) -> bool:
-    """Is ``new`` (as a multiset) ``old`` plus ``task``?  Sets when nothing repeats."""
-    if len(new) != len(old) + 1:
-        return False
-    sn, so = set(new), set(old)
-    if len(sn) == len(new) and len(so) == len(old):
-        return task in sn and task not in so and sn.issuperset(so)
-    return sorted(map(_key, new)) == sorted(map(_key, old + (task,)))
-
-
-def _plus_expired(new: tuple[Any, ...], old: tuple[Any, ...], task: tuple[Any, ...],
-                  graph_tasks: dict[int, GraphTaskState]) -> bool:
-    """Is ``new`` ``old`` plus ``task``, where tasks of finished GraphTasks may have expired?
-
-    A GraphTask that ended with an error leaves its other ready tasks in the queue, as
-    PyTorch does; once the GraphTask is freed, ``NodeTask::getReentrantDepth`` reads its
-    weak pointer as gone and the task sorts first with depth INT_MAX (``ready_queue.py``).
-    Nothing emits an event when that happens (it is the owner dropping its reference),
-    so the next push, which reports the queue, is where the fold sees it."""
-    if len(new) != len(old) + 1:
-        return False
-    left = Counter(map(tuple, new))
-    for t in old + (task,):
-        t = tuple(t)
-        if left[t]:
-            left[t] -= 1
-            continue
-        gt = graph_tasks.get(t[0]) if t[0] is not None else None
-        gone = (None, t[1], INT_MAX, t[3])
-        if gt is None or not gt.completed or not left[gone]:
-            return False
-        left[gone] -= 1
-    return True
 
 
 def _not_ready_insert(s: EngineState, e: Any) -> None:
@@ -162,6 +120,8 @@ def _completion(s: EngineState, e: Any) -> None:
     gt = s.graph_tasks.get(e.graph_task)
     if gt is None:
         raise _no_gt(e, e.graph_task)
+    if gt.completed:
+        raise StateError(f"event {e.seq}: GraphTask {gt.id} completed twice")
     s.graph_tasks[gt.id] = gt._replace(completed=True, error=e.error)
 
 
@@ -374,22 +334,6 @@ def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
     if events:
         s.index += len(events)
         s.last_event = events[-1]
-
-
-def _bad_decrement(s: EngineState, e: Any, old: int | None) -> StateError:
-    name = s.node_name(e.node)
-    if old is None or old < 1:
-        return StateError(f"event {e.seq}: dependencies of {name} would go below zero")
-    return StateError(f"event {e.seq}: dependencies of {name} go from {old} to "
-                      f"{e.remaining}, not {old - 1}")
-
-
-def _bad_push(e: Any, old: tuple[QueueTask, ...]) -> StateError:
-    if e.queue is None:
-        return StateError(f"event {e.seq} (push) names no queue")
-    return StateError(f"event {e.seq}: push to {e.queue} leaves the queue as "
-                      f"{[list(t) for t in e.order]}, which is not the queue before "
-                      f"({[list(t) for t in old]}) plus the pushed task")
 
 
 _DECREMENT, _ACCUMULATE = EVENT_TYPES["dependency_decrement"], EVENT_TYPES["buffer_accumulate"]

@@ -25,7 +25,7 @@ def json_line(p: Path, lineno: int | Callable[[], int], line: bytes) -> Any:
     says where.  ``lineno`` may be a function: counting lines costs a pass."""
     try:
         return _PLAIN.decode(line)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         pass
     if callable(lineno):
         lineno = lineno()
@@ -33,6 +33,9 @@ def json_line(p: Path, lineno: int | Callable[[], int], line: bytes) -> Any:
         return json.loads(line)
     except UnicodeDecodeError:
         raise TraceError(f"{p}, line {lineno}: not UTF-8 text (a damaged byte?)") from None
+    except RecursionError:
+        raise TraceError(f"{p}, line {lineno}: nested too deeply to be a recording's "
+                         "line") from None
     except json.JSONDecodeError as e:
         raise TraceError(f"{p}, line {lineno}: not JSON ({e.msg} at column {e.colno})") \
             from None
