@@ -163,3 +163,16 @@ def test_a_float_parameter_must_be_finite(tmp_path: Path, capsys, value) -> None
                                        f"a finite number, not {value!r}\n")
     assert not rec.exists()
     assert main(["run", "chain", "--param", f"x={value}"]) == 2  # checked before the app opens
+
+
+def test_main_turns_any_other_sys_exit_into_an_error(monkeypatch, capsys) -> None:
+    """A ``SystemExit`` a command does not catch itself (a scenario file imported by a
+    layer below, say) is exit 1 with a message, not the code the file chose."""
+    from autograd_tui.commands import list_cmd
+
+    def exits(args: object) -> int:
+        raise SystemExit(7)
+
+    monkeypatch.setattr(list_cmd, "run", exits)
+    assert main(["list"]) == 1
+    assert capsys.readouterr().err == "autograd-tui: a scenario's code called sys.exit(7)\n"
