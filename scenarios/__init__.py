@@ -13,7 +13,9 @@ path) that declares:
 - ``EXPECT``: ``"complete"`` or ``"deadlock"``;
 - ``program(**params)``: builds the forward graph and calls backward on the
   calling thread (the controller runs it on the owner thread); returns the
-  gradients that matter as ``{name: Tensor}``;
+  gradients that matter as ``{name: Tensor}``.  It checks the values of its
+  parameters first and raises ``ScenarioError`` for one it cannot take (``n``
+  must be at least 1): the command line reports that as bad usage (exit 2);
 - optionally ``torch_program(torch, **params)``: the same with real PyTorch,
   returning ``{name: torch.Tensor}``, so tests can check our gradients.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import math
 import pkgutil
 import sys
 from collections.abc import Callable
@@ -86,7 +89,17 @@ class Scenario:
 
 
 def convert(value: Any, typ: type, what: str) -> Any:
-    """Convert a command-line string (or a value) to ``typ`` with a clear error."""
+    """Convert a command-line string (or a value) to ``typ`` with a clear error.
+
+    A float must be finite: ``nan`` and ``inf`` are refused (bad usage), because a
+    run's parameters go into its recording, which is JSON and has no NaN."""
+    out = _convert(value, typ, what)
+    if isinstance(out, float) and not math.isfinite(out):
+        raise ScenarioError(f"{what} must be a finite number, not {value!r}", usage=True)
+    return out
+
+
+def _convert(value: Any, typ: type, what: str) -> Any:
     if isinstance(value, typ) and not (typ is int and isinstance(value, bool)):
         return value
     if isinstance(value, str):

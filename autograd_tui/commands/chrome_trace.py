@@ -13,7 +13,10 @@ from autograd_tui.commands.common import (
     is_recording,
     load_recording,
     make_run,
+    output_file,
+    program_error_text,
     run_to_end,
+    say,
 )
 
 
@@ -34,6 +37,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from autograd_tui.history.chrome_trace import write_chrome_trace
 
+    output = output_file(args.output, "-o/--output")
     if is_recording(args.source):
         rec = load_recording(args.source)
         events, header = rec.events, rec.header
@@ -41,10 +45,13 @@ def run(args: argparse.Namespace) -> int:
         r = make_run(args.source, args)
         try:
             run_to_end(r)
+            if r.error is not None:
+                say(f"note: the scenario's program stopped ({program_error_text(r.error)}); "
+                    "writing the events up to there")
             events, header = r.events, r.header()
         finally:
             r.close()
-    write_chrome_trace(args.output, events, header)
-    print(f"wrote {args.output} ({len(events)} events); open it in https://ui.perfetto.dev "
+    write_chrome_trace(output, events, header)
+    print(f"wrote {output} ({len(events)} events); open it in https://ui.perfetto.dev "
           "or chrome://tracing")
     return EXIT_OK

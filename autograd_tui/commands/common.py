@@ -63,6 +63,19 @@ def add_run_options(p: argparse.ArgumentParser, *, what: str = "") -> None:
                         "(repeatable)")
 
 
+def output_file(path: str | None, option: str) -> str | None:
+    """Check an output file option (``--record``, ``-o``) before any work is done: an
+    empty name is bad usage (it used to be ignored, or taken as the current folder), a
+    directory cannot be written.  FIFOs, devices and links are fine (``files.atomic_write``)."""
+    if path is None:
+        return None
+    if not path:
+        raise UsageError(f"{option} needs a file name, not an empty string")
+    if os.path.isdir(path):
+        raise Failure(f"{path}: cannot write: it is a directory")
+    return path
+
+
 def pairs(items: Sequence[str] | None, what: str) -> dict[str, str]:
     """``["k=v", ...]`` (a repeatable ``K=V`` option) as a dict."""
     out = {}
@@ -121,6 +134,29 @@ def load_recording(path: str) -> Recording:
     return rec
 
 
+def exit_call(e: SystemExit) -> str:
+    """``sys.exit(5)``: the call that raised ``e``, as the program wrote it."""
+    return "sys.exit()" if e.code is None else f"sys.exit({e.code!r})"
+
+
+def program_error_text(e: BaseException) -> str:
+    """What the scenario's program did wrong, for a summary line or a note."""
+    if isinstance(e, SystemExit):
+        return f"it called {exit_call(e)}"
+    return f"{type(e).__name__}: {e}"
+
+
+def load_scenario(source: str) -> Scenario:
+    """``scenarios.load``; a scenario file that calls ``sys.exit`` while it is imported
+    is a broken file (exit 1, one message), not the exit code it chose."""
+    from autograd_tui import scenarios
+
+    try:
+        return scenarios.load(source)
+    except SystemExit as e:
+        raise Failure(f"{source}: importing it called {exit_call(e)}") from None
+
+
 def check_policy(policy: str, seed: int) -> None:
     from autograd_tui.control import make_policy
 
@@ -136,11 +172,11 @@ def check_run_args(source: str, args: argparse.Namespace) -> Scenario:
 
     For the app, which builds its one Run itself: a mistake is one message here
     rather than an app that opens on an error."""
-    from autograd_tui import engine, scenarios
+    from autograd_tui import engine
     from autograd_tui.runner import engine_options
 
     check_policy(args.policy, args.seed)
-    scenario = scenarios.load(source)
+    scenario = load_scenario(source)
     params, overrides = pairs(args.param, "--param"), pairs(args.engine, "--engine")
     scenario.resolve_params(params)  # in Run's order: the parameters, then the options
     options = engine_options(scenario, overrides)
@@ -156,24 +192,29 @@ def check_run_args(source: str, args: argparse.Namespace) -> Scenario:
 def make_run(source: str, args: argparse.Namespace, *, full_tensors: bool = False) -> Run:
     """The Run of the scenario ``source`` (a built-in name or a ``.py`` file) that the
     options of ``add_run_options`` in ``args`` ask for; not started."""
-    from autograd_tui import scenarios
     from autograd_tui.runner import Run
 
     check_policy(args.policy, args.seed)
-    scenario = scenarios.load(source)
+    scenario = load_scenario(source)
     return Run(scenario, pairs(args.param, "--param"), policy=args.policy, seed=args.seed,
                engine_overrides=pairs(args.engine, "--engine"), full_tensors=full_tensors)
 
 
 def run_to_end(run: Run) -> StepResult:
     """Run until the end, a deadlock or an error; a schedule that does not fit the run
-    (``--policy schedule:...``) is bad usage."""
+    (``--policy schedule:...``) is bad usage, and so is a parameter value the program
+    refuses: a ``ScenarioError`` it raises (``n`` must be at least 1, see
+    ``scenarios``), which no type check before the run can see."""
     from autograd_tui.control import ScheduleDivergence
+    from autograd_tui.scenarios import ScenarioError
 
     try:
-        return run.run()
+        result = run.run()
     except ScheduleDivergence as e:
         raise UsageError(f"--policy schedule: {e}") from None
+    if isinstance(run.error, ScenarioError):
+        raise UsageError(str(run.error))
+    return result
 
 
 def open_app(*args: Any, **kwargs: Any) -> int:

@@ -26,6 +26,7 @@ from autograd_tui.commands.common import (
     is_recording,
     load_recording,
     make_run,
+    program_error_text,
     run_to_end,
     say,
 )
@@ -131,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
 def _options(args: argparse.Namespace) -> _Options:
     from autograd_tui import export as gx
 
+    if not args.output:
+        raise UsageError("-o/--output needs a file or folder name, not an empty string")
     if args.every is not None and args.every < 1:
         raise UsageError(f"--every must be a positive number of events, not {args.every!r}")
     frames = args.every is not None or args.breakpoints
@@ -165,7 +168,7 @@ def _load(source: str, args: argparse.Namespace) -> _Source:
     try:
         run_to_end(r)
         if r.error is not None:
-            say(f"note: the scenario's program raised {type(r.error).__name__}: {r.error}; "
+            say(f"note: the scenario's program stopped ({program_error_text(r.error)}); "
                 "exporting the events up to there")
         return _Source(r.scenario.name, list(r.events), r.history)
     finally:

@@ -4,7 +4,8 @@ Each command module adds its sub-parser (``add_parser(sub)``, which sets
 ``func``) and does its work in ``run(args) -> int``.  ``main`` catches the
 errors the commands and the layers below raise and prints ``autograd-tui:
 <message>`` on stderr, never a traceback.  Exit codes: 0 done, 1 an error in
-the scenario's program or a file, 2 bad usage, 3 a deadlock was detected.
+the scenario's program or a file, 2 bad usage, 3 a deadlock was detected.  A
+scenario's ``sys.exit(5)`` is an error in it (1, with a message), never our exit code.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from autograd_tui.commands.common import (
     Failure,
     UsageError,
     examples,
+    exit_call,
     open_app,
     say,
 )
@@ -60,6 +62,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         say("interrupted")
         return EXIT_INTERRUPTED
+    except SystemExit as e:
+        # argparse's exits happened above; one from here comes from a scenario's code
+        # that the commands did not catch themselves (load_scenario, run --headless do)
+        say(f"a scenario's code called {exit_call(e)}")
+        return EXIT_ERROR
     except Exception as e:
         code = exit_code(e)
         if code is None:

@@ -2,7 +2,9 @@
 
 Without ``--headless`` the arguments are checked here (one message, exit 2, for
 a mistake) and the app builds the one Run; with it, the run goes to the end here
-and prints the trace, the gradients and the schedule that replays it.
+and prints the trace, the gradients and the schedule that replays it.  An error
+in the scenario's program is exit 1 (its ``sys.exit(5)`` included: the code the
+program chose is not ours to return), after the trace and the recording.
 """
 
 from __future__ import annotations
@@ -16,15 +18,20 @@ from autograd_tui.commands.common import (
     EXIT_ERROR,
     EXIT_OK,
     FORMATTER,
+    UsageError,
     add_run_options,
     check_run_args,
     console,
     examples,
+    exit_call,
     make_run,
     open_app,
+    output_file,
     pairs,
     print_trace,
+    program_error_text,
     run_to_end,
+    say,
 )
 
 
@@ -54,7 +61,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    record = output_file(args.record, "--record")
     if not args.headless:
+        if record is not None:  # the app writes no recording: say so rather than drop it
+            raise UsageError("--record needs --headless (the app does not write recordings)")
         check_run_args(args.scenario, args)
         return open_app(args.scenario, params=pairs(args.param, "--param"),
                         policy=args.policy, seed=args.seed,
@@ -68,9 +78,11 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print_trace(con, r.events)
         status = _summary(con, r, result)
-        if args.record:
-            r.save(args.record)
-            con.print(f"recorded {len(r.events)} events to {args.record}")
+        if record is not None:
+            r.save(record)
+            con.print(f"recorded {len(r.events)} events to {record}")
+        if isinstance(r.error, SystemExit):  # a message where the shell sees it, not only a code
+            say(f"{r.scenario.source}: the scenario's program called {exit_call(r.error)}")
         if args.timings:
             con.print(f"time: {elapsed:.3f} s")
         return status
@@ -95,7 +107,7 @@ def _summary(con: Any, run: Any, result: Any) -> int:
     elif run.error is not None:
         err = run.error
         con.print("[bold red]error in the scenario's program[/bold red]", end=" ")
-        con.print(f"({run.scenario.source}): {type(err).__name__}: {err}", markup=False)
+        con.print(f"({run.scenario.source}): {program_error_text(err)}", markup=False)
         code = EXIT_ERROR
     elif result.status == "finished":
         con.print("[bold green]completed[/bold green]")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from autograd_tui.commands.common import EXIT_OK, FORMATTER, console, examples
+from autograd_tui.commands.common import EXIT_OK, FORMATTER, console, examples, load_scenario
 
 
 def add_parser(sub: Any) -> None:
@@ -20,9 +20,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.markdown import Markdown
 
-    from autograd_tui import scenarios
-
-    s = scenarios.load(args.scenario)
+    s = load_scenario(args.scenario)
     con = console(soft_wrap=False)
     con.print(f"[bold]{s.name}[/bold]: {s.title}")
     if s.params:
