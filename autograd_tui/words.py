@@ -12,8 +12,11 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import msgspec
+
 from autograd_tui.engine.events import SCHEMA, Event, summary
 from autograd_tui.engine.graph import UINT64_MAX
+from autograd_tui.history.fields import Summary
 
 #: every event kind the engine emits (a breakpoint's kind must be one)
 EVENT_KINDS: frozenset[str] = frozenset(SCHEMA)
@@ -58,14 +61,32 @@ def where(e: Event) -> str:
     return f"GT{e.graph_task}" if e.graph_task is not None else ""
 
 
-def value_summary(value: Any) -> Any:
-    """A value (or a list of them) as the events summarise it: a dict of shape, dtype,
-    values..., decoded if a recording kept it raw."""
-    return summary(value)
+#: what a summary from a damaged file reads as (the fold keeps values as they came)
+DAMAGED = {"shape": [], "dtype": "?", "values": ["(damaged value)"], "norm": "?"}
+
+
+def _checked(s: Any) -> Any:
+    if s is None:
+        return None
+    try:
+        msgspec.convert(s, Summary, strict=True)
+    except msgspec.ValidationError:
+        return DAMAGED
+    return s
+
+
+def value_summary(value: Any, many: bool = False) -> Any:
+    """A value as the events summarise it (a dict of shape, dtype, values, norm), or
+    with ``many`` a list of them, decoded if a recording kept it raw; anything else a
+    file may hold reads as ``DAMAGED``."""
+    s = summary(value)
+    if not many:
+        return _checked(s)
+    return [_checked(x) for x in s] if isinstance(s, list) else None if s is None else [DAMAGED]
 
 
 def short_value(s: Any) -> str:
-    s = summary(s)
+    s = value_summary(s)
     if s is None:
         return "None"
     vals = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in s["values"])
@@ -101,7 +122,7 @@ def event_words(e: Event, names: dict[int, str] | None = None) -> str:
     elif k == "node_start":
         body = f"start {nm(e.node)} (depth {d['depth']})"
     elif k == "node_end":
-        outs = ", ".join(short_value(o) for o in d["outputs"])
+        outs = ", ".join(short_value(o) for o in value_summary(d["outputs"], many=True) or ())
         body = f"end {nm(e.node)} -> ({outs})"
         if d.get("leaf_grad") is not None:
             body += f" .grad = {short_value(d['leaf_grad'])}"

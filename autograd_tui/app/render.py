@@ -321,7 +321,7 @@ def node_details(state: EngineState, n: int, values: bool = True) -> Text:
             t.append(f"input buffer (GT{gt}): " + "  ".join(
                 f"[{k}] {short_value(s) if s is not None else 'empty'}"
                 for k, s in enumerate(slots)) + "\n")
-    outs = value_summary(state.outputs.get(n))
+    outs = value_summary(state.outputs.get(n), many=True)
     if outs is not None:
         t.append("output gradients: " + ", ".join(short_value(o) for o in outs) + "\n")
     if n in state.leaf_grads:

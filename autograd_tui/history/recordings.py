@@ -41,6 +41,7 @@ import numpy as np
 
 from autograd_tui.engine.events import EVENT_TYPES, SCHEMA, Event
 from autograd_tui.files import CannotWrite, atomic_write
+from autograd_tui.history.fields import check_footer, check_header
 from autograd_tui.history.history import History
 from autograd_tui.history.lines import TraceError, json_line
 from autograd_tui.history.older_versions import decode_v1, renumber
@@ -247,7 +248,11 @@ def _load(p: Path, data: bytes | bytearray, validate_state: bool) -> Recording:
     if first < 0:
         raise TraceError(f"{p}: missing footer after line 1: the recording is truncated or "
                          "was not finished")
+    if (why := check_header(header)) is not None:
+        raise TraceError(f"{p}, line 1: header: {why}")
     body, footer = _split_footer(p, data, first)
+    if (why := check_footer(footer)) is not None:
+        raise TraceError(f"{p}: footer: {why}")
     # Version 2: the checksum covers every byte before its own digits; version 1: the events.
     mark = data.rfind(CHECKSUM_MARK) + len(CHECKSUM_MARK)
     if version >= 2 and data[mark + 64:].rstrip(b"\n") != b'"}}':
@@ -281,10 +286,7 @@ STATUSES = ("completed", "error", "deadlock", "running")
 def _check_status(p: Path, footer: dict[str, Any], events: list[Event]) -> None:
     """The footer's status must be one the program writes, and agree with the events: a
     recording holds a deadlock event exactly when its status is "deadlock"."""
-    status = footer.get("status", "completed")
-    if status not in STATUSES:
-        raise TraceError(f"{p}: the footer's status must be one of {', '.join(STATUSES)}, "
-                         f"not {str(status)[:40]!r}")
+    status = footer.get("status", "completed")  # one of STATUSES (fields.Footer)
     deadlock = EVENT_TYPES["deadlock"]
     deadlocked = any(type(e) is deadlock for e in events)
     if deadlocked != (status == "deadlock"):
