@@ -133,6 +133,20 @@ class Run:
         self.close()
 
 
+def builtin_scenario_of(rec: trace.Recording) -> Scenario:
+    """The built-in scenario the recording names (``scenarios.get``: never a file)."""
+    name = rec.scenario
+    if not name:
+        raise ScenarioError("the recording names no scenario: it can only be viewed, or "
+                            "re-executed with --scenario NAME|PATH", usage=True)
+    if not isinstance(name, str) or name not in scenarios.names():
+        raise ScenarioError(
+            f"the recording names the scenario {str(name)!r}, which is not a built-in one; "
+            "a recording never chooses a file to run: pass --scenario PATH (the scenario "
+            "file, if you trust it) to re-execute it", usage=True)
+    return scenarios.get(name)
+
+
 @dataclass
 class Divergence:
     index: int  # k: the first event (1-based) that differs
@@ -144,12 +158,17 @@ class Divergence:
                 f"got {self.got}")
 
 
-def reexecute(rec: trace.Recording) -> tuple[Run, Divergence | None]:
-    """Run the recording's scenario again under its recorded schedule; compare events."""
-    name = rec.scenario
-    if not name:
-        raise ScenarioError("the recording names no scenario: it can only be viewed")
-    scenario = scenarios.load(name)
+def reexecute(rec: trace.Recording, scenario: Scenario | None = None
+              ) -> tuple[Run, Divergence | None]:
+    """Run the recording's scenario again under its recorded schedule; compare events.
+
+    A recording is untrusted data and never chooses what code runs: the scenario is
+    ``scenario`` (one the person named: ``replay --reexecute --scenario PATH``) or the
+    built-in scenario the recording names; a name that is not built in (a path a
+    recording of a scenario file gives) is an error that says what to pass."""
+    if scenario is None:
+        scenario = builtin_scenario_of(rec)
+    sched = rec.header.get("schedule") or {}
     sched = rec.header.get("schedule") or {}
     serialized = sched.get("serialized", True)
     if not serialized:
