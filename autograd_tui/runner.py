@@ -133,6 +133,13 @@ class Run:
         self.close()
 
 
+def _field(d: dict[str, Any], key: str) -> dict[str, Any]:
+    """``d[key]`` if it is an object, else {}: the loader does not check the header's
+    keys, and a missing or mistyped one is as good as empty."""
+    v = d.get(key)
+    return dict(v) if isinstance(v, dict) else {}
+
+
 def builtin_scenario_of(rec: trace.Recording) -> Scenario:
     """The built-in scenario the recording names (``scenarios.get``: never a file)."""
     name = rec.scenario
@@ -168,15 +175,17 @@ def reexecute(rec: trace.Recording, scenario: Scenario | None = None
     recording of a scenario file gives) is an error that says what to pass."""
     if scenario is None:
         scenario = builtin_scenario_of(rec)
-    sched = rec.header.get("schedule") or {}
-    sched = rec.header.get("schedule") or {}
+    sched = _field(rec.header, "schedule")
     serialized = sched.get("serialized", True)
     if not serialized:
         raise ScenarioError("the recording was made free-running: its schedule cannot be "
                             "replayed exactly; view it instead")
     schedule = rec.footer.get("schedule", "")
-    run = Run(scenario, {k: v for k, v in (rec.header["scenario"].get("params") or {}).items()},
-              policy=f"schedule:{schedule}", engine_overrides=rec.header.get("engine") or {},
+    if not isinstance(schedule, str):
+        raise ScenarioError("the recording's footer has no schedule string: it cannot be "
+                            "re-executed")
+    run = Run(scenario, _field(_field(rec.header, "scenario"), "params"),
+              policy=f"schedule:{schedule}", engine_overrides=_field(rec.header, "engine"),
               full_tensors=rec.header.get("tensors") == "full")
     try:
         run.run()

@@ -177,3 +177,22 @@ def test_hostile_names_export_and_open_in_the_app(hostile_recording, tmp_path):
     app = _open_app_and(rec, "right", "right", "right", "v", "d", "t", "escape", "end")
     assert app.return_code == 0
     assert "\x1b" not in str(app.sub_title)
+
+
+@pytest.mark.parametrize("header,footer,code", [
+    ({"scenario": "just-a-string"}, {}, 2),  # names no scenario
+    ({"scenario": {"name": 5}}, {}, 2),  # not a built-in name
+    ({"engine": {"reentrant": RED}}, {}, 2),
+    ({}, {"schedule": 5}, 1),
+    ({}, {"schedule": f"garbage{RED}"}, 1),
+    ({}, {"schedule": "1:3,2:5"}, 1),  # a schedule that does not fit the run
+])
+def test_a_mistyped_header_or_footer_is_one_message(tmp_path, capsys, header, footer, code):
+    h, events, f = _events(linear_relu(tmp_path))
+    path = tmp_path / "bad.jsonl"
+    trace.save(path, {**h, **header}, events, {**f, **footer})
+    assert main(["replay", str(path), "--headless"]) == 0
+    capsys.readouterr()
+    assert main(["replay", str(path), "--reexecute"]) == code
+    err = capsys.readouterr().err
+    assert err.startswith("autograd-tui: ") and err.count("\n") == 1 and "\x1b" not in err

@@ -17,6 +17,7 @@ from autograd_tui.commands.common import (
     EXIT_ERROR,
     EXIT_OK,
     FORMATTER,
+    Failure,
     UsageError,
     console,
     examples,
@@ -86,10 +87,14 @@ def _grad_line(name: str, v: Any) -> str:
 
 def _reexecute(rec: Any, scenario: str | None) -> int:
     from autograd_tui import scenarios
+    from autograd_tui.control import ScheduleDivergence
     from autograd_tui.runner import reexecute
 
     # Only a scenario the person names on the command line may be a file.
-    r, divergence = reexecute(rec, scenarios.load(scenario) if scenario else None)
+    try:
+        r, divergence = reexecute(rec, scenarios.load(scenario) if scenario else None)
+    except ScheduleDivergence as e:  # the file's schedule is data, and may not fit
+        raise Failure(f"the recorded schedule does not fit the run: {e}") from None
     try:
         con = console()
         if divergence is None:
