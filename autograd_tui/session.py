@@ -107,8 +107,9 @@ class Session:
         if self.run is not None:
             p = self.run.policy
             return f"{p} (seed {self.run.seed})" if p == "random" else p.split(":")[0]
-        sched = (self.recording.header.get("schedule") or {}) if self.recording else {}
-        return str(sched.get("policy") or "?")
+        sched = self.recording.header.get("schedule") if self.recording else None
+        policy = sched.get("policy") if isinstance(sched, dict) else None  # unchecked JSON
+        return plain(policy or "?")
 
     @property
     def devices(self) -> str:

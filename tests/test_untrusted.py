@@ -85,6 +85,7 @@ def hostile_recording(tmp_path: Path) -> Path:
         lines.append(line)
     header = json.loads(lines[0])
     header["scenario"]["name"] = "".join(HOSTILE)
+    header["schedule"]["policy"] = f"round-robin{TITLE}[/nope]"
     events = [trace._DECODER.decode(line) for line in lines[1:-1]]
     footer = json.loads(lines[-1])["footer"]
     path = tmp_path / "hostile.jsonl"
@@ -176,7 +177,9 @@ def test_hostile_names_export_and_open_in_the_app(hostile_recording, tmp_path):
     rec = trace.load(hostile_recording)
     app = _open_app_and(rec, "right", "right", "right", "v", "d", "t", "escape", "end")
     assert app.return_code == 0
-    assert "\x1b" not in str(app.sub_title)
+    assert "\x1b" not in str(app.sub_title) and "[/nope]" in str(app.sub_title)
+    bad = trace.Recording({**rec.header, "schedule": "not an object"}, rec.events, rec.footer)
+    assert Session.from_recording(bad).policy == "?"
 
 
 @pytest.mark.parametrize("header,footer,code", [
