@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := install
-.PHONY: install run test bench lint clean
+.PHONY: install run test bench fuzz lint clean
 
 # Create the virtualenv if it is missing (pip is used as shipped; no self-upgrade).
 $(BIN)/python:
@@ -30,6 +30,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The recordings fuzz suite at length (make test runs 300 cases; FUZZ_CASES=N for more).
+fuzz: $(STAMP)
+	FUZZ_CASES=$${FUZZ_CASES:-5000} $(BIN)/python -m pytest -q tests/test_fuzz_recordings.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -133,6 +133,27 @@ class Run:
         self.close()
 
 
+def _field(d: dict[str, Any], key: str) -> dict[str, Any]:
+    """``d[key]`` if it is an object, else {}: the loader does not check the header's
+    keys, and a missing or mistyped one is as good as empty."""
+    v = d.get(key)
+    return dict(v) if isinstance(v, dict) else {}
+
+
+def builtin_scenario_of(rec: trace.Recording) -> Scenario:
+    """The built-in scenario the recording names (``scenarios.get``: never a file)."""
+    name = rec.scenario
+    if not name:
+        raise ScenarioError("the recording names no scenario: it can only be viewed, or "
+                            "re-executed with --scenario NAME|PATH", usage=True)
+    if not isinstance(name, str) or name not in scenarios.names():
+        raise ScenarioError(
+            f"the recording names the scenario {str(name)!r}, which is not a built-in one; "
+            "a recording never chooses a file to run: pass --scenario PATH (the scenario "
+            "file, if you trust it) to re-execute it", usage=True)
+    return scenarios.get(name)
+
+
 @dataclass
 class Divergence:
     index: int  # k: the first event (1-based) that differs
@@ -144,20 +165,27 @@ class Divergence:
                 f"got {self.got}")
 
 
-def reexecute(rec: trace.Recording) -> tuple[Run, Divergence | None]:
-    """Run the recording's scenario again under its recorded schedule; compare events."""
-    name = rec.scenario
-    if not name:
-        raise ScenarioError("the recording names no scenario: it can only be viewed")
-    scenario = scenarios.load(name)
-    sched = rec.header.get("schedule") or {}
+def reexecute(rec: trace.Recording, scenario: Scenario | None = None
+              ) -> tuple[Run, Divergence | None]:
+    """Run the recording's scenario again under its recorded schedule; compare events.
+
+    A recording is untrusted data and never chooses what code runs: the scenario is
+    ``scenario`` (one the person named: ``replay --reexecute --scenario PATH``) or the
+    built-in scenario the recording names; a name that is not built in (a path a
+    recording of a scenario file gives) is an error that says what to pass."""
+    if scenario is None:
+        scenario = builtin_scenario_of(rec)
+    sched = _field(rec.header, "schedule")
     serialized = sched.get("serialized", True)
     if not serialized:
         raise ScenarioError("the recording was made free-running: its schedule cannot be "
                             "replayed exactly; view it instead")
     schedule = rec.footer.get("schedule", "")
-    run = Run(scenario, {k: v for k, v in (rec.header["scenario"].get("params") or {}).items()},
-              policy=f"schedule:{schedule}", engine_overrides=rec.header.get("engine") or {},
+    if not isinstance(schedule, str):
+        raise ScenarioError("the recording's footer has no schedule string: it cannot be "
+                            "re-executed")
+    run = Run(scenario, _field(_field(rec.header, "scenario"), "params"),
+              policy=f"schedule:{schedule}", engine_overrides=_field(rec.header, "engine"),
               full_tensors=rec.header.get("tensors") == "full")
     try:
         run.run()

@@ -21,6 +21,7 @@ from autograd_tui.engine.events import Event
 from autograd_tui.history import EngineState, History, StateError
 from autograd_tui.history.recordings import Recording
 from autograd_tui.runner import Run
+from autograd_tui.words import plain
 
 
 @dataclass(frozen=True)
@@ -82,28 +83,33 @@ class Session:
 
     @property
     def scenario_name(self) -> str:
+        """The scenario's name, to show (a recording's, with control characters made
+        visible)."""
         if self.run is not None:
-            return self.run.scenario.name
-        return self.recording.scenario or "?" if self.recording else "?"
+            return plain(self.run.scenario.name)
+        return plain(self.recording.scenario or "?") if self.recording else "?"
 
     @property
     def notes(self) -> str:
         if self.run is not None:
             return self.run.scenario.notes
-        try:
-            from autograd_tui import scenarios
+        from autograd_tui import scenarios
 
-            return scenarios.load(self.scenario_name).notes
-        except Exception:  # noqa: BLE001 - a recording of an unknown scenario
-            return "_No teaching notes: this recording's scenario is not installed._"
+        # A built-in scenario's notes only: a recording is untrusted data, and the name it
+        # gives may be a path (scenarios.load would import and run that file).
+        name = self.recording.scenario if self.recording else None
+        if isinstance(name, str) and name in scenarios.names():
+            return scenarios.get(name).notes
+        return "_No teaching notes: this recording's scenario is not installed._"
 
     @property
     def policy(self) -> str:
         if self.run is not None:
             p = self.run.policy
             return f"{p} (seed {self.run.seed})" if p == "random" else p.split(":")[0]
-        sched = (self.recording.header.get("schedule") or {}) if self.recording else {}
-        return str(sched.get("policy") or "?")
+        sched = self.recording.header.get("schedule") if self.recording else None
+        policy = sched.get("policy") if isinstance(sched, dict) else None  # unchecked JSON
+        return plain(policy or "?")
 
     @property
     def devices(self) -> str:

@@ -4,11 +4,16 @@ Every view (the app's log and panes, the headless trace, Graphviz, the Chrome
 trace) names a node, a sequence number and an event through these functions, so
 that a student sees the same words everywhere.  Numbers follow the one
 convention of ``docs/architecture.md``: event k is the k-th event (its ``seq``).
+
+Names, threads, queues and messages may come from a recording, which is untrusted
+data: ``plain`` makes every control character in them visible, and the views show the
+result as text (Rich ``Text``, never markup).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -32,16 +37,36 @@ KIND_STYLE: dict[str, str] = {
 }
 
 
+# C0 controls (newline and tab too: one event is one line), DEL, C1 controls, and the
+# Unicode line separators and bidirectional overrides, which can disguise what a line says.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e"
+                     "\u2066-\u2069]")
+
+
+def _visible(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def plain(text: object) -> str:
+    """``text`` as a string with no control character left: each is written as its
+    escape, ``\\x1b`` for ESC, ``\\u202e`` for a bidirectional override (a backslash
+    itself is left alone).  What a terminal shows of it is what the string says: no
+    escape sequence, bell or carriage return from a file reaches the terminal."""
+    s = text if isinstance(text, str) else str(text)
+    return _UNSAFE.sub(_visible, s) if _UNSAFE.search(s) else s
+
+
 def seq_text(seq: int | None) -> str:
     """A node's sequence number; AccumulateGrad's UINT64_MAX reads "max"."""
-    return "max" if seq is not None and seq >= UINT64_MAX else str(seq)
+    return "max" if isinstance(seq, int) and seq >= UINT64_MAX else plain(seq)
 
 
 def node_label(name: str | None, node: int | None, none: str = "-") -> str:
     """``MulBackward0#3``; no node (a dummy wake-up or shutdown task) reads ``none``."""
     if node is None:
         return none
-    return f"{name or 'node'}#{node}"
+    return plain(f"{name or 'node'}#{node}")
 
 
 def node_names(events: Iterable[Event]) -> dict[int, str]:
@@ -91,7 +116,7 @@ def short_value(s: Any) -> str:
         return "None"
     vals = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in s["values"])
     more = "…" if math.prod(s["shape"]) > len(s["values"]) else ""
-    return f"[{vals}{more}]" if s["shape"] else vals
+    return plain(f"[{vals}{more}]" if s["shape"] else vals)
 
 
 def event_words(e: Event, names: dict[int, str] | None = None) -> str:
@@ -159,13 +184,13 @@ def event_words(e: Event, names: dict[int, str] | None = None) -> str:
         body = f"deadlock: {first}"
     else:
         body = k + (" " + str(d) if d else "")
-    return body
+    return plain(body)  # names, queues and messages may come from a file
 
 
 def event_line(e: Event, names: dict[int, str] | None = None) -> str:
     """An event without its number: its thread, its GraphTask and its words (the app's
     event log shows the number in a column of its own)."""
-    return f"{e.thread:<18} {where(e):<5} {event_words(e, names)}"
+    return f"{plain(e.thread):<18} {where(e):<5} {event_words(e, names)}"
 
 
 def format_event(e: Event, names: dict[int, str] | None = None) -> str:

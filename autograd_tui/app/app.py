@@ -8,6 +8,7 @@ on the engine.  The panes are in ``widgets/``, the dialogs in ``screens/``.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -274,7 +275,9 @@ class AutogradApp(SessionView):
         s = self.session
         if s is None:
             return
-        default = f"autograd-{s.scenario_name}-{self.cursor:04d}.svg"
+        # a file name, whatever the scenario's name (a recording's may be a path)
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", s.scenario_name).strip("._") or "run"
+        default = f"autograd-{name}-{self.cursor:04d}.svg"
 
         def done(path: str | None) -> None:
             if path:

@@ -13,7 +13,7 @@ import networkx as nx
 from rich.text import Text
 
 from autograd_tui.history.state import EngineState, NodeInfo
-from autograd_tui.words import node_label, seq_text, short_value, value_summary
+from autograd_tui.words import node_label, plain, seq_text, short_value, value_summary
 
 #: state -> (style, one-letter badge); the letter keeps meaning without colour
 STATE_STYLE = {
@@ -110,10 +110,10 @@ def _draw_box(n: int, info: NodeInfo, status: tuple[str, str, str], highlight: b
     style, badge = STATE_STYLE.get(st, ("", "?"))
     border = "bold reverse " + style if highlight else style
     inner = width - 2
-    title = f" {badge} {info.name} "[:inner]
+    title = plain(f" {badge} {info.name} ")[:inner]
     body = [
-        f"#{n} {info.device} seq {seq_text(info.seq)}"[:inner],
-        (f"deps {rem} {st.replace('_', ' ')}" + (f" @{where}" if where else ""))[:inner],
+        plain(f"#{n} {info.device} seq {seq_text(info.seq)}")[:inner],
+        plain(f"deps {rem} {st.replace('_', ' ')}" + (f" @{where}" if where else ""))[:inner],
     ]
     edges = (" → " + " ".join(f"#{c}.{i}" for c, i in info.next if c is not None) + " "
              if info.next else " leaf ")[:inner]
@@ -213,7 +213,7 @@ def queues_text(state: EngineState) -> Text:
     for i, (q, tasks) in enumerate(sorted(state.queues.items())):
         if i:
             t.append("\n")
-        t.append(f"{q}", style="bold")
+        t.append(plain(q), style="bold")
         t.append(f" ({len(tasks)})  ")
         if not tasks:
             t.append("empty", style="dim")
@@ -267,10 +267,11 @@ def graph_tasks_text(state: EngineState) -> Text:
                                                           else "running")
         style = "bold red" if gt.error else ("blue" if gt.completed else "bold")
         t.append(f"GT{gt.id}", style="bold")
-        t.append(f" owner {gt.owner} depth {gt.reentrant_depth} outstanding {gt.outstanding} ")
-        t.append(status, style=style)
+        t.append(plain(f" owner {gt.owner} depth {gt.reentrant_depth} "
+                       f"outstanding {gt.outstanding} "))
+        t.append(plain(status), style=style)
         if gt.handoff:
-            t.append(f" ({gt.handoff} from GT{gt.parent})", style="dim")
+            t.append(plain(f" ({gt.handoff} from GT{gt.parent})"), style="dim")
     if state.leaf_grads:  # each AccumulateGrad's leaf, as it is written
         t.append("\nleaf .grad", style="bold")
         for n in heapq.nsmallest(PANE_ITEMS, state.leaf_grads):  # not a sort of thousands
@@ -308,10 +309,11 @@ def node_details(state: EngineState, n: int, values: bool = True) -> Text:
         return Text("Select a node (click a row of the list view, or an event).", style="dim")
     st, where, rem = node_status(state, n)
     t = Text()
-    t.append(f"{info.name} #{n}\n", style="bold")
-    t.append(f"device {info.device}   sequence_nr {seq_text(info.seq)}   "
-             f"topological_nr {info.topo}   inputs {info.num_inputs}\n")
-    t.append(f"state {st}{' @ ' + where if where else ''}   remaining dependencies {rem}\n")
+    t.append(plain(f"{info.name} #{n}") + "\n", style="bold")
+    t.append(plain(f"device {info.device}   sequence_nr {seq_text(info.seq)}   "
+                   f"topological_nr {info.topo}   inputs {info.num_inputs}") + "\n")
+    t.append(plain(f"state {st}{' @ ' + where if where else ''}   remaining dependencies "
+                   f"{rem}") + "\n")
     t.append("next edges: ")
     t.append(", ".join(f"{label_of(state, c)} (input {i})" if c is not None else "none"
                        for c, i in info.next) or "(none: a leaf)")
@@ -330,5 +332,5 @@ def node_details(state: EngineState, n: int, values: bool = True) -> Text:
         for label, summ in (("outputs", outs or ()),):
             for k, s in enumerate(summ):
                 if s is not None and "data" in s:
-                    t.append(f"{label}[{k}] = {s['data']}\n")
+                    t.append(plain(f"{label}[{k}] = {s['data']}") + "\n")
     return t

@@ -34,6 +34,7 @@ from autograd_tui.app.widgets import (
 )
 from autograd_tui.history.state import EngineState
 from autograd_tui.session import Session
+from autograd_tui.words import plain
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 REFRESH_HZ = 30
@@ -96,6 +97,13 @@ class SessionView(App[int]):
         self.query_one(GraphPane).reset()
         for pane in self.query(SidePane):  # a new run: the panes fit its content again
             pane.reset()
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Textual's ``notify``, always as text: a message may carry names or errors from
+        a recording (markup is never read, control characters are made visible)."""
+        super().notify(plain(message), title=plain(title), severity=severity,
+                       timeout=timeout, markup=False)
 
     # --- the refresh loop -----------------------------------------------------------------
     def _on_timer(self) -> None:

@@ -96,8 +96,21 @@ def console(soft_wrap: bool = True) -> Any:
 
 
 def say(message: str) -> None:
-    """One line on stderr, the way every message of the commands looks."""
-    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+    """One line on stderr, the way every message of the commands looks (a name from a
+    file in it has its control characters made visible: ``words.plain``)."""
+    from autograd_tui.words import plain
+
+    print(f"{PROG}: {plain(message)}", file=sys.stderr, flush=True)
+
+
+def print_text(con: Any, line: str, style: str = "") -> None:
+    """``line`` as text: no Rich markup in it is read, no control character printed.
+    For every line with words from a file or a program (names, messages, values)."""
+    from rich.text import Text
+
+    from autograd_tui.words import plain
+
+    con.print(Text(plain(line), style=style))
 
 
 def print_trace(con: Any, events: Sequence[Event]) -> None:

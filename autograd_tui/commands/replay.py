@@ -1,8 +1,10 @@
 """``autograd-tui replay``: a recording in the app, as text, or re-executed.
 
 A recording is untrusted data: everything printed from it is printed as text
-(no rich markup), and ``--reexecute`` runs a built-in scenario by the name the
-file gives, or a file the user names (``runner.reexecute``).
+(``print_text``: no Rich markup, control characters made visible), and
+``--reexecute`` runs a built-in scenario by the name the file gives, or the
+scenario the person names with ``--scenario NAME|PATH`` (``runner.reexecute``):
+never a file the recording names.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from autograd_tui.commands.common import (
     EXIT_ERROR,
     EXIT_OK,
     FORMATTER,
+    Failure,
+    UsageError,
     console,
     examples,
     load_recording,
     open_app,
+    print_text,
     print_trace,
 )
 
@@ -30,18 +35,26 @@ def add_parser(sub: Any) -> None:
                                    "recorded schedule and reports the first divergence.",
                        epilog=examples("autograd-tui replay run.jsonl",
                                        "autograd-tui replay run.jsonl.gz --headless",
-                                       "autograd-tui replay run.jsonl --reexecute"))
+                                       "autograd-tui replay run.jsonl --reexecute",
+                                       "autograd-tui replay run.jsonl --reexecute "
+                                       "--scenario ./my_scenario.py"))
     p.add_argument("file", metavar="FILE")
     p.add_argument("--headless", action="store_true", help="no app: print the trace")
     p.add_argument("--reexecute", action="store_true",
                    help="run the engine again under the recorded schedule and compare")
+    p.add_argument("--scenario", metavar="NAME|PATH",
+                   help="--reexecute: the scenario to run (a built-in name or a .py file); "
+                        "needed when the recording's scenario is not a built-in one: a "
+                        "recording never chooses a file to run")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.scenario is not None and not args.reexecute:
+        raise UsageError("--scenario goes with --reexecute (it names the scenario to run)")
     rec = load_recording(args.file)
     if args.reexecute:
-        return _reexecute(rec)
+        return _reexecute(rec, args.scenario)
     if not args.headless:
         return open_app(recording=rec)
     con = console()
@@ -57,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             lines.append(_grad_line(k, v))
     lines.append(f"schedule: {rec.footer.get('schedule', '')}")
     for line in lines:
-        con.print(line, markup=False)
+        print_text(con, line)
     return EXIT_DEADLOCK if status == "deadlock" else EXIT_OK
 
 
@@ -72,19 +85,25 @@ def _grad_line(name: str, v: Any) -> str:
     return f"grad {name} = {v.get('values')} (shape {v.get('shape')}, norm {norm})"
 
 
-def _reexecute(rec: Any) -> int:
+def _reexecute(rec: Any, scenario: str | None) -> int:
+    from autograd_tui import scenarios
+    from autograd_tui.control import ScheduleDivergence
     from autograd_tui.runner import reexecute
 
-    r, divergence = reexecute(rec)
+    # Only a scenario the person names on the command line may be a file.
+    try:
+        r, divergence = reexecute(rec, scenarios.load(scenario) if scenario else None)
+    except ScheduleDivergence as e:  # the file's schedule is data, and may not fit
+        raise Failure(f"the recorded schedule does not fit the run: {e}") from None
     try:
         con = console()
         if divergence is None:
-            con.print(f"re-executed {rec.scenario}: {len(r.events)} events, identical "
-                      "to the recording", markup=False)
+            print_text(con, f"re-executed {r.scenario.name}: {len(r.events)} events, "
+                            "identical to the recording")
             return EXIT_OK
-        con.print(f"[bold red]diverged[/bold red] at event {divergence.index}:")
-        con.print(f"  expected: {divergence.expected}", markup=False)
-        con.print(f"  got:      {divergence.got}", markup=False)
+        print_text(con, f"diverged at event {divergence.index}:", style="bold red")
+        print_text(con, f"  expected: {divergence.expected}")
+        print_text(con, f"  got:      {divergence.got}")
         return EXIT_ERROR
     finally:
         r.close()

@@ -28,6 +28,7 @@ from autograd_tui.commands.common import (
     open_app,
     output_file,
     pairs,
+    print_text,
     print_trace,
     program_error_text,
     run_to_end,
@@ -94,29 +95,29 @@ def _summary(con: Any, run: Any, result: Any) -> int:
     """The lines after the trace; returns the exit code the run deserves."""
     threads = sorted({e.thread for e in run.events if e.thread != "controller"})
     con.print()
-    con.print(f"scenario: {run.scenario.name}")
+    # print_text where the words come from the program or the engine (a scenario file's
+    # names, an error's message): a "[...]" in them is text, not a style
+    print_text(con, f"scenario: {run.scenario.name}")
     con.print(f"events: {len(run.events)}")
-    con.print(f"threads: {', '.join(threads)}")
-    # markup=False where the text comes from the program or the engine: a "[...]" in
-    # it is text, not a style
+    print_text(con, f"threads: {', '.join(threads)}")
     if result.status == "deadlock":
         con.print("[bold red]deadlock detected[/bold red]")
-        con.print(result.report.explanation, markup=False)
-        con.print("cycle: " + " -> ".join(result.report.cycle), markup=False)
+        print_text(con, result.report.explanation)
+        print_text(con, "cycle: " + " -> ".join(result.report.cycle))
         code = EXIT_DEADLOCK
     elif run.error is not None:
         err = run.error
         con.print("[bold red]error in the scenario's program[/bold red]", end=" ")
-        con.print(f"({run.scenario.source}): {program_error_text(err)}", markup=False)
+        print_text(con, f"({run.scenario.source}): {program_error_text(err)}")
         code = EXIT_ERROR
     elif result.status == "finished":
         con.print("[bold green]completed[/bold green]")
         for k, v in run.gradients().items():
-            con.print(f"grad {k} = {_fmt_array(v)}", markup=False)
+            print_text(con, f"grad {k} = {_fmt_array(v)}")
         code = EXIT_OK
     else:
-        con.print(f"stopped: {result.status}"
-                  + (f": {result.report.explanation}" if result.report else ""), markup=False)
+        print_text(con, f"stopped: {result.status}"
+                   + (f": {result.report.explanation}" if result.report else ""))
         code = EXIT_ERROR
     con.print(f"schedule: {run.controller.schedule_string()}")
     return code

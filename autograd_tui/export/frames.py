@@ -68,8 +68,9 @@ class Frame:
 def index_html(frames: Sequence[Frame], *, title: str = "autograd-tui export",
                fmt: str = "svg") -> str:
     """A self-contained page that steps through the frames (←/→, Home/End)."""
+    # "<" as its JSON escape: no "</script>" or "<!--" in the text can end the script early
     data = json.dumps([{"file": f.file, "event": f.event, "text": f.text} for f in frames],
-                      ensure_ascii=False, indent=0).replace("</", "<\\/")
+                      ensure_ascii=False, indent=0).replace("<", "\\u003c")
     first = f' src="{esc(frames[0].file)}"' if frames else ""
     viewer = (f'<img id="frame"{first} alt="frame">' if fmt in ("svg", "png")
               else f'<iframe id="frame"{first} title="frame"></iframe>')

@@ -33,7 +33,8 @@ SLOT_EMPTY = "#ffffff"
 FONT = "Helvetica"
 MAX_TITLE = 180
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# C0 (but tab and newline, which become spaces or stay), DEL and C1: dropped
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def esc(text: Any) -> str:

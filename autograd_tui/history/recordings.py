@@ -74,7 +74,9 @@ class Recording:
 
     @property
     def scenario(self) -> str | None:
-        return (self.header.get("scenario") or {}).get("name")
+        sc = self.header.get("scenario")  # unchecked by load: any JSON value
+        name = sc.get("name") if isinstance(sc, dict) else None
+        return name if isinstance(name, str) else None
 
     def state_at(self, i: int) -> Any:
         if self.history is None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Label, Markdown, Static
 
 from autograd_tui.app.screens.modal import Modal
+from autograd_tui.words import plain
 
 
 class TextScreen(Modal):
@@ -22,6 +24,7 @@ class TextScreen(Modal):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog wide"):
-            yield Label(self._title, classes="dialog-title")
+            # Text, not markup: the title names the scenario, which a recording gives
+            yield Label(Text(plain(self._title)), classes="dialog-title")
             yield Markdown(self._markdown)
             yield Static("escape closes", classes="hint")

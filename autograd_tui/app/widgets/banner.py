@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from autograd_tui.app.render import report_field
+from autograd_tui.words import plain
 
 
 class Banner(Static):
@@ -18,10 +19,10 @@ class Banner(Static):
         dict in a recording); a pause is explained only at the newest event."""
         if status == "deadlock" and report is not None:
             self.update(Text("DEADLOCK  ", style="bold")
-                        + Text(report_field(report, "explanation", "")))
+                        + Text(plain(report_field(report, "explanation", ""))))
             self.add_class("shown")
         elif report is not None and getattr(report, "kind", "") == "paused" and at_newest:
-            self.update(Text(report.explanation))
+            self.update(Text(plain(report.explanation)))
             self.add_class("shown")
         else:
             self.remove_class("shown")

@@ -8,13 +8,17 @@ from typing import overload
 
 from textual.cache import LRUCache
 
+from autograd_tui.words import plain
+
 Cell = tuple[str, str]  # (text, Rich style)
 Row = tuple[Cell, ...]
 
 
 def cells(*values: str | Cell) -> Row:
     """A row from plain strings and ``(text, style)`` pairs."""
-    return tuple(v if isinstance(v, tuple) else (v, "") for v in values)
+    # plain: a cell may hold a name from a recording (the widgets draw it as Text)
+    return tuple((plain(v[0]), v[1]) if isinstance(v, tuple) else (plain(v), "")
+                 for v in values)
 
 
 class LazyRows(Sequence[Row]):

@@ -1,0 +1,139 @@
+"""Fuzzing recordings: structured mutations of valid recordings, with the checksum
+recomputed (it is unkeyed: anyone can), fed to the reader and to every command that
+reads a recording.  Each case: no traceback (only ``TraceError`` from the reader, and
+an exit code from the documented table from the commands), no escape byte in what is
+printed.  Seeded: ``FUZZ_CASES`` (environment) runs more; ``make fuzz`` runs 2,000."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import math
+import os
+import random
+from typing import Any
+
+import pytest
+
+from autograd_tui import scenarios
+from autograd_tui.commands import main
+from autograd_tui.history import recordings as trace
+from autograd_tui.runner import Run
+
+pytestmark = pytest.mark.timeout(300)
+
+CASES = int(os.environ.get("FUZZ_CASES", "300"))
+EXIT_CODES = {0, 1, 2, 3}
+MARK = b'"checksum":"sha256:'
+
+# values a mutation puts in a field: wrong types, huge and negative sizes, escapes, markup
+ODD: list[Any] = [
+    None, True, -1, 0, 2**31, 2**64 + 5, 10**9, -(10**12), 1.5, math.inf, "", "x" * 5000,
+    "\x1b]0;owned\x07", "\x1b[31mred", "[/nope]", "[bold]b[/bold]", "../../etc/passwd",
+    "/tmp/evil.py", [], [[[[1]]]], {}, {"a": 1}, [None, None], ["a", 1, None],
+]
+
+
+def _checksummed(header: bytes, lines: list[bytes], footer: dict[str, Any]) -> bytes:
+    """A recording's bytes with the checksum recomputed, as the writer does."""
+    h = hashlib.sha256()
+    body = header + b"".join(lines)
+    h.update(body)
+    foot = json.dumps({k: v for k, v in footer.items() if k != "checksum"},
+                      separators=(",", ":"), sort_keys=True, default=str).encode()
+    prefix = b'{"footer":' + foot[:-1] + (b"," if foot != b"{}" else b"") + MARK
+    h.update(prefix)
+    return body + prefix + h.hexdigest().encode() + b'"}}\n'
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[bytes, list[bytes], dict]]:
+    out = []
+    d = tmp_path_factory.mktemp("fuzz-seeds")
+    for name in ("linear-relu", "multi-device", "deadlock-reentrant-block", "error-in-node"):
+        p = d / f"{name}.jsonl"
+        with Run(scenarios.get(name)) as run:
+            run.run()
+            run.save(p)
+        lines = p.read_bytes().splitlines(keepends=True)
+        footer = json.loads(lines[-1])["footer"]
+        out.append((lines[0], lines[1:-1], footer))
+    return out
+
+
+def _mutate_value(rng: random.Random, v: Any, depth: int = 0) -> Any:
+    if isinstance(v, dict) and v and depth < 3 and rng.random() < 0.7:
+        k = rng.choice(sorted(v))
+        return {**v, k: _mutate_value(rng, v[k], depth + 1)}
+    if isinstance(v, list) and v and depth < 3 and rng.random() < 0.7:
+        i = rng.randrange(len(v))
+        return [*v[:i], _mutate_value(rng, v[i], depth + 1), *v[i + 1:]]
+    if isinstance(v, int) and not isinstance(v, bool) and rng.random() < 0.5:
+        return v + rng.choice([-1, 1, 7, -(2**20), 2**40])
+    return rng.choice(ODD)
+
+
+def _mutant(rng: random.Random, seed: tuple[bytes, list[bytes], dict]) -> bytes:
+    header, lines, footer = seed
+    lines = list(lines)
+    what = rng.choice(["event", "event", "event", "header", "footer", "drop", "dup", "swap"])
+    if what == "event":
+        i = rng.randrange(len(lines))
+        lines[i] = json.dumps(_mutate_value(rng, json.loads(lines[i])),
+                              separators=(",", ":"), default=str).encode() + b"\n"
+    elif what == "header":
+        header = json.dumps(_mutate_value(rng, json.loads(header)), separators=(",", ":"),
+                            default=str).encode() + b"\n"
+    elif what == "footer":
+        footer = _mutate_value(rng, footer)
+        footer = footer if isinstance(footer, dict) else {"x": footer}
+    elif what == "drop":
+        del lines[rng.randrange(len(lines))]
+    elif what == "dup":
+        i = rng.randrange(len(lines))
+        lines.insert(i, lines[i])
+    else:
+        i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+        lines[i], lines[j] = lines[j], lines[i]
+    footer = {**footer, "events": len(lines)} if rng.random() < 0.9 else footer
+    return _checksummed(header, lines, footer)
+
+
+def _run(args: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_checksum_helper_writes_what_the_reader_accepts(seeds, tmp_path):
+    header, lines, footer = seeds[0]
+    p = tmp_path / "same.jsonl"
+    p.write_bytes(_checksummed(header, lines, footer))
+    assert len(trace.load(p).events) == len(lines)
+
+
+@pytest.mark.parametrize("chunk", range(5))
+def test_mutated_recordings_give_one_message_never_a_traceback(seeds, tmp_path, chunk):
+    rng = random.Random(20261124 + chunk)
+    loaded = refused = 0
+    for case in range(CASES // 5):
+        p = tmp_path / f"m{case}.jsonl"
+        p.write_bytes(_mutant(rng, rng.choice(seeds)))
+        try:
+            trace.load(p)
+        except trace.TraceError as e:
+            refused += 1
+            assert "\n" not in str(e).strip() and "Traceback" not in str(e)
+            continue
+        loaded += 1
+        for args in (["replay", str(p), "--headless"],
+                     ["export", str(p), "--at", "end", "-o", str(tmp_path / "x.dot")],
+                     ["chrome-trace", str(p), "-o", str(tmp_path / "t.json")]):
+            code, out, err = _run(args)
+            assert code in EXIT_CODES, (args, code, err)
+            assert "Traceback" not in out + err
+            assert "\x1b" not in out + err and "\x07" not in out + err, (args, out, err)
+    assert refused > 0 and loaded + refused == CASES // 5
