@@ -30,7 +30,19 @@ first use (PyTorch starts them all at the first backward; starting lazily
 keeps a CPU-only run free of idle threads in the app's thread pane).  What a
 hook may return is checked as ``python_hook.cpp`` checks it (``python_hook.py``).
 
+Errors: every Python exception a node, hook or final callback raises, a
+``KeyboardInterrupt`` or ``SystemExit`` included, is what PyTorch's
+``python_error`` (a ``std::exception``) is: ``thread_main`` hands it to
+``thread_on_exception``, the GraphTask fails (its remaining tasks are popped and
+skipped) and ``execute`` re-raises the same object in the caller.
+
 Departures, all deliberate:
+- ``ThreadAborted`` (``sync.py``), the controller's teardown signal, is not a
+  node error: it passes through ``thread_main`` and ends the thread.
+- The caller's wait is interruptible (in PyTorch it is in C++, and Ctrl-C waits
+  for the backward to end): a ``KeyboardInterrupt`` that stops ``execute``
+  while it waits fails the GraphTask (``thread_on_exception`` with no node)
+  before it is re-raised, so device threads drop the abandoned GraphTask's tasks.
 - No CUDA streams, events or stream guards (``leaf_streams``,
   ``stash_current_streams``): the scheduler's behaviour does not depend on them.
 - No compiled autograd, no ``multithreading_enabled`` switch, no
@@ -345,16 +357,27 @@ class Engine:
             input_buffer.add(roots[0].input_nr, inputs[0])
         else:
             input_buffer = InputBuffer(0)
-        self.execute_with_graph_task(graph_task, graph_root, input_buffer)
         fut = graph_task.future_result
-        if not fut.completed() and self._observers:
-            # A pool hand-off (or reentrant="block"): this thread now sleeps on the future.
-            self._emit("thread_wait", graph_task, None, None, on="future",
-                       target=f"GraphTask {graph_task.id}", holder=None)
+        try:
+            self.execute_with_graph_task(graph_task, graph_root, input_buffer)
+            if not fut.completed() and self._observers:
+                # A pool hand-off (or reentrant="block"): this thread now sleeps on the future.
+                self._emit("thread_wait", graph_task, None, None, on="future",
+                           target=f"GraphTask {graph_task.id}", holder=None)
+                fut.wait()
+                self._emit("thread_wake", graph_task, None, None, on="future",
+                           target=f"GraphTask {graph_task.id}")
             fut.wait()
-            self._emit("thread_wake", graph_task, None, None, on="future",
-                       target=f"GraphTask {graph_task.id}")
-        fut.wait()
+        except ThreadAborted:
+            raise  # the controller tears every thread down: nothing to hand over
+        except BaseException as e:
+            # Not in PyTorch, whose wait is in C++: Ctrl-C (or an engine error) while this
+            # thread waits for the GraphTask.  Fail it, so that the threads still holding
+            # its tasks skip them (the has_error check in thread_main), then re-raise.
+            if not graph_task.future_completed:
+                self.thread_on_exception(graph_task, None, e)
+            fut.take_error()
+            raise
         err = fut.take_error()
         if err is not None:
             # Re-raise without keeping it in the future: the exception's traceback holds
@@ -488,7 +511,11 @@ class Engine:
                     try:
                         self.evaluate_function(local_graph_task, fn, task.inputs,
                                                local_graph_task.cpu_ready_queue)
-                    except Exception as e:  # noqa: BLE001 - reported through the future
+                    except ThreadAborted:
+                        raise  # the controller's teardown, not an error of the node
+                    except BaseException as e:  # noqa: BLE001 - reported through the future
+                        # Any Python exception is a python_error (a std::exception) in
+                        # PyTorch: KeyboardInterrupt and SystemExit fail the GraphTask too.
                         current_tls.task = prev_task
                         self.thread_on_exception(local_graph_task, fn, e)
                     finally:
@@ -518,11 +545,12 @@ class Engine:
                                        owner=owner_queue.name)
                         self._push(owner_queue, NodeTask(local_graph_task, None, InputBuffer(0)))
 
-    def thread_on_exception(self, graph_task: GraphTask, fn: Node, e: Exception) -> None:
+    def thread_on_exception(self, graph_task: GraphTask, fn: Node | None,
+                            e: BaseException) -> None:
         if self._observers:
             self._emit("error", graph_task, fn, None, message=str(e),
                        exc_type=type(e).__name__)
-        if not getattr(e, "_autograd_node", None):
+        if fn is not None and not getattr(e, "_autograd_node", None):
             try:
                 e._autograd_node = fn.name()  # type: ignore[attr-defined]
                 e.add_note(f"(raised in {fn.name()} during the backward pass)")
