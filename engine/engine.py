@@ -43,6 +43,9 @@ Departures, all deliberate:
   for the backward to end): a ``KeyboardInterrupt`` that stops ``execute``
   while it waits fails the GraphTask (``thread_on_exception`` with no node)
   before it is re-raised, so device threads drop the abandoned GraphTask's tasks.
+- Nested ``thread_main`` calls are Python frames, not C++ ones: a nested call
+  close to the interpreter's recursion limit raises it while it runs, and the
+  last one out restores it (``_RecursionHeadroom``).
 - No CUDA streams, events or stream guards (``leaf_streams``,
   ``stash_current_streams``): the scheduler's behaviour does not depend on them.
 - No compiled autograd, no ``multithreading_enabled`` switch, no
@@ -92,6 +95,51 @@ if TYPE_CHECKING:
 MAX_DEPTH = 60
 
 _generations = itertools.count(1)
+
+
+class _RecursionHeadroom:
+    """Room on the Python stack for one more nested ``thread_main`` (not in PyTorch).
+
+    PyTorch's nested ``thread_main`` calls are C++ frames; ours are Python frames
+    (about 10 per level), which count against the interpreter's recursion limit.
+    A nested call made close to the limit raises it, process-wide, for as long as
+    the call runs; when the last such call returns, the limit goes back to what
+    it was (unless someone else changed it meanwhile).  With the default limit
+    (1000), ``MAX_DEPTH`` levels called from a stack under about 150 frames deep
+    never need it; a deeper caller or a bigger ``max_recursion_depth`` does.
+    """
+
+    #: frames a node (user code, hooks, the controller's gates) may use below the next level
+    ROOM = 200
+    _lock = threading.Lock()
+    _active = 0  # nested calls running, on every thread
+    _saved: int | None = None  # the limit before we raised it
+    _ours: int | None = None  # the limit we set
+
+    @classmethod
+    def enter(cls) -> None:
+        depth, frame = 0, sys._getframe()
+        while frame is not None:
+            depth, frame = depth + 1, frame.f_back
+        need = depth + cls.ROOM
+        with cls._lock:
+            cls._active += 1
+            limit = sys.getrecursionlimit()
+            if need > limit:
+                if cls._saved is None:
+                    cls._saved = limit
+                cls._ours = need + cls.ROOM  # room for a few more levels before the next raise
+                sys.setrecursionlimit(cls._ours)
+
+    @classmethod
+    def exit(cls) -> None:
+        with cls._lock:
+            cls._active -= 1
+            if cls._active or cls._saved is None:
+                return
+            if sys.getrecursionlimit() == cls._ours:
+                sys.setrecursionlimit(cls._saved)
+            cls._saved = cls._ours = None
 
 
 class ThreadPoolShared(Waitable):
@@ -151,9 +199,6 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._owner_names = itertools.count(1)
         self._closed = False
-        # Nested thread_main calls stack Python frames: leave room for the depth limit.
-        if sys.getrecursionlimit() < 20000:
-            sys.setrecursionlimit(20000)
 
     # --- options, for display and recordings --------------------------------------
     def options(self) -> dict[str, Any]:
@@ -479,9 +524,11 @@ class Engine:
             tls.total_depth = getattr(tls, "total_depth", 0) + 1
             tls.current_depth = current_depth + 1
             graph_task.mutex.release()
+            _RecursionHeadroom.enter()
             try:
                 self.thread_main(graph_task)
             finally:
+                _RecursionHeadroom.exit()
                 tls.current_depth -= 1
                 tls.total_depth -= 1
         return graph_task.future_result
