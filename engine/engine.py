@@ -580,7 +580,7 @@ class Engine:
                         if self._observers:
                             err = local_graph_task.future_result.error()
                             self._emit("completion", local_graph_task, None, None,
-                                       error=str(err) if err is not None else None,
+                                       error=_error_words(err) if err is not None else None,
                                        outstanding=local_graph_task.outstanding_tasks)
                     base_owner = local_graph_task.owner
                     # The owner may be asleep in pop(): send it a dummy task to wake it.
@@ -595,7 +595,7 @@ class Engine:
     def thread_on_exception(self, graph_task: GraphTask, fn: Node | None,
                             e: BaseException) -> None:
         if self._observers:
-            self._emit("error", graph_task, fn, None, message=str(e),
+            self._emit("error", graph_task, fn, None, message=_error_words(e),
                        exc_type=type(e).__name__)
         if fn is not None and not getattr(e, "_autograd_node", None):
             try:
@@ -606,7 +606,7 @@ class Engine:
         first = not graph_task.future_completed
         graph_task.set_exception(e, fn)
         if first and self._observers:
-            self._emit("completion", graph_task, None, None, error=str(e),
+            self._emit("completion", graph_task, None, None, error=_error_words(e),
                        outstanding=graph_task.outstanding_tasks)
 
     # --- Engine::evaluate_function -----------------------------------------------------------
@@ -917,6 +917,11 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _error_words(e: BaseException) -> str:
+    """An error's message for events; the class name when it has none (KeyboardInterrupt())."""
+    return str(e) or type(e).__name__
 
 
 def _hook_name(hook: Any) -> str:

@@ -243,6 +243,8 @@ def test_ctrl_c_while_waiting_fails_the_graph_task(eng):
     assert len(calls) <= 4 and all(c < interrupted for c in calls), (len(calls), calls)
     gt = max(e.graph_task for e in eng.obs.events if e.graph_task is not None)
     assert starts_after_error(eng, gt) == []
+    errors = [e for e in eng.obs.events if e.kind == "error" and e.graph_task == gt]
+    assert [(e.node, e.data["message"]) for e in errors] == [(None, "KeyboardInterrupt")]
     assert tiny_backward_time("cuda:0") < 0.5
     time.sleep(0.3)
     assert all(c < interrupted for c in calls)
