@@ -30,7 +30,22 @@ first use (PyTorch starts them all at the first backward; starting lazily
 keeps a CPU-only run free of idle threads in the app's thread pane).  What a
 hook may return is checked as ``python_hook.cpp`` checks it (``python_hook.py``).
 
+Errors: every Python exception a node, hook or final callback raises, a
+``KeyboardInterrupt`` or ``SystemExit`` included, is what PyTorch's
+``python_error`` (a ``std::exception``) is: ``thread_main`` hands it to
+``thread_on_exception``, the GraphTask fails (its remaining tasks are popped and
+skipped) and ``execute`` re-raises the same object in the caller.
+
 Departures, all deliberate:
+- ``ThreadAborted`` (``sync.py``), the controller's teardown signal, is not a
+  node error: it passes through ``thread_main`` and ends the thread.
+- The caller's wait is interruptible (in PyTorch it is in C++, and Ctrl-C waits
+  for the backward to end): a ``KeyboardInterrupt`` that stops ``execute``
+  while it waits fails the GraphTask (``thread_on_exception`` with no node)
+  before it is re-raised, so device threads drop the abandoned GraphTask's tasks.
+- Nested ``thread_main`` calls are Python frames, not C++ ones: a nested call
+  close to the interpreter's recursion limit raises it while it runs, and the
+  last one out restores it (``_RecursionHeadroom``).
 - No CUDA streams, events or stream guards (``leaf_streams``,
   ``stash_current_streams``): the scheduler's behaviour does not depend on them.
 - No compiled autograd, no ``multithreading_enabled`` switch, no
@@ -80,6 +95,51 @@ if TYPE_CHECKING:
 MAX_DEPTH = 60
 
 _generations = itertools.count(1)
+
+
+class _RecursionHeadroom:
+    """Room on the Python stack for one more nested ``thread_main`` (not in PyTorch).
+
+    PyTorch's nested ``thread_main`` calls are C++ frames; ours are Python frames
+    (about 10 per level), which count against the interpreter's recursion limit.
+    A nested call made close to the limit raises it, process-wide, for as long as
+    the call runs; when the last such call returns, the limit goes back to what
+    it was (unless someone else changed it meanwhile).  With the default limit
+    (1000), ``MAX_DEPTH`` levels called from a stack under about 150 frames deep
+    never need it; a deeper caller or a bigger ``max_recursion_depth`` does.
+    """
+
+    #: frames a node (user code, hooks, the controller's gates) may use below the next level
+    ROOM = 200
+    _lock = threading.Lock()
+    _active = 0  # nested calls running, on every thread
+    _saved: int | None = None  # the limit before we raised it
+    _ours: int | None = None  # the limit we set
+
+    @classmethod
+    def enter(cls) -> None:
+        depth, frame = 0, sys._getframe()
+        while frame is not None:
+            depth, frame = depth + 1, frame.f_back
+        need = depth + cls.ROOM
+        with cls._lock:
+            cls._active += 1
+            limit = sys.getrecursionlimit()
+            if need > limit:
+                if cls._saved is None:
+                    cls._saved = limit
+                cls._ours = need + cls.ROOM  # room for a few more levels before the next raise
+                sys.setrecursionlimit(cls._ours)
+
+    @classmethod
+    def exit(cls) -> None:
+        with cls._lock:
+            cls._active -= 1
+            if cls._active or cls._saved is None:
+                return
+            if sys.getrecursionlimit() == cls._ours:
+                sys.setrecursionlimit(cls._saved)
+            cls._saved = cls._ours = None
 
 
 class ThreadPoolShared(Waitable):
@@ -139,9 +199,6 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._owner_names = itertools.count(1)
         self._closed = False
-        # Nested thread_main calls stack Python frames: leave room for the depth limit.
-        if sys.getrecursionlimit() < 20000:
-            sys.setrecursionlimit(20000)
 
     # --- options, for display and recordings --------------------------------------
     def options(self) -> dict[str, Any]:
@@ -345,16 +402,27 @@ class Engine:
             input_buffer.add(roots[0].input_nr, inputs[0])
         else:
             input_buffer = InputBuffer(0)
-        self.execute_with_graph_task(graph_task, graph_root, input_buffer)
         fut = graph_task.future_result
-        if not fut.completed() and self._observers:
-            # A pool hand-off (or reentrant="block"): this thread now sleeps on the future.
-            self._emit("thread_wait", graph_task, None, None, on="future",
-                       target=f"GraphTask {graph_task.id}", holder=None)
+        try:
+            self.execute_with_graph_task(graph_task, graph_root, input_buffer)
+            if not fut.completed() and self._observers:
+                # A pool hand-off (or reentrant="block"): this thread now sleeps on the future.
+                self._emit("thread_wait", graph_task, None, None, on="future",
+                           target=f"GraphTask {graph_task.id}", holder=None)
+                fut.wait()
+                self._emit("thread_wake", graph_task, None, None, on="future",
+                           target=f"GraphTask {graph_task.id}")
             fut.wait()
-            self._emit("thread_wake", graph_task, None, None, on="future",
-                       target=f"GraphTask {graph_task.id}")
-        fut.wait()
+        except ThreadAborted:
+            raise  # the controller tears every thread down: nothing to hand over
+        except BaseException as e:
+            # Not in PyTorch, whose wait is in C++: Ctrl-C (or an engine error) while this
+            # thread waits for the GraphTask.  Fail it, so that the threads still holding
+            # its tasks skip them (the has_error check in thread_main), then re-raise.
+            if not graph_task.future_completed:
+                self.thread_on_exception(graph_task, None, e)
+            fut.take_error()
+            raise
         err = fut.take_error()
         if err is not None:
             # Re-raise without keeping it in the future: the exception's traceback holds
@@ -456,9 +524,11 @@ class Engine:
             tls.total_depth = getattr(tls, "total_depth", 0) + 1
             tls.current_depth = current_depth + 1
             graph_task.mutex.release()
+            _RecursionHeadroom.enter()
             try:
                 self.thread_main(graph_task)
             finally:
+                _RecursionHeadroom.exit()
                 tls.current_depth -= 1
                 tls.total_depth -= 1
         return graph_task.future_result
@@ -488,7 +558,11 @@ class Engine:
                     try:
                         self.evaluate_function(local_graph_task, fn, task.inputs,
                                                local_graph_task.cpu_ready_queue)
-                    except Exception as e:  # noqa: BLE001 - reported through the future
+                    except ThreadAborted:
+                        raise  # the controller's teardown, not an error of the node
+                    except BaseException as e:  # noqa: BLE001 - reported through the future
+                        # Any Python exception is a python_error (a std::exception) in
+                        # PyTorch: KeyboardInterrupt and SystemExit fail the GraphTask too.
                         current_tls.task = prev_task
                         self.thread_on_exception(local_graph_task, fn, e)
                     finally:
@@ -506,7 +580,7 @@ class Engine:
                         if self._observers:
                             err = local_graph_task.future_result.error()
                             self._emit("completion", local_graph_task, None, None,
-                                       error=str(err) if err is not None else None,
+                                       error=_error_words(err) if err is not None else None,
                                        outstanding=local_graph_task.outstanding_tasks)
                     base_owner = local_graph_task.owner
                     # The owner may be asleep in pop(): send it a dummy task to wake it.
@@ -518,11 +592,12 @@ class Engine:
                                        owner=owner_queue.name)
                         self._push(owner_queue, NodeTask(local_graph_task, None, InputBuffer(0)))
 
-    def thread_on_exception(self, graph_task: GraphTask, fn: Node, e: Exception) -> None:
+    def thread_on_exception(self, graph_task: GraphTask, fn: Node | None,
+                            e: BaseException) -> None:
         if self._observers:
-            self._emit("error", graph_task, fn, None, message=str(e),
+            self._emit("error", graph_task, fn, None, message=_error_words(e),
                        exc_type=type(e).__name__)
-        if not getattr(e, "_autograd_node", None):
+        if fn is not None and not getattr(e, "_autograd_node", None):
             try:
                 e._autograd_node = fn.name()  # type: ignore[attr-defined]
                 e.add_note(f"(raised in {fn.name()} during the backward pass)")
@@ -531,7 +606,7 @@ class Engine:
         first = not graph_task.future_completed
         graph_task.set_exception(e, fn)
         if first and self._observers:
-            self._emit("completion", graph_task, None, None, error=str(e),
+            self._emit("completion", graph_task, None, None, error=_error_words(e),
                        outstanding=graph_task.outstanding_tasks)
 
     # --- Engine::evaluate_function -----------------------------------------------------------
@@ -842,6 +917,11 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _error_words(e: BaseException) -> str:
+    """An error's message for events; the class name when it has none (KeyboardInterrupt())."""
+    return str(e) or type(e).__name__
 
 
 def _hook_name(hook: Any) -> str:

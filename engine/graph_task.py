@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .sync import Waitable
+from .sync import ThreadAborted, Waitable
 
 if TYPE_CHECKING:
     from .graph import Edge, Node
@@ -204,7 +204,10 @@ class GraphTask:
                 vars_ = self.captured_vars
                 self.captured_vars = []
             self.future_result.mark_completed(vars_)
-        except Exception as e:  # noqa: BLE001 - the caller re-raises it from the future
+        except ThreadAborted:
+            raise  # the controller's teardown
+        except BaseException as e:  # noqa: BLE001 - the caller re-raises it from the future
+            # A final callback's KeyboardInterrupt or SystemExit is a python_error too.
             self.future_result.set_error_if_needed(e)
         return True
 

@@ -342,3 +342,50 @@ def test_wake_up_task_under_a_pinned_schedule():
         assert [e.thread for e in pops] == ["cpu (owner)"]
     finally:
         ctl.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_resume_all_clears_every_pause(seed):
+    """Random pause/resume/pause_all/resume_all, with threads starting in between:
+    after resume_all no thread is paused, nor will be when it starts."""
+    import random
+
+    names = ["cpu (owner)", "cuda:0", "cuda:1", "reentrant-pool-1", "reentrant-pool-2"]
+    rng = random.Random(seed)
+    for _ in range(100):
+        eng = engine.Engine()
+        ctl = Controller(eng, serialized=False)
+        try:
+            unstarted = list(names)
+            rng.shuffle(unstarted)
+            for _ in range(rng.randint(1, 12)):
+                op = rng.choice(["pause", "resume", "pause_all", "resume_all", "start"])
+                started = ctl.thread_names()
+                if op == "start" and unstarted:
+                    ctl.register_thread(unstarted.pop())
+                elif op in ("pause", "resume"):
+                    target = (rng.choice(range(1, len(started) + 1))
+                              if started and rng.random() < 0.3 else rng.choice(names))
+                    getattr(ctl, op)(target)
+                elif op in ("pause_all", "resume_all"):
+                    getattr(ctl, op)()
+            ctl.resume_all()
+            for name in unstarted[:rng.randint(0, len(unstarted))]:
+                ctl.register_thread(name)
+            paused = [n for n, info in ctl._threads.items() if info.user_paused]
+            assert paused == [], (seed, paused)
+            assert not any(s.user_paused for s in ctl.thread_states().values())
+        finally:
+            ctl.close()
+
+
+def test_resume_all_forgets_a_pause_by_name_before_start():
+    eng = engine.Engine(max_recursion_depth=1)
+    ctl = Controller(eng, serialized=False)
+    try:
+        ctl.pause("reentrant-pool-1")
+        ctl.resume_all()
+        ctl.start(reentrant_on_device)
+        assert ctl.wait(timeout=20).status == "finished"
+    finally:
+        assert ctl.close()

@@ -3,6 +3,9 @@ multi-device runs (device threads, queues, the wake-up task to the owner)."""
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -142,6 +145,49 @@ def test_deep_reentrant_hands_off_to_pool_threads():
         assert [e.thread for e in waits] == ["cpu (owner)", "reentrant-pool-1",
                                              "reentrant-pool-2"]
 
+
+
+def _deep_chain(levels: int, max_recursion_depth: int, caller_frames: int) -> float:
+    """``levels`` nested backwards, called from ``caller_frames`` extra frames deep."""
+
+    def at_depth(n: int) -> None:
+        if n:
+            at_depth(n - 1)
+        else:
+            DeepReentrant.apply(v).sum().backward()
+
+    with engine.Engine(max_recursion_depth=max_recursion_depth) as eng, engine.use_engine(eng):
+        v = engine.tensor(float(levels), requires_grad=True)
+        at_depth(caller_frames)
+        return v.grad.item()
+
+
+def test_the_recursion_limit_is_raised_only_while_needed(monkeypatch):
+    """Nested thread_main calls are Python frames (about 10 a level): the engine raises
+    the interpreter's recursion limit only while a nested call close to it runs, and
+    puts it back after; Engine() and a shallow reentrant-deep chain leave it alone."""
+    set_limit = sys.setrecursionlimit
+    before = sys.getrecursionlimit()
+    sets: list[int] = []
+    monkeypatch.setattr(sys, "setrecursionlimit", lambda n: (sets.append(n), set_limit(n)))
+    set_limit(1000)  # the interpreter's default
+    try:
+        engine.Engine().close()
+        assert sets == [] and sys.getrecursionlimit() == 1000
+        # reentrant-deep (150 levels, MAX_DEPTH 60) from a fresh thread's stack: untouched.
+        result: list[float] = []
+        t = threading.Thread(target=lambda: result.append(_deep_chain(150, 60, 0)))
+        t.start()
+        t.join(30)
+        assert result == [1.0] and sets == [] and sys.getrecursionlimit() == 1000
+        # From 600 frames deep, or 300 levels on one thread: raised, then restored.
+        assert _deep_chain(150, 60, 600) == 1.0
+        assert sets and max(sets) < 2000 and sys.getrecursionlimit() == 1000
+        sets.clear()
+        assert _deep_chain(300, 300, 0) == 1.0
+        assert sets and max(sets) < 4000 and sys.getrecursionlimit() == 1000
+    finally:
+        set_limit(before)
 
 def test_depth_limit_is_configurable():
     with engine.Engine(max_recursion_depth=5) as eng, engine.use_engine(eng):

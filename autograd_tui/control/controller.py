@@ -175,8 +175,10 @@ class Controller(Gates):
                 info.user_paused, info.allowance = True, 0
 
     def resume_all(self) -> None:
+        """Clear every pause: running threads', and those asked for by name before start."""
         with self._cv:
             self._pause_new = False
+            self._pause_names.clear()
             for info in self._threads.values():
                 info.user_paused, info.allowance = False, 0
             self._cv.notify_all()
