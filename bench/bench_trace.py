@@ -171,13 +171,14 @@ def replicate(base: Sequence[Event], target: int) -> tuple[list[Event], int]:
             gt = None if e.graph_task is None else e.graph_task + g
             node = None if e.node is None else e.node + n
             if copies and e.kind in _SHIFTED:
-                out.append(make_event(len(out), e.kind, e.thread, gt, node, e.queue,
+                out.append(make_event(len(out) + 1, e.kind, e.thread, gt, node, e.queue,
                                       _shift(e.kind, e.data, g, n)))
             else:
-                out.append(msgspec.structs.replace(e, seq=len(out), graph_task=gt, node=node))
+                out.append(msgspec.structs.replace(e, seq=len(out) + 1, graph_task=gt,
+                                                   node=node))
         copies += 1
     for e in tail:
-        out.append(msgspec.structs.replace(e, seq=len(out)))
+        out.append(msgspec.structs.replace(e, seq=len(out) + 1))
     return out, copies
 
 

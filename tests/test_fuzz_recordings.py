@@ -13,6 +13,8 @@ import json
 import math
 import os
 import random
+import resource
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -115,9 +117,28 @@ def test_the_checksum_helper_writes_what_the_reader_accepts(seeds, tmp_path):
     assert len(trace.load(p).events) == len(lines)
 
 
+@contextlib.contextmanager
+def _at_most_1_gib_more() -> Any:
+    """An address-space limit of what this process has mapped now plus 1 GiB: a case
+    that makes the program allocate what a file states fails with MemoryError."""
+    mapped = int(Path("/proc/self/statm").read_text().split()[0]) * resource.getpagesize()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (mapped + 2**30, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 @pytest.mark.parametrize("chunk", range(5))
 def test_mutated_recordings_give_one_message_never_a_traceback(seeds, tmp_path, chunk):
     rng = random.Random(20261124 + chunk)
+    with _at_most_1_gib_more():
+        loaded, refused = _fuzz(rng, seeds, tmp_path)
+    assert refused > 0 and loaded + refused == CASES // 5
+
+
+def _fuzz(rng: random.Random, seeds: list[Any], tmp_path: Path) -> tuple[int, int]:
     loaded = refused = 0
     for case in range(CASES // 5):
         p = tmp_path / f"m{case}.jsonl"
@@ -136,4 +157,36 @@ def test_mutated_recordings_give_one_message_never_a_traceback(seeds, tmp_path, 
             assert code in EXIT_CODES, (args, code, err)
             assert "Traceback" not in out + err
             assert "\x1b" not in out + err and "\x07" not in out + err, (args, out, err)
-    assert refused > 0 and loaded + refused == CASES // 5
+    return loaded, refused
+
+
+APP_CASES = int(os.environ.get("FUZZ_APP_CASES", "12"))
+
+
+def test_mutated_recordings_that_load_open_in_the_app(seeds, tmp_path):
+    """The app too: a recording that loads is stepped through without an exception."""
+    import asyncio
+
+    from autograd_tui.app import AutogradApp
+
+    rng = random.Random(2026)
+    opened = 0
+    while opened < APP_CASES:
+        p = tmp_path / "a.jsonl"
+        p.write_bytes(_mutant(rng, rng.choice(seeds)))
+        try:
+            rec = trace.load(p)
+        except trace.TraceError:
+            continue
+        opened += 1
+        app = AutogradApp(recording=rec)
+
+        async def walk(app: AutogradApp = app) -> None:
+            async with app.run_test(size=(100, 30)) as pilot:
+                await pilot.pause()
+                for key in ("end", "left", "v", "d", "home", "right", "t", "escape"):
+                    await pilot.press(key)
+                await pilot.pause()
+
+        asyncio.run(walk())
+        assert "\x1b" not in str(app.sub_title) + str(app.title)

@@ -132,12 +132,27 @@ def test_deep_nesting_is_one_message(good, tmp_path):
     assert "line 1" in str(err.value)
 
 
-def test_loading_pins_nothing_in_memory(good):
+def test_a_small_load_freezes_nothing(good):
     gc.collect()
     frozen = gc.get_freeze_count()
     for _ in range(5):
         trace.load(good)
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() == frozen and gc.isenabled()
+
+
+def test_repeated_big_loads_do_not_pile_up_frozen_objects(good, monkeypatch):
+    """A big load freezes what it built (so the collector skips it); the next load
+    releases that first, so loading again and again holds one load's worth at most."""
+    monkeypatch.setattr(trace, "FREEZE_ABOVE", 0)  # every load is "big"
+    counts = []
+    try:
+        for _ in range(5):
+            trace.load(good)
+            counts.append(gc.get_freeze_count())
+    finally:
+        gc.unfreeze()
+        monkeypatch.setattr(trace, "_frozen", False)
+    assert counts[0] > 0 and max(counts[1:]) <= counts[0] * 1.2 + 1000, counts
     assert gc.isenabled()
 
 
@@ -166,3 +181,36 @@ def test_crafted_files_under_a_1_gb_address_space_limit(good, tmp_path, stated):
                                                           "OPENBLAS_NUM_THREADS": "1"})
     assert out.returncode == 1, out.stderr
     assert "Traceback" not in out.stderr and message in out.stderr
+
+
+def test_deep_nesting_in_an_event_is_one_message(good, tmp_path):
+    lines = good.read_bytes().splitlines(keepends=True)
+    i = next(i for i, line in enumerate(lines) if b'"buffer_accumulate"' in line)
+    event = json.loads(lines[i])
+    event[8] = "DEEP"  # the slot's value summary
+    deep = b"[" * 100_000 + b"1" + b"]" * 100_000
+    lines[i] = json.dumps(event, separators=(",", ":")).encode().replace(b'"DEEP"', deep) + b"\n"
+    rec = trace.load(good)
+    p = tmp_path / "deep-event.jsonl"
+    events = lines[1:-1]
+    # re-sign: the same bytes the writer would checksum
+    import hashlib
+
+    h = hashlib.sha256(lines[0] + b"".join(events))
+    foot = json.dumps({"events": len(events), "schedule": rec.footer["schedule"],
+                       "status": rec.footer["status"]}, separators=(",", ":"),
+                      sort_keys=True).encode()
+    prefix = b'{"footer":' + foot[:-1] + b',"checksum":"sha256:'
+    h.update(prefix)
+    p.write_bytes(lines[0] + b"".join(events) + prefix + h.hexdigest().encode() + b'"}}\n')
+    with pytest.raises(trace.TraceError, match=rf"line {i + 1}: nested too deeply"):
+        trace.load(p)
+
+
+def test_a_cycle_in_the_graph_is_refused(good, tmp_path):
+    """A self-loop made the app's layout raise NetworkXUnfeasible: topological_nr falls
+    along every edge of a backward graph, so an edge that does not is refused."""
+    p = _forge(tmp_path, good, _with_nodes(
+        lambda ns: [ns[0], ns[1]._replace(next=((ns[1].id, 0), *ns[1].next)), *ns[2:]]))
+    with pytest.raises(trace.TraceError, match="does not go down in topological_nr"):
+        trace.load(p)

@@ -33,9 +33,10 @@ MAX_NODE_INPUTS = 65_536
 
 
 def _check_nodes(s: EngineState, e: Any, ids: list[int], fresh: dict[int, NodeInfo]) -> None:
-    """The graph a GraphTask states: each node once, sizes in range, dependency counts
-    of nodes that exist.  (An edge may lead out of the listed nodes: ``grad()`` and
-    ``min_topo_nr`` prune what compute_dependencies visits.)"""
+    """The graph a GraphTask states: each node once, sizes in range, edges that go down
+    in topological_nr (so no cycle), dependency counts of nodes that exist.  (An edge
+    may lead out of the listed nodes: ``grad()`` and ``min_topo_nr`` prune what
+    compute_dependencies visits.)"""
     if len(fresh) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise StateError(f"event {e.seq}: node {dup} is listed twice")
@@ -43,6 +44,13 @@ def _check_nodes(s: EngineState, e: Any, ids: list[int], fresh: dict[int, NodeIn
         if not 0 <= info.num_inputs <= MAX_NODE_INPUTS:
             raise StateError(f"event {e.seq}: node {info.id} states {info.num_inputs} "
                              f"inputs (0..{MAX_NODE_INPUTS})")
+        for target, _ in info.next:  # topological_nr falls along every edge: no cycle
+            t = fresh.get(target) or s.nodes.get(target)  # type: ignore[arg-type]
+            if t is not None and not t.topo < info.topo:
+                raise StateError(f"event {e.seq}: the edge from node {info.id} to node "
+                                 f"{target} does not go down in topological_nr "
+                                 f"({info.topo} -> {t.topo}): a backward graph has no "
+                                 "cycle")
     for node, count in e.dependencies:
         if node not in fresh and node not in s.nodes:
             raise StateError(f"event {e.seq}: dependencies name node {node}, which does "

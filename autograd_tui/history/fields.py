@@ -53,7 +53,7 @@ class Header(msgspec.Struct):
     engine: dict[Text, Any] = {}
     schedule: Schedule = Schedule()
     tensors: Literal["summary", "full"] = "summary"
-    graph: dict[Text, list[dict[Text, Any]]] = {}
+    graph: dict[Text, list[Any]] = {}  # not read back: the events describe the graph
 
 
 class Footer(msgspec.Struct):

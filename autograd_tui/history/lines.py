@@ -1,4 +1,5 @@
-"""Reading one line of a recording: JSON, or one message naming the file and the line.
+"""Reading a recording's bytes (with a cap) and its lines (JSON), or one message
+naming the file, the line and what is wrong.
 
 Shared by the reader of today's format (``recordings.py``) and of the older ones
 (``older_versions.py``).
@@ -7,6 +8,8 @@ Shared by the reader of today's format (``recordings.py``) and of the older ones
 from __future__ import annotations
 
 import json
+import os
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,3 +42,66 @@ def json_line(p: Path, lineno: int | Callable[[], int], line: bytes) -> Any:
     except json.JSONDecodeError as e:
         raise TraceError(f"{p}, line {lineno}: not JSON ({e.msg} at column {e.colno})") \
             from None
+
+
+#: the most bytes a recording may hold once decompressed; a file that states (or
+#: inflates to) more is refused before it is read whole.  AUTOGRAD_TUI_MAX_RECORDING_MB
+#: sets it (a 1,000,000-event recording is about 150 MB).
+MAX_BYTES_DEFAULT = 256 * 2**20
+_CHUNK = 4 * 2**20
+
+
+def max_bytes() -> int:
+    """The cap in force: AUTOGRAD_TUI_MAX_RECORDING_MB, else ``MAX_BYTES_DEFAULT``."""
+    env = os.environ.get("AUTOGRAD_TUI_MAX_RECORDING_MB", "").strip()
+    try:
+        return max(int(float(env) * 2**20), 0) if env else MAX_BYTES_DEFAULT
+    except (ValueError, OverflowError):  # "nan", "inf", words: the default
+        return MAX_BYTES_DEFAULT
+
+
+def _too_big(p: Path, cap: int, what: str) -> TraceError:
+    return TraceError(f"{p}: {what} more than {cap / 2**20:.0f} MB, the limit for a "
+                      "recording; set AUTOGRAD_TUI_MAX_RECORDING_MB to allow more")
+
+
+def read_file(p: Path) -> bytes | bytearray:
+    """The whole file, decompressed if it is gzip, never more than ``max_bytes()``
+    (a gzip bomb is inflated a chunk at a time and stopped at the cap)."""
+    cap = max_bytes()
+    try:
+        if p.is_dir():
+            raise TraceError(f"{p}: is a directory, not a recording")
+        with open(p, "rb") as f:
+            head = f.read(2)
+            if head != b"\x1f\x8b":
+                if p.name.endswith(".gz"):
+                    raise TraceError(f"{p}: named .gz but it is not a gzip file")
+                if os.fstat(f.fileno()).st_size > cap:  # before reading: read(n) reserves n
+                    raise _too_big(p, cap, "it holds")
+                f.seek(0)
+                return f.read()  # not head + f.read(): that copies the whole file again
+            f.seek(0)
+            out = bytearray()
+            z = zlib.decompressobj(wbits=31)  # gzip framing
+            # zlib reserves max_length bytes per call: inflate a bounded piece at a time
+            while data := f.read(_CHUNK):
+                while data:
+                    if z.eof:  # a second gzip member: go on with it
+                        data, z = z.unused_data + data, zlib.decompressobj(wbits=31)
+                    out += z.decompress(data, min(_CHUNK, cap + 1 - len(out)))
+                    data = z.unconsumed_tail
+                    if len(out) > cap:
+                        raise _too_big(p, cap, "its gzip data inflates to")
+            if not z.eof:
+                raise TraceError(f"{p}: the gzip data is damaged or truncated (it ends "
+                                 "early)")
+            return out  # a bytearray: bytes(out) would copy it
+    except FileNotFoundError:
+        raise TraceError(f"{p}: no such file") from None
+    except PermissionError:
+        raise TraceError(f"{p}: cannot read: permission denied") from None
+    except IsADirectoryError:
+        raise TraceError(f"{p}: is a directory, not a recording") from None
+    except (zlib.error, EOFError) as e:
+        raise TraceError(f"{p}: the gzip data is damaged or truncated ({e})") from None

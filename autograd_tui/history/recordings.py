@@ -30,7 +30,6 @@ import json
 import operator
 import os
 import threading
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +42,7 @@ from autograd_tui.engine.events import EVENT_TYPES, SCHEMA, Event
 from autograd_tui.files import CannotWrite, atomic_write
 from autograd_tui.history.fields import check_footer, check_header
 from autograd_tui.history.history import History
-from autograd_tui.history.lines import TraceError, json_line
+from autograd_tui.history.lines import TraceError, json_line, read_file
 from autograd_tui.history.older_versions import decode_v1, renumber
 from autograd_tui.history.state import StateError
 
@@ -152,84 +151,40 @@ def save(path: str | os.PathLike[str], header: dict[str, Any], events: Iterable[
 
 
 # --- loading --------------------------------------------------------------------------------
-#: the most bytes a recording may hold once decompressed; a file that states (or
-#: inflates to) more is refused before it is read whole.  AUTOGRAD_TUI_MAX_RECORDING_MB
-#: sets it (a 1,000,000-event recording is about 150 MB).
-MAX_BYTES_DEFAULT = 256 * 2**20
-_CHUNK = 4 * 2**20
-
-
-def max_bytes() -> int:
-    """The cap in force: AUTOGRAD_TUI_MAX_RECORDING_MB, else ``MAX_BYTES_DEFAULT``."""
-    env = os.environ.get("AUTOGRAD_TUI_MAX_RECORDING_MB", "").strip()
-    try:
-        return int(float(env) * 2**20) if env else MAX_BYTES_DEFAULT
-    except ValueError:
-        return MAX_BYTES_DEFAULT
-
-
-def _too_big(p: Path, cap: int, what: str) -> TraceError:
-    return TraceError(f"{p}: {what} more than {cap / 2**20:.0f} MB, the limit for a "
-                      "recording; set AUTOGRAD_TUI_MAX_RECORDING_MB to allow more")
-
-
-def _read(p: Path) -> bytes | bytearray:
-    """The whole file, decompressed if it is gzip, never more than ``max_bytes()``
-    (a gzip bomb is inflated a chunk at a time and stopped at the cap)."""
-    cap = max_bytes()
-    try:
-        if p.is_dir():
-            raise TraceError(f"{p}: is a directory, not a recording")
-        with open(p, "rb") as f:
-            head = f.read(2)
-            if head != b"\x1f\x8b":
-                if p.name.endswith(".gz"):
-                    raise TraceError(f"{p}: named .gz but it is not a gzip file")
-                if os.fstat(f.fileno()).st_size > cap:  # before reading: read(n) reserves n
-                    raise _too_big(p, cap, "it holds")
-                return head + f.read()
-            f.seek(0)
-            out = bytearray()
-            z = zlib.decompressobj(wbits=31)  # gzip framing
-            # zlib reserves max_length bytes per call: inflate a bounded piece at a time
-            while data := f.read(_CHUNK):
-                while data:
-                    if z.eof:  # a second gzip member: go on with it
-                        data, z = z.unused_data + data, zlib.decompressobj(wbits=31)
-                    out += z.decompress(data, min(_CHUNK, cap + 1 - len(out)))
-                    data = z.unconsumed_tail
-                    if len(out) > cap:
-                        raise _too_big(p, cap, "its gzip data inflates to")
-            if not z.eof:
-                raise TraceError(f"{p}: the gzip data is damaged or truncated (it ends "
-                                 "early)")
-            return out  # a bytearray: bytes(out) would copy it
-    except FileNotFoundError:
-        raise TraceError(f"{p}: no such file") from None
-    except PermissionError:
-        raise TraceError(f"{p}: cannot read: permission denied") from None
-    except IsADirectoryError:
-        raise TraceError(f"{p}: is a directory, not a recording") from None
-    except (zlib.error, EOFError) as e:
-        raise TraceError(f"{p}: the gzip data is damaged or truncated ({e})") from None
+#: events from which a load freezes what it built (see load); below, the collector's
+#: scans of it cost little
+FREEZE_ABOVE = 200_000
+_frozen = False  # the last load froze: the next one unfreezes first
 
 
 def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Recording:
     """Read and validate a recording; raise ``TraceError`` with one clear message."""
     p = Path(path)
-    data = _read(p)
+    data = read_file(p)
     if not data:
         raise TraceError(f"{p}: empty file: not a recording")
     # Everything built below is long-lived and holds no reference cycles: the cyclic
-    # collector would only rescan it while it grows.  So keep the collector off while
-    # loading.  (Not gc.freeze() at the end: that also pinned every cycle alive at the
-    # time, for good: 300 loads leaked 287 MB.)
+    # collector would only rescan it, during the load and after it (for a big recording,
+    # a second per million events and pauses of half a second in later seeks).  So keep
+    # the collector off while loading, and freeze what is alive after a big load
+    # (gc.freeze: left out of later scans; reference counting still frees it).  A
+    # freeze also pins what later becomes cyclic garbage, so the next load releases it
+    # first (gc.unfreeze and a collection): repeated loads do not pile it up.
+    global _frozen
     was_enabled = gc.isenabled()
+    if was_enabled and _frozen:
+        gc.unfreeze()
+        gc.collect()
+        _frozen = False
     gc.disable()
+    rec: Recording | None = None
     try:
         rec = _load(p, data, validate_state)
     finally:
         if was_enabled:
+            if rec is not None and len(rec.events) >= FREEZE_ABOVE:
+                gc.freeze()
+                _frozen = True
             gc.enable()
     return rec
 
@@ -289,8 +244,7 @@ def _check_status(p: Path, footer: dict[str, Any], events: list[Event]) -> None:
     """The footer's status must be one the program writes, and agree with the events: a
     recording holds a deadlock event exactly when its status is "deadlock"."""
     status = footer.get("status", "completed")  # one of STATUSES (fields.Footer)
-    deadlock = EVENT_TYPES["deadlock"]
-    deadlocked = any(type(e) is deadlock for e in events)
+    deadlocked = EVENT_TYPES["deadlock"] in set(map(type, events))  # a C loop: 1M in ~20 ms
     if deadlocked != (status == "deadlock"):
         said = "a deadlock" if status == "deadlock" else f"{status!r}"
         found = "holds a deadlock event" if deadlocked else "holds no deadlock event"
@@ -354,12 +308,15 @@ class _Checksum(threading.Thread):
 def _decode_v2(p: Path, body: memoryview) -> list[Event]:
     try:
         return _DECODER.decode_lines(body)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         pass
     # Something is wrong: decode line by line to name the line and say what.
     for lineno, line in enumerate(bytes(body).split(b"\n")[:-1], 2):
         try:
             _DECODER.decode(line)
+        except RecursionError:
+            raise TraceError(f"{p}, line {lineno}: nested too deeply to be an "
+                             "event") from None
         except (msgspec.DecodeError, UnicodeDecodeError) as e:
             json_line(p, lineno, line)  # not JSON at all: say so, and where
             raise TraceError(f"{p}, line {lineno}: {_explain(line, str(e))}") from None
