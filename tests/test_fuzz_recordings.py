@@ -2,7 +2,9 @@
 recomputed (it is unkeyed: anyone can), fed to the reader and to every command that
 reads a recording.  Each case: no traceback (only ``TraceError`` from the reader, and
 an exit code from the documented table from the commands), no escape byte in what is
-printed.  Seeded: ``FUZZ_CASES`` (environment) runs more; ``make fuzz`` runs 2,000."""
+printed; no file the recording names is ever run.  Seeded: ``FUZZ_CASES``,
+``FUZZ_APP_CASES`` and ``FUZZ_SEED`` (environment) choose how many and which;
+``make fuzz`` runs 5,000 (100 of them in the app)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from autograd_tui.runner import Run
 pytestmark = pytest.mark.timeout(300)
 
 CASES = int(os.environ.get("FUZZ_CASES", "300"))
+SEED = int(os.environ.get("FUZZ_SEED", "20261124"))
 EXIT_CODES = {0, 1, 2, 3}
 MARK = b'"checksum":"sha256:'
 
@@ -132,7 +135,7 @@ def _at_most_1_gib_more() -> Any:
 
 @pytest.mark.parametrize("chunk", range(5))
 def test_mutated_recordings_give_one_message_never_a_traceback(seeds, tmp_path, chunk):
-    rng = random.Random(20261124 + chunk)
+    rng = random.Random(SEED + chunk)
     with _at_most_1_gib_more():
         loaded, refused = _fuzz(rng, seeds, tmp_path)
     assert refused > 0 and loaded + refused == CASES // 5
@@ -140,9 +143,17 @@ def test_mutated_recordings_give_one_message_never_a_traceback(seeds, tmp_path, 
 
 def _fuzz(rng: random.Random, seeds: list[Any], tmp_path: Path) -> tuple[int, int]:
     loaded = refused = 0
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.py"  # what a hostile recording would like to have run
+    evil.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
     for case in range(CASES // 5):
         p = tmp_path / f"m{case}.jsonl"
-        p.write_bytes(_mutant(rng, rng.choice(seeds)))
+        header, lines, footer = rng.choice(seeds)
+        if rng.random() < 0.15:  # the scenario named as a file to run
+            h = json.loads(header)
+            h["scenario"]["name"] = str(evil)
+            header = json.dumps(h, separators=(",", ":")).encode() + b"\n"
+        p.write_bytes(_mutant(rng, (header, lines, footer)))
         try:
             trace.load(p)
         except trace.TraceError as e:
@@ -150,13 +161,17 @@ def _fuzz(rng: random.Random, seeds: list[Any], tmp_path: Path) -> tuple[int, in
             assert "\n" not in str(e).strip() and "Traceback" not in str(e)
             continue
         loaded += 1
-        for args in (["replay", str(p), "--headless"],
-                     ["export", str(p), "--at", "end", "-o", str(tmp_path / "x.dot")],
-                     ["chrome-trace", str(p), "-o", str(tmp_path / "t.json")]):
+        commands = [["replay", str(p), "--headless"],
+                    ["export", str(p), "--at", "end", "-o", str(tmp_path / "x.dot")],
+                    ["chrome-trace", str(p), "-o", str(tmp_path / "t.json")]]
+        if rng.random() < 0.2:  # runs the engine again: a few only
+            commands.append(["replay", str(p), "--reexecute"])
+        for args in commands:
             code, out, err = _run(args)
             assert code in EXIT_CODES, (args, code, err)
             assert "Traceback" not in out + err
             assert "\x1b" not in out + err and "\x07" not in out + err, (args, out, err)
+    assert not marker.exists(), "a recording chose code to run"
     return loaded, refused
 
 

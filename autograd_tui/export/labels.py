@@ -29,7 +29,7 @@ from autograd_tui.export.style import (
     trunc,
 )
 from autograd_tui.history.state import EngineState, NodeState
-from autograd_tui.words import event_words, seq_text, short_value, where
+from autograd_tui.words import event_words, plain, seq_text, short_value, where
 
 #: leaves per row (TB) or per column (LR) in a collapsed-leaves node
 LEAVES_PER_LINE = 6
@@ -72,11 +72,12 @@ def event_text(state: EngineState) -> str:
     if e is None:
         return "no events yet"
     if e.kind == "deadlock":  # the cycle, not the explanation's first sentence
-        cycle = " → ".join(str(c) for c in (e.data.get("cycle") or ()))
+        cycle = " → ".join(plain(c) for c in (e.data.get("cycle") or ()))
         body = f"deadlock: {cycle}" if cycle else "deadlock"
     else:
         body = event_words(e, {i: info.name for i, info in state.nodes.items()})
-    return " · ".join(p for p in (f"event {state.index}", e.thread, where(e), body.strip()) if p)
+    return " · ".join(p for p in (f"event {state.index}", plain(e.thread), where(e),
+                                  body.strip()) if p)
 
 
 def slots_of(state: EngineState, key: tuple[int | None, int]) -> tuple[Any, ...] | None:
