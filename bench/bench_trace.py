@@ -248,6 +248,10 @@ def verdict(ok: bool) -> str:
 
 
 # --- the report -----------------------------------------------------------------------------
+# The 1,000,000-event recording is 144 MB: above the default cap for untrusted files.
+os.environ.setdefault("AUTOGRAD_TUI_MAX_RECORDING_MB", "1024")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--events", type=int, default=TARGET_EVENTS,

@@ -165,12 +165,12 @@ def test_crafted_files_under_a_1_gb_address_space_limit(good, tmp_path, stated):
         p = _forge(tmp_path, good, _with_nodes(
             lambda ns: [ns[0]._replace(num_inputs=10**9), *ns[1:]]))
         message = "states 1000000000 inputs"
-    else:  # 2 GB of zeros, 2 MB on disk: the default cap (256 MB) stops it
+    else:  # 2 GB of zeros, 2 MB on disk: the default cap (128 MB) stops it
         p = tmp_path / "bomb.jsonl.gz"
         with gzip.open(p, "wb", compresslevel=9) as f:
             for _ in range(2048):
                 f.write(b"\0" * 2**20)
-        message = "inflates to more than 256 MB"
+        message = "inflates to more than 128 MB"
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
