@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 from pathlib import Path
 
 import pytest
+from forge import read_fifo
 
 from autograd_tui.commands import main
 from autograd_tui.history import recordings
@@ -20,18 +20,6 @@ from autograd_tui.history import recordings
 pytestmark = pytest.mark.timeout(120)
 
 RUN = ["run", "linear-relu", "--headless", "--quiet"]
-
-
-def _read_fifo(path: Path) -> tuple[threading.Thread, list[bytes]]:
-    got: list[bytes] = []
-
-    def read() -> None:
-        with open(path, "rb") as f:
-            got.append(f.read())
-
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    return t, got
 
 
 def _scenario(tmp_path: Path, body: str, top: str = "") -> Path:
@@ -45,7 +33,7 @@ def _scenario(tmp_path: Path, body: str, top: str = "") -> Path:
 def test_record_into_a_fifo(tmp_path: Path, capsys) -> None:
     fifo = tmp_path / "run.jsonl"
     os.mkfifo(fifo)
-    reader, got = _read_fifo(fifo)
+    reader, got = read_fifo(fifo)
     assert main([*RUN, "--record", str(fifo)]) == 0
     reader.join(timeout=60)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
@@ -80,11 +68,11 @@ def test_a_new_recording_is_not_private(tmp_path: Path) -> None:
 def test_chrome_trace_and_export_into_a_fifo(tmp_path: Path) -> None:
     fifo = tmp_path / "out"
     os.mkfifo(fifo)
-    reader, got = _read_fifo(fifo)
+    reader, got = read_fifo(fifo)
     assert main(["chrome-trace", "linear-relu", "-o", str(fifo)]) == 0
     reader.join(timeout=60)
     assert got[0].startswith(b"{") and stat.S_ISFIFO(os.lstat(fifo).st_mode)
-    reader, got = _read_fifo(fifo)
+    reader, got = read_fifo(fifo)
     assert main(["export", "linear-relu", "--at", "3", "--format", "dot", "-o", str(fifo)]) == 0
     reader.join(timeout=60)
     assert got[0].startswith(b"digraph") and stat.S_ISFIFO(os.lstat(fifo).st_mode)

@@ -8,27 +8,14 @@ from __future__ import annotations
 import gzip
 import os
 import stat
-import threading
 from pathlib import Path
 
 import pytest
+from forge import read_fifo
 
 from autograd_tui.files import CannotWrite, atomic_write, write_bytes
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def _read_fifo(path: Path) -> tuple[threading.Thread, list[bytes]]:
-    """A reader thread on the FIFO ``path`` (opening it is what lets the writer open)."""
-    got: list[bytes] = []
-
-    def read() -> None:
-        with open(path, "rb") as f:
-            got.append(f.read())
-
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    return t, got
 
 
 def _umask() -> int:
@@ -97,7 +84,7 @@ def test_a_link_loop_is_one_message(tmp_path: Path) -> None:
 def test_a_fifo_is_written_into_and_stays_a_fifo(tmp_path: Path, name: str) -> None:
     fifo = tmp_path / name
     os.mkfifo(fifo)
-    reader, got = _read_fifo(fifo)
+    reader, got = read_fifo(fifo)
     with atomic_write(fifo) as f:
         f.write(b"through the pipe")
     reader.join(timeout=30)
@@ -112,7 +99,7 @@ def test_a_symlink_to_a_fifo_writes_into_the_fifo(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     link = tmp_path / "out.json"
     link.symlink_to(fifo)
-    reader, got = _read_fifo(fifo)
+    reader, got = read_fifo(fifo)
     write_bytes(link, b"{}")
     reader.join(timeout=30)
     assert got == [b"{}"]

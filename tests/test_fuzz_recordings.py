@@ -9,7 +9,6 @@ printed; no file the recording names is ever run.  Seeded: ``FUZZ_CASES``,
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import math
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from forge import signed
 
 from autograd_tui import scenarios
 from autograd_tui.commands import main
@@ -31,7 +31,6 @@ pytestmark = pytest.mark.timeout(300)
 CASES = int(os.environ.get("FUZZ_CASES", "300"))
 SEED = int(os.environ.get("FUZZ_SEED", "20261124"))
 EXIT_CODES = {0, 1, 2, 3}
-MARK = b'"checksum":"sha256:'
 
 # values a mutation puts in a field: wrong types, huge and negative sizes, escapes, markup
 ODD: list[Any] = [
@@ -39,18 +38,6 @@ ODD: list[Any] = [
     "\x1b]0;owned\x07", "\x1b[31mred", "[/nope]", "[bold]b[/bold]", "../../etc/passwd",
     "/tmp/evil.py", [], [[[[1]]]], {}, {"a": 1}, [None, None], ["a", 1, None],
 ]
-
-
-def _checksummed(header: bytes, lines: list[bytes], footer: dict[str, Any]) -> bytes:
-    """A recording's bytes with the checksum recomputed, as the writer does."""
-    h = hashlib.sha256()
-    body = header + b"".join(lines)
-    h.update(body)
-    foot = json.dumps({k: v for k, v in footer.items() if k != "checksum"},
-                      separators=(",", ":"), sort_keys=True, default=str).encode()
-    prefix = b'{"footer":' + foot[:-1] + (b"," if foot != b"{}" else b"") + MARK
-    h.update(prefix)
-    return body + prefix + h.hexdigest().encode() + b'"}}\n'
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +90,7 @@ def _mutant(rng: random.Random, seed: tuple[bytes, list[bytes], dict]) -> bytes:
         i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
         lines[i], lines[j] = lines[j], lines[i]
     footer = {**footer, "events": len(lines)} if rng.random() < 0.9 else footer
-    return _checksummed(header, lines, footer)
+    return signed(header, lines, footer)
 
 
 def _run(args: list[str]) -> tuple[int, str, str]:
@@ -116,7 +103,7 @@ def _run(args: list[str]) -> tuple[int, str, str]:
 def test_the_checksum_helper_writes_what_the_reader_accepts(seeds, tmp_path):
     header, lines, footer = seeds[0]
     p = tmp_path / "same.jsonl"
-    p.write_bytes(_checksummed(header, lines, footer))
+    p.write_bytes(signed(header, lines, footer))
     assert len(trace.load(p).events) == len(lines)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from forge import signed
 
 from autograd_tui import scenarios
 from autograd_tui.history import recordings as trace
@@ -192,17 +193,9 @@ def test_deep_nesting_in_an_event_is_one_message(good, tmp_path):
     lines[i] = json.dumps(event, separators=(",", ":")).encode().replace(b'"DEEP"', deep) + b"\n"
     rec = trace.load(good)
     p = tmp_path / "deep-event.jsonl"
-    events = lines[1:-1]
-    # re-sign: the same bytes the writer would checksum
-    import hashlib
-
-    h = hashlib.sha256(lines[0] + b"".join(events))
-    foot = json.dumps({"events": len(events), "schedule": rec.footer["schedule"],
-                       "status": rec.footer["status"]}, separators=(",", ":"),
-                      sort_keys=True).encode()
-    prefix = b'{"footer":' + foot[:-1] + b',"checksum":"sha256:'
-    h.update(prefix)
-    p.write_bytes(lines[0] + b"".join(events) + prefix + h.hexdigest().encode() + b'"}}\n')
+    p.write_bytes(signed(lines[0], lines[1:-1], {
+        "events": len(lines) - 2, "schedule": rec.footer["schedule"],
+        "status": rec.footer["status"]}))
     with pytest.raises(trace.TraceError, match=rf"line {i + 1}: nested too deeply"):
         trace.load(p)
 
