@@ -37,7 +37,7 @@ from typing import Any
 import networkx as nx
 
 from autograd_tui.control.deadlock import DeadlockReport, analyse, wait_for_graph
-from autograd_tui.control.gates import Gates
+from autograd_tui.control.gates import AutoRun, Gates
 from autograd_tui.control.policies import encode_schedule, make_policy
 from autograd_tui.control.threads import ThreadInfo, ThreadStatus, thread_status
 from autograd_tui.engine.engine import Engine, use_engine
@@ -91,6 +91,8 @@ class Controller(Gates):
         self.program_result: Any = None
         self._pause_new = False
         self._pause_names: set[str] = set()  # threads to pause as soon as they start
+        self._auto: AutoRun | None = None  # the run_until under way, if any
+        self._moved_at = 0.0
         engine.waits = self
         engine.add_observer(self._on_event)
 
@@ -184,45 +186,41 @@ class Controller(Gates):
             self._cv.notify_all()
 
     # --- driving ------------------------------------------------------------------------------
-    def _quiescent(self) -> bool:
-        if self._turn is not None:
-            return False
-        for t in self._threads.values():
-            if t.state in ("waiting", "finished"):
-                continue
-            # Free-running, a thread at a gate that is no longer paused is about to move.
-            if t.state == "paused" and (self.serialized or (t.user_paused and t.allowance == 0)):
-                continue
-            return False
-        return True
-
     def _wait_quiescent(self) -> bool:
-        """Wait until no thread moves; False if one stays busy past ``stuck_after``."""
-        deadline = time.monotonic() + self.stuck_after
+        """Wait until no thread moves; False if one stays busy past ``stuck_after``
+        (counted from the last step a gate took on its own, in a ``run_until``)."""
+        t0 = time.monotonic()
         with self._cv:
             while not self._quiescent():
-                left = deadline - time.monotonic()
+                left = max(t0, self._moved_at) + self.stuck_after - time.monotonic()
                 if left <= 0:
+                    self._auto = None  # the late thread's next gate hands back at once
                     return False
                 self._cv.wait(left)
         return True
 
     def _grant(self, info: ThreadInfo) -> StepResult:
-        start = len(self.events)
+        auto = self._auto
         with self._cv:
+            start = len(self.events)
             self._turn = info.name
             self.choices.append(info.index)
+            if auto is not None:
+                auto.thread, auto.start, auto.hit = info, start, False
             self._cv.notify_all()
         ok = self._wait_quiescent()
+        if auto is not None:  # the gates may have taken more steps: report the last one
+            assert auto.thread is not None
+            info, start = auto.thread, auto.start
+            if auto.error is not None:
+                self._auto = None
+                raise auto.error
         new = self.events[start:]
         if not ok:
             return StepResult("stuck", new, info.name, self._stuck_report(info))
         status = "stepped" if info.state == "paused" else (
             "finished" if info.state == "finished" else "blocked")
         return StepResult(status, new, info.name)
-
-    def _eligible(self) -> list[ThreadInfo]:
-        return [t for t in self._threads.values() if t.state == "paused" and not t.user_paused]
 
     def step(self, thread: str | int, n: int = 1) -> StepResult:
         """Let ``thread`` pass ``n`` gates (it may be paused); returns the new events."""
@@ -275,21 +273,31 @@ class Controller(Gates):
     def run_until(self, predicate: Callable[[Event], bool] | None = None,
                   max_steps: int | None = None) -> StepResult:
         """Step until an event satisfies ``predicate`` (a breakpoint), the program
-        ends, a deadlock, or ``max_steps``."""
-        events: list[Event] = []
-        steps = 0
-        while max_steps is None or steps < max_steps:
-            r = self.step_any()
-            events.extend(r.events)
-            steps += 1
-            if r.status in ("stepped", "blocked", "finished") and r.thread is not None:
-                if predicate is not None and any(predicate(e) for e in r.events):
-                    return StepResult("breakpoint", events, r.thread)
-                if r.status == "finished" and self.finished and not self._eligible():
-                    return StepResult("finished", events, r.thread)
-                continue
-            return StepResult(r.status, events, r.thread, r.report)
-        return StepResult("limit", events)
+        ends, a deadlock, or ``max_steps``.
+
+        Each step is the policy's choice, as with ``step_any``; while nothing else is
+        to be decided, the thread that ends a step at its gate takes the next one
+        itself (``Gates._step_on``), so a run costs no hand-off per event.  The
+        predicate is then called on the engine thread that emitted the event."""
+        start = len(self.events)
+        auto = AutoRun(predicate, max_steps)
+        with self._cv:
+            self._auto = auto if self.serialized else None
+        try:
+            while max_steps is None or auto.steps < max_steps:
+                r = self.step_any()
+                auto.steps += 1
+                if r.status in ("stepped", "blocked", "finished") and r.thread is not None:
+                    if auto.hit:
+                        return StepResult("breakpoint", self.events[start:], r.thread)
+                    if r.status == "finished" and self.finished and not self._eligible():
+                        return StepResult("finished", self.events[start:], r.thread)
+                    continue
+                return StepResult(r.status, self.events[start:], r.thread, r.report)
+            return StepResult("limit", self.events[start:])
+        finally:
+            with self._cv:
+                self._auto = None
 
     def run(self, max_steps: int | None = None) -> StepResult:
         return self.run_until(None, max_steps)

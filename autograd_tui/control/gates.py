@@ -11,7 +11,9 @@ here, so the controller always knows what each thread is doing.  A mixin of
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autograd_tui.control.primitives import TrackedLock
@@ -22,6 +24,21 @@ from autograd_tui.engine.sync import ThreadAborted, Waitable
 if TYPE_CHECKING:
     from autograd_tui.engine.engine import Engine
     from autograd_tui.history import History
+
+
+@dataclass
+class AutoRun:
+    """A ``run_until`` under way, as its steps share it.  The thread whose step ends at
+    a gate takes the next step itself (``Gates._step_on``) when the driver would only
+    have asked the policy: no hand-off to the driver and back for each event."""
+
+    predicate: Callable[[Event], bool] | None
+    max_steps: int | None
+    steps: int = 0  # steps taken so far (by the driver and at the gates)
+    thread: ThreadInfo | None = None  # the thread the current step was granted to
+    start: int = 0  # len(events) when it was granted: the step's events follow
+    hit: bool = False  # an event of the current step matched the predicate
+    error: BaseException | None = None  # raised at a gate, re-raised by the driver
 
 
 class Gates:
@@ -39,6 +56,10 @@ class Gates:
     _waitables: dict[int, Waitable]
     _pause_new: bool
     _pause_names: set[str]
+    _auto: AutoRun | None
+    _moved_at: float  # time.monotonic() of the last step taken at a gate
+    policy: Any
+    choices: list[int]
 
     # --- the tracker interface (called by engine threads) -------------------------------------
     def make_lock(self, name: str) -> TrackedLock:
@@ -110,6 +131,22 @@ class Gates:
             data["holder"] = holder
         eng._emit(kind, None, None, None, **data)
 
+    def _quiescent(self) -> bool:
+        """No thread moves: each waits, is finished, or is held at its gate."""
+        if self._turn is not None:
+            return False
+        for t in self._threads.values():
+            if t.state in ("waiting", "finished"):
+                continue
+            # Free-running, a thread at a gate that is no longer paused is about to move.
+            if t.state == "paused" and (self.serialized or (t.user_paused and t.allowance == 0)):
+                continue
+            return False
+        return True
+
+    def _eligible(self) -> list[ThreadInfo]:
+        return [t for t in self._threads.values() if t.state == "paused" and not t.user_paused]
+
     # --- gates --------------------------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
         info = self._by_ident.get(threading.get_ident())
@@ -117,6 +154,15 @@ class Gates:
             self.history.append(event)  # a list append: the fold runs when a view asks
         for fn in self._subscribers:
             fn(event)
+        auto = self._auto
+        if auto is not None and auto.predicate is not None:
+            # The breakpoint is tested here, outside the lock and before the thread parks:
+            # by the time the step ends (every thread at a gate) its events are all tested.
+            try:
+                if auto.predicate(event):
+                    auto.hit = True
+            except Exception as e:  # noqa: BLE001 - the driver's error, not the engine's
+                auto.error, auto.hit = e, True
         if info is not None:
             self._park(info, event)
 
@@ -131,6 +177,12 @@ class Gates:
                 info.state = "paused"
                 if self._turn == info.name:
                     self._turn = None
+                    auto = self._auto
+                    if auto is not None and auto.thread is info:
+                        self._step_on(auto)
+                        if self._turn == info.name:  # the policy picked this thread again
+                            info.state = "running"
+                            return
                 self._cv.notify_all()
                 while self._turn != info.name:
                     self._cv.wait()
@@ -147,3 +199,27 @@ class Gates:
                     info.allowance -= 1
             info.state = "running"
             self._cv.notify_all()
+
+    def _step_on(self, auto: AutoRun) -> None:
+        """The step granted to ``auto.thread`` ended at its gate (lock held, no turn):
+        take the run's next step here, exactly as ``Controller.run_until`` would, when
+        that needs nothing but the policy.  Anything else (a thread still on its way to
+        a gate, a breakpoint, the step limit, no thread eligible, an error) is left to
+        the driver, which the caller wakes."""
+        if auto.hit or auto.error is not None or not self._quiescent():
+            return
+        if auto.max_steps is not None and auto.steps + 1 >= auto.max_steps:
+            return
+        eligible = self._eligible()
+        if not eligible:
+            return
+        try:
+            pick = self.policy.choose(eligible)
+        except Exception as e:  # noqa: BLE001 - a ScheduleDivergence: the driver raises it
+            auto.error = e
+            return
+        auto.steps += 1  # the step that ended; the driver's _grant, from here on
+        self._turn = pick.name
+        self.choices.append(pick.index)
+        auto.thread, auto.start = pick, len(self.history.events)
+        self._moved_at = time.monotonic()
