@@ -164,3 +164,40 @@ def test_main_turns_any_other_sys_exit_into_an_error(monkeypatch, capsys) -> Non
     monkeypatch.setattr(list_cmd, "run", exits)
     assert main(["list"]) == 1
     assert capsys.readouterr().err == "autograd-tui: a scenario's code called sys.exit(7)\n"
+
+
+# --- the headless trace -------------------------------------------------------------------------
+@pytest.mark.parametrize("options", [{}, {"force_terminal": True},
+                                     {"force_terminal": True, "color_system": "standard"},
+                                     {"force_terminal": True, "no_color": True}])
+def test_the_batched_trace_is_what_rich_prints_line_by_line(options) -> None:
+    """``print_trace`` writes its lines in batches, framed as Rich frames each style:
+    the same bytes as one ``Console.print`` per event, in a pipe and on a terminal."""
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from autograd_tui import scenarios
+    from autograd_tui.commands.common import TRACE_BATCH, print_trace
+    from autograd_tui.runner import Run
+    from autograd_tui.words import KIND_STYLE, format_event, node_names
+
+    events = []
+    for name in ("hooks", "deadlock-reentrant-block", "reentrant-deep", "error-in-node"):
+        with Run(scenarios.get(name)) as run:
+            run.run()
+            events += run.events
+    assert len(events) > TRACE_BATCH and len({e.kind for e in events}) > 15
+    names = node_names(events)
+    got, want = io.StringIO(), io.StringIO()
+    for out in (got, want):
+        con = Console(file=out, highlight=False, soft_wrap=True, **options)
+        if out is got:
+            print_trace(con, events)
+        else:
+            for e in events:
+                con.print(Text(format_event(e, names), style=KIND_STYLE.get(e.kind, "")))
+        con.print("summary")
+    assert got.getvalue() == want.getvalue()
+    assert ("\x1b[" in got.getvalue()) == options.get("force_terminal", False)  # bold at least
