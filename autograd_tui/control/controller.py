@@ -93,6 +93,7 @@ class Controller(Gates):
         self._pause_names: set[str] = set()  # threads to pause as soon as they start
         self._auto: AutoRun | None = None  # the run_until under way, if any
         self._moved_at = 0.0
+        self._watchers = 0
         engine.waits = self
         engine.add_observer(self._on_event)
 
@@ -247,11 +248,15 @@ class Controller(Gates):
             info.allowance = n if info.user_paused else 0
             self._cv.notify_all()
             deadline = time.monotonic() + self.stuck_after
-            while not (info.gates >= target or info.state in ("waiting", "finished")):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cv.wait(left)
+            self._watchers += 1
+            try:
+                while not (info.gates >= target or info.state in ("waiting", "finished")):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cv.wait(left)
+            finally:
+                self._watchers -= 1
         return StepResult("stepped", self.events[start:], info.name)
 
     def step_any(self) -> StepResult:

@@ -58,6 +58,7 @@ class Gates:
     _pause_names: set[str]
     _auto: AutoRun | None
     _moved_at: float  # time.monotonic() of the last step taken at a gate
+    _watchers: int  # callers waiting for a free thread to pass gates (Controller.step)
     policy: Any
     choices: list[int]
 
@@ -150,14 +151,19 @@ class Gates:
     # --- gates --------------------------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
         info = self._by_ident.get(threading.get_ident())
+        auto = self._auto
+        asks = auto is not None and auto.predicate is not None
+        if info is not None and not asks and not self._subscribers:
+            self._park(info, event, store=True)  # one lock round trip a gate
+            return
         with self._cv:
             self.history.append(event)  # a list append: the fold runs when a view asks
         for fn in self._subscribers:
             fn(event)
-        auto = self._auto
-        if auto is not None and auto.predicate is not None:
+        if asks:
             # The breakpoint is tested here, outside the lock and before the thread parks:
             # by the time the step ends (every thread at a gate) its events are all tested.
+            assert auto is not None and auto.predicate is not None
             try:
                 if auto.predicate(event):
                     auto.hit = True
@@ -166,8 +172,10 @@ class Gates:
         if info is not None:
             self._park(info, event)
 
-    def _park(self, info: ThreadInfo, event: Event | None) -> None:
+    def _park(self, info: ThreadInfo, event: Event | None, store: bool = False) -> None:
         with self._cv:
+            if store:
+                self.history.append(event)  # type: ignore[arg-type]
             if self.aborted:
                 raise ThreadAborted()
             if event is not None:
@@ -189,6 +197,7 @@ class Gates:
                     if self.aborted:
                         raise ThreadAborted()
             else:
+                held = info.user_paused and info.allowance == 0
                 while info.user_paused and info.allowance == 0:
                     info.state = "paused"
                     self._cv.notify_all()
@@ -197,6 +206,8 @@ class Gates:
                         raise ThreadAborted()
                 if info.user_paused and event is not None:
                     info.allowance -= 1
+                if not (held or self._watchers or info.state != "running"):
+                    return  # a thread passing a gate freely changes nothing anyone waits for
             info.state = "running"
             self._cv.notify_all()
 
@@ -206,11 +217,17 @@ class Gates:
         that needs nothing but the policy.  Anything else (a thread still on its way to
         a gate, a breakpoint, the step limit, no thread eligible, an error) is left to
         the driver, which the caller wakes."""
-        if auto.hit or auto.error is not None or not self._quiescent():
+        if auto.hit or auto.error is not None:
             return
         if auto.max_steps is not None and auto.steps + 1 >= auto.max_steps:
             return
-        eligible = self._eligible()
+        eligible = []  # _eligible() and _quiescent() (no turn is held) in one pass
+        for t in self._threads.values():
+            if t.state == "paused":
+                if not t.user_paused:
+                    eligible.append(t)
+            elif t.state != "waiting" and t.state != "finished":
+                return  # a thread is still on its way to a gate: the driver waits for it
         if not eligible:
             return
         try:
