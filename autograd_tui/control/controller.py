@@ -32,9 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from autograd_tui.control.deadlock import DeadlockReport, analyse, wait_for_graph
 from autograd_tui.control.gates import AutoRun, Gates
@@ -44,6 +42,9 @@ from autograd_tui.engine.engine import Engine, use_engine
 from autograd_tui.engine.events import Event, make_event
 from autograd_tui.engine.sync import ThreadAborted, Waitable
 from autograd_tui.history import EngineState, History
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 #: how long a step waits for the moving thread to reach its next gate before it
 #: reports that thread as stuck in something the controller cannot see
@@ -343,6 +344,8 @@ class Controller(Gates):
         msg = (f"{info.name} has not reached a gate for {self.stuck_after:.0f} s: it is "
                "blocked in something the controller cannot see (an uninstrumented lock, "
                "sleep or I/O in user code).")
+        import networkx as nx  # deadlock.py says why it is imported here
+
         return DeadlockReport(False, msg, [], self._thread_words(), nx.DiGraph(), "stuck")
 
     def _thread_words(self) -> dict[str, str]:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import networkx as nx
-
 from autograd_tui.control.threads import describe_wait
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from autograd_tui.control.controller import Controller, ThreadInfo
 
 
@@ -55,6 +55,8 @@ def queue_consumers(ctl: Controller) -> dict[str, list[str]]:
 def wait_for_graph(ctl: Controller) -> nx.DiGraph:
     """Threads, queues, futures, locks and the pool, with an edge from each waiter
     to what it waits on, and from each object to the threads that could free it."""
+    import networkx as nx  # here: a tenth of a second to import, and most runs never ask
+
     g = nx.DiGraph()
     with ctl._cv:
         infos = list(ctl._threads.values())
@@ -137,6 +139,8 @@ def wait_for_graph(ctl: Controller) -> nx.DiGraph:
 
 def analyse(ctl: Controller) -> DeadlockReport:
     """Explain why nothing can move (call when no thread is eligible)."""
+    import networkx as nx
+
     g = wait_for_graph(ctl)
     threads = ctl._thread_words()
     with ctl._cv:
