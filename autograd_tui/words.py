@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from autograd_tui.engine.events import SCHEMA, Event, summary
+from autograd_tui.engine.events import EVENT_TYPES, SCHEMA, Event, summary
 from autograd_tui.engine.graph import UINT64_MAX
 from autograd_tui.history.fields import Summary
 
@@ -111,7 +111,11 @@ def value_summary(value: Any, many: bool = False) -> Any:
 
 
 def short_value(s: Any) -> str:
-    s = value_summary(s)
+    return _short(value_summary(s))
+
+
+def _short(s: Any) -> str:
+    """``short_value`` of a summary ``value_summary`` has checked already."""
     if s is None:
         return "None"
     vals = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in s["values"])
@@ -119,15 +123,36 @@ def short_value(s: Any) -> str:
     return plain(f"[{vals}{more}]" if s["shape"] else vals)
 
 
+#: kind -> {data key: attribute}, to read an event's fields one at a time
+_ATTRS = {kind: {key: attr for key, attr, _ in cls.FIELDS} for kind, cls in EVENT_TYPES.items()}
+
+
+class _Fields:
+    """``e.data[key]``, decoding only the fields a line reads (``e.data`` decodes
+    every tensor summary the event holds; a trace reads a few of them)."""
+
+    __slots__ = ("_e", "_attrs")
+
+    def __init__(self, e: Event, attrs: dict[str, str]) -> None:
+        self._e, self._attrs = e, attrs
+
+    def __getitem__(self, key: str) -> Any:
+        return summary(getattr(self._e, self._attrs[key]))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._attrs else default
+
+
 def event_words(e: Event, names: dict[int, str] | None = None) -> str:
     """What the event says, in words (no number, thread or GraphTask)."""
     names = names or {}
 
-    def nm(i: int | None) -> str:
-        return node_label(names.get(i), i)
+    def nm(i: int | None) -> str:  # node_label, made plain with the whole line below
+        return "-" if i is None else f"{names.get(i) or 'node'}#{i}"
 
-    d = e.data
     k = e.kind
+    attrs = _ATTRS.get(k)
+    d: Any = _Fields(e, attrs) if attrs is not None else e.data
     if k == "push":
         what = "dummy" if d["dummy"] else "shutdown" if d["shutdown"] else nm(e.node)
         seq = seq_text(d["seq"])
@@ -147,7 +172,7 @@ def event_words(e: Event, names: dict[int, str] | None = None) -> str:
     elif k == "node_start":
         body = f"start {nm(e.node)} (depth {d['depth']})"
     elif k == "node_end":
-        outs = ", ".join(short_value(o) for o in value_summary(d["outputs"], many=True) or ())
+        outs = ", ".join(_short(o) for o in value_summary(d["outputs"], many=True) or ())
         body = f"end {nm(e.node)} -> ({outs})"
         if d.get("leaf_grad") is not None:
             body += f" .grad = {short_value(d['leaf_grad'])}"
@@ -183,7 +208,8 @@ def event_words(e: Event, names: dict[int, str] | None = None) -> str:
         first = d["explanation"].removeprefix("Deadlock: ").split(". ", 1)[0].rstrip(".")
         body = f"deadlock: {first}"
     else:
-        body = k + (" " + str(d) if d else "")
+        data = e.data
+        body = k + (" " + str(data) if data else "")
     return plain(body)  # names, queues and messages may come from a file
 
 
