@@ -190,18 +190,28 @@ class Session:
 
     def run_until_breakpoint(self, *, arm: bool = True) -> StepResult:
         """Run until a breakpoint (or the end); with none set, to the end.  stop() ends it
-        (``arm=False``: a stop() since the last arm() ends it at once)."""
+        after the step under way (``arm=False``: a stop() since the last arm() ends it at
+        once).  The controller's ``run_until`` takes the steps, so a run costs no hand-off
+        to this thread per event: the breakpoints and the stop are tested at each event."""
         assert self.run is not None
         if arm:
             self._stop.clear()
+        if self._stop.is_set():
+            return StepResult("stopped", [])
+        if self.finished:
+            return StepResult("finished", [])
         preds = [b.predicate() for b in self.breakpoints]
-        while not self._stop.is_set():
-            r = self.step_any()
-            if r.status != "stepped" and r.status != "blocked":
-                return r
-            if preds and any(p(e) for e in r.events for p in preds):
-                return StepResult("breakpoint", r.events, r.thread)
-        return StepResult("stopped", [])
+        hit = False
+
+        def stop_here(e: Event) -> bool:
+            nonlocal hit
+            hit = hit or any(p(e) for p in preds)
+            return hit or self._stop.is_set()
+
+        r = self._after(self.run.controller.run_until(stop_here))
+        if r.status == "breakpoint" and not hit:
+            return StepResult("stopped", r.events, r.thread)
+        return r
 
     def stop(self) -> None:
         self._stop.set()

@@ -283,7 +283,8 @@ def test_space_runs_to_the_end() -> None:
 
 
 def test_space_again_pauses_a_run() -> None:
-    app = App("chain", params={"n": 3000})  # about 42,000 events: seconds of running
+    # 280,000 events: seconds of running, even with no hand-off per event (run_until)
+    app = App("chain", params={"n": 20000})
 
     async def script(pilot: Pilot[Any]) -> None:
         s = app.session
@@ -291,7 +292,7 @@ def test_space_again_pauses_a_run() -> None:
         # Keys posted as the terminal driver does (pilot.press would wait for the process
         # to look idle, which it does not while the engine runs).
         app.post_message(events.Key("space", " "))
-        # The forward pass (3000 ops) runs before the first event: wait for the run to
+        # The forward pass (20,000 ops) runs before the first event: wait for the run to
         # be under way, however slow the machine is today.
         for _ in range(200):
             await asyncio.sleep(0.05)

@@ -166,3 +166,43 @@ def test_a_thread_stuck_between_gates_is_reported_in_a_run_and_the_run_goes_on()
         assert ctl.run().status == "finished" and ctl.program_error is None
     finally:
         assert ctl.close()
+
+
+# --- the app's run: Session.run_until_breakpoint -------------------------------------------------
+def test_the_apps_run_stops_at_a_breakpoint_then_runs_to_the_end():
+    from autograd_tui import scenarios
+    from autograd_tui.runner import Run
+    from autograd_tui.session import Breakpoint, Session
+
+    with Run(scenarios.get("linear-relu")) as run:
+        session = Session.from_run(run)
+        session.breakpoints.append(Breakpoint(kind="not_ready_insert"))
+        r = session.run_until_breakpoint()
+        assert r.status == "breakpoint" and r.events[-1].kind == "not_ready_insert"
+        assert run.events[-1] == r.events[-1] and session.status == "ready"
+        assert session.run_until_breakpoint().status == "finished"
+        assert session.status == "completed"
+
+
+def test_stop_ends_the_apps_run_after_the_step_under_way():
+    import threading
+
+    from autograd_tui import scenarios
+    from autograd_tui.runner import Run
+    from autograd_tui.session import Session
+
+    with Run(scenarios.get("chain"), {"n": 20000}) as run:
+        session = Session.from_run(run)
+        got = []
+        worker = threading.Thread(target=lambda: got.append(session.run_until_breakpoint()))
+        worker.start()
+        deadline = time.monotonic() + 60
+        while len(run.events) < 100 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        session.stop()
+        worker.join(60)
+        assert got and got[0].status == "stopped" and not session.finished
+        n = len(run.events)
+        time.sleep(0.2)
+        assert len(run.events) == n  # nothing moves until asked
+        assert session.step_any().status == "stepped" and len(run.events) == n + 1
