@@ -218,9 +218,10 @@ def main() -> None:
     print(f"  serialized / controller-free  {t['serialized'] / t['controller-free']:6.2f}x")
     print(f"  (serialized / none            {t['serialized'] / t['none']:6.2f}x; "
           f"{1e6 * t['serialized'] / rows[-1][1]:.0f} us per event serialized)")
-    print(f"note: serialized stepping is the slow mode ({t['serialized']:.1f} s for "
-          f"{N_NODES} nodes): every event is two thread hand-offs (driver -> engine "
-          "thread -> driver); see the profile below")
+    print("note: serialized, run() takes its steps at the gates: the engine thread that "
+          "reaches a gate asks the policy itself, so a step is a hand-off only when the "
+          "policy picks another thread or the driver must decide (a wait, the end); "
+          "see the profile below")
 
     driver, worker, secs, n_prof = profile_serialized(program, PROFILE_STEPS)
     print()
@@ -228,7 +229,7 @@ def main() -> None:
           f"({secs:.2f} s under cProfile)")
     busy = 0.0
     for who, prof, what in (("driver thread (ctl.run)", driver,
-                             "waiting for the engine thread to reach its next gate"),
+                             "waiting for the run to stop or to need it"),
                             ("engine thread (backward)", worker,
                              "parked at a gate, waiting for its turn")):
         own, blocked = _own_time(prof)
@@ -236,7 +237,7 @@ def main() -> None:
         print(f"  {who:<25} own time {own:6.2f} s, of which {blocked:5.2f} s "
               f"({blocked / own:.0%}) blocked in lock.acquire: {what}")
     print(f"  both threads busy {busy:.2f} s in all; the other {max(secs - busy, 0):.2f} s of "
-          f"the {secs:.2f} s, both were blocked: the wake-up latency of the hand-offs")
+          f"the {secs:.2f} s, both were blocked: the wake-up latency of any hand-offs")
     stats = pstats.Stats(driver)
     stats.add(worker)
     entries = sorted(stats.stats.items(), key=lambda kv: kv[1][2],  # type: ignore[attr-defined]
