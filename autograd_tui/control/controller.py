@@ -12,7 +12,8 @@ Two modes:
   time; the others wait at their gates.  The caller drives: ``step(thread)``,
   ``step_any()`` (the policy picks), ``run_until(predicate)``, ``run()``.  The
   choices form a *schedule* (``schedule_string()``) that replays the run event
-  for event (``policy="schedule:STRING"``).
+  for event (``policy="schedule:STRING"``).  ``run_until``'s steps are taken at
+  the gates, with no hand-off to the caller per event (``gates.py``).
 * **free-running**: threads race as they would without us; the controller
   still sees every event and wait, and ``pause``/``step`` still work per thread.
 
@@ -215,7 +216,6 @@ class Controller(Gates):
             assert auto.thread is not None
             info, start = auto.thread, auto.start
             if auto.error is not None:
-                self._auto = None
                 raise auto.error
         new = self.events[start:]
         if not ok:
@@ -279,12 +279,9 @@ class Controller(Gates):
     def run_until(self, predicate: Callable[[Event], bool] | None = None,
                   max_steps: int | None = None) -> StepResult:
         """Step until an event satisfies ``predicate`` (a breakpoint), the program
-        ends, a deadlock, or ``max_steps``.
-
-        Each step is the policy's choice, as with ``step_any``; while nothing else is
-        to be decided, the thread that ends a step at its gate takes the next one
-        itself (``Gates._step_on``), so a run costs no hand-off per event.  The
-        predicate is then called on the engine thread that emitted the event."""
+        ends, a deadlock, or ``max_steps``: the steps ``step_any`` would take, most of
+        them taken at the gates (``Gates._step_on``), on whose threads ``predicate``
+        is called, once per event."""
         start = len(self.events)
         auto = AutoRun(predicate, max_steps)
         with self._cv:

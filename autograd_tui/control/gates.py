@@ -4,8 +4,10 @@ Not in PyTorch.  The controller is the engine's observer and its wait tracker
 (``Engine.waits``, see ``engine/sync.py``): every event an engine thread emits
 passes ``_on_event`` (stored in the run's History, then the thread parks at its
 gate until the controller lets it go), and every blocking wait reports itself
-here, so the controller always knows what each thread is doing.  A mixin of
-``Controller``: these are the engine's side of it, ``controller.py`` the caller's.
+here, so the controller always knows what each thread is doing.  In a
+``run_until`` the thread that reaches a gate also asks the policy who moves next
+(``_step_on``) and, picked again, goes on: no hand-off to the caller per event.  A
+mixin of ``Controller``: these are the engine's side of it, ``controller.py`` the caller's.
 """
 
 from __future__ import annotations
