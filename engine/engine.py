@@ -199,6 +199,8 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._owner_names = itertools.count(1)
         self._closed = False
+        # GraphTask id -> weak pointer, for those that completed with tasks left (see _gone)
+        self._leftover: dict[int, Callable[[], GraphTask | None]] = {}
 
     # --- options, for display and recordings --------------------------------------
     def options(self) -> dict[str, Any]:
@@ -308,36 +310,48 @@ class Engine:
             return
         gt = task.base()
 
-        def stamp(size: int, order: list[NodeTask]) -> Event:
+        def stamp(size: int) -> Event:  # under the queue's mutex, before the sift
+            gone = self._gone() if self._leftover else []
             return self._make_event("push", gt, task.fn, queue, {
                 "depth": task.get_reentrant_depth(),
                 "seq": int(task.fn._sequence_nr) if task.fn is not None else None,
                 "dummy": task.fn is None and not task.is_shutdown_task,
                 "shutdown": task.is_shutdown_task,
                 "size": size,
-                "order": [[t.base().id if t.base() is not None else None,
-                           self.node_id(t.fn) if t.fn is not None else None,
-                           t.get_reentrant_depth(),
-                           int(t.fn._sequence_nr) if t.fn is not None else None] for t in order],
                 "outstanding": gt.outstanding_tasks if gt is not None else 0,
+                "gone": gone,
             })
 
         self._deliver(queue.push(task, increment, on_push=stamp))
+
+    def _gone(self) -> list[int]:
+        """Not in PyTorch: the GraphTasks with tasks left in a queue (those that failed)
+        whose weak pointers have expired since the last push or pop reported.  From then
+        on their tasks sort first (``get_reentrant_depth`` reads INT_MAX), and the events
+        say so, so that a History's heaps sort exactly as the queues do."""
+        gone = [gid for gid, ref in list(self._leftover.items()) if ref() is None]
+        for gid in gone:
+            self._leftover.pop(gid, None)
+        return gone
+
+    def _before_pop(self) -> list[int]:
+        return self._gone() if self._leftover else []
 
     def _pop(self, queue: ReadyQueue) -> NodeTask:
         """``local_ready_queue->pop()``, reporting a wait when the queue is empty."""
         observing = bool(self._observers)
         while True:
             if observing:
-                def stamp(task: NodeTask, size: int) -> Event:
+                def stamp(task: NodeTask, size: int, gone: Any) -> Event:
                     gt = task.base()
                     return self._make_event("pop", gt, task.fn, queue, {
                         "dummy": task.fn is None and not task.is_shutdown_task,
                         "shutdown": task.is_shutdown_task, "size": size,
                         "expired": gt is None and not task.is_shutdown_task,
+                        "gone": gone,
                     })
 
-                task, event = queue.try_pop(stamp)
+                task, event = queue.try_pop(stamp, self._before_pop)
             else:
                 task, event = queue.try_pop()
             if task is not None:
@@ -388,7 +402,8 @@ class Engine:
                        reentrant_depth=graph_task.reentrant_depth, keep_graph=keep_graph,
                        create_graph=create_graph, accumulate_grad=accumulate_grad,
                        roots=[self.node_id(e.function) for e in roots if e.function],
-                       graph_root=self.node_id(graph_root))
+                       graph_root=self.node_id(graph_root),
+                       depth_priority=self.depth_priority)
 
         min_topo_nr = compute_min_topological_nr(outputs)
         self.compute_dependencies(graph_root, graph_task, min_topo_nr)
@@ -572,6 +587,8 @@ class Engine:
                     self._emit("node_skipped", local_graph_task, fn, None, reason="has_error")
                 del task
                 outstanding = local_graph_task.decrement_outstanding()
+                if not outstanding and self._leftover:  # nothing of it is left to expire
+                    self._leftover.pop(local_graph_task.id, None)
                 if self._observers:
                     self._emit("outstanding_decrement", local_graph_task, fn, None,
                                outstanding=outstanding)
@@ -605,6 +622,8 @@ class Engine:
                 pass
         first = not graph_task.future_completed
         graph_task.set_exception(e, fn)
+        if first and graph_task.outstanding_tasks > 0:
+            self._leftover[graph_task.id] = graph_task.weak_self  # its tasks may outlive it
         if first and self._observers:
             self._emit("completion", graph_task, None, None, error=_error_words(e),
                        outstanding=graph_task.outstanding_tasks)

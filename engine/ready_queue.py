@@ -162,29 +162,31 @@ class ReadyQueue(Waitable):
         self._engine = engine
 
     def push(self, item: NodeTask, increment_outstanding_tasks: bool = True,
-             on_push: Callable[[int, list[NodeTask] | None], Any] | None = None) -> Any:
-        """Push and wake one waiter.  ``on_push(size, order)`` runs under the mutex
-        (the engine uses it to stamp the event's sequence number in order)."""
+             on_push: Callable[[int], Any] | None = None) -> Any:
+        """Push and wake one waiter.  ``on_push(size after the push)`` runs under the
+        mutex just before the heap is sifted (the engine stamps the event there, so
+        that events of one queue are numbered in the order its heap changed)."""
         with self._mutex:
             if increment_outstanding_tasks:
                 gt = item.base()
                 assert gt is not None
                 gt.increment_outstanding()
+            result = on_push(len(self._heap) + 1) if on_push is not None else None
             push_heap(self._heap, item, self._compare)
-            result = None
-            if on_push is not None:
-                result = on_push(len(self._heap), pop_order(self._heap, self._compare))
             self.notify_waiters(self._engine.waits if self._engine is not None else None)
         return result
 
-    def try_pop(self, on_pop: Callable[[NodeTask, int], Any] | None = None
-                ) -> tuple[NodeTask | None, Any]:
-        """Pop the first task if there is one (never blocks)."""
+    def try_pop(self, on_pop: Callable[[NodeTask, int, Any], Any] | None = None,
+                before_pop: Callable[[], Any] | None = None) -> tuple[NodeTask | None, Any]:
+        """Pop the first task if there is one (never blocks).  Under the mutex,
+        ``before_pop()`` runs before the heap is sifted and ``on_pop(task, size,
+        what before_pop returned)`` after."""
         with self._mutex:
             if not self._heap:
                 return None, None
+            before = before_pop() if before_pop is not None else None
             task = pop_heap(self._heap, self._compare)
-            result = on_pop(task, len(self._heap)) if on_pop is not None else None
+            result = on_pop(task, len(self._heap), before) if on_pop is not None else None
             return task, result
 
     def pop(self) -> NodeTask:

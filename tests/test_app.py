@@ -894,8 +894,14 @@ def engine_format(e: Any, state: Any) -> str:
 def test_side_panes_list_at_most_pane_items_entries() -> None:
     """Thousands of leaves, GraphTasks, not_ready entries or queued tasks: each pane lists
     PANE_ITEMS of them and says how many more there are."""
-    from autograd_tui.engine.events import NodeInfo, QueueTask, raw
-    from autograd_tui.history.state import EngineState, GraphTaskState
+    from autograd_tui.engine.events import NodeInfo, raw
+    from autograd_tui.history.state import (
+        EngineState,
+        GraphTaskRef,
+        GraphTaskState,
+        QueuedTask,
+        TaskFn,
+    )
 
     k = render.PANE_ITEMS
     s = EngineState()
@@ -906,7 +912,8 @@ def test_side_panes_list_at_most_pane_items_entries() -> None:
         s.graph_tasks[g] = GraphTaskState(g, "cpu", 0, False, False, True, (0,), 0)
     for n in range(k + 30):
         s.not_ready[(1, n)] = (None,)
-    s.queues["cpu"] = tuple(QueueTask(1, n, 0, n) for n in range(k + 10))
+    ref = GraphTaskRef(1, 0)  # a heap whose pop order is by falling sequence number
+    s.heaps["cpu"] = [QueuedTask(ref, TaskFn(n, 10_000 - n)) for n in range(k + 10)]
     gts = render.graph_tasks_text(s).plain
     assert gts.startswith("… 20 earlier GraphTasks\nGT21 ") and f"GT{k + 20} " in gts
     assert "#49=" in gts and f"#{k}=" not in gts and gts.endswith("… and 70 more")

@@ -80,7 +80,7 @@ def _deadlock_nodes(state: EngineState) -> dict[int, list[tuple[int, str]]]:
             if t is not None and t.node is not None and t.node in state.nodes:
                 out.setdefault(t.node, []).append((i, "inside"))
         elif kind == "queue":
-            for task in state.queues.get(name, ()):
+            for task in state.queue_order(name):
                 if task.node is not None and task.node in state.nodes:
                     out.setdefault(task.node, []).append((i, "holds"))
                     break
