@@ -341,6 +341,30 @@ def test_c_stops_at_a_breakpoint_set_in_the_dialog() -> None:
     run_app(app, script)
 
 
+def test_c_stops_at_the_first_non_finite_gradient() -> None:
+    """The dialog's check box: c stops at the node that made the NaN and says where it goes."""
+    app = App("anomaly-nan")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        await press(pilot, "b")
+        app.screen.query_one("#bp-nonfinite").value = True
+        await pilot.click("#bp-add")
+        await pilot.pause()
+        assert "1. first non-finite gradient" in str(app.screen.query_one("#bp-list",
+                                                                          Static).content)
+        await pilot.click("#bp-done")
+        await settle(pilot)
+        await press(pilot, "c")
+        assert last_kind(app) == "node_end"
+        assert app.said("first non-finite gradient: PowBackward0#3 output 0 holds NaN")
+        assert app.said("flows to input 0 of AccumulateGrad#4")
+        assert app.said("its incoming gradients were finite, so this node made it")
+
+    run_app(app, script)
+
+
 def test_breakpoint_dialog_rejects_an_unknown_kind() -> None:
     app = App("linear-relu")
 

@@ -26,6 +26,7 @@ from autograd_tui.app.screens import (
 )
 from autograd_tui.app.session_view import SessionView
 from autograd_tui.app.widgets import ThreadsPane
+from autograd_tui.nonfinite import explain, first_nonfinite
 from autograd_tui.session import Breakpoint, Session
 
 
@@ -214,7 +215,12 @@ class AutogradApp(SessionView):
 
     def _after_drive(self, r: Any) -> None:
         if r.status == "breakpoint":
-            self.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
+            found = [f for e in r.events if (f := first_nonfinite(e)) is not None]
+            s = self.session
+            if found and s is not None and any(b.nonfinite for b in s.breakpoints):
+                self.notify(explain(found[0], s.history), title="breakpoint", timeout=15)
+            else:
+                self.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
         elif r.status == "paused" and r.report is not None:
             self.notify(r.report.explanation, title="paused", timeout=6)
         elif r.status == "stuck" and r.report is not None:
