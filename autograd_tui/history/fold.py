@@ -28,7 +28,6 @@ from autograd_tui.history.checks import (
 from autograd_tui.history.state import (
     _GONE,
     EngineState,
-    FreedRef,
     GraphTaskRef,
     GraphTaskState,
     NodeInfo,
@@ -42,7 +41,7 @@ from autograd_tui.history.state import (
 )
 
 _task, _fn = QueuedTask, TaskFn
-_NO_REF = FreedRef(0, 0)  # a task with no GraphTask (the engine's weak pointer to nothing)
+_NO_REF = GraphTaskRef(None, 0, alive=False)  # a null weak pointer
 _NO_QUEUE: list[QueuedTask] = []  # a push that names no queue
 
 
@@ -64,27 +63,25 @@ def _graph_task_created(s: EngineState, e: Any) -> None:
     s.graph_tasks[gid] = GraphTaskState(
         gid, e.thread, e.reentrant_depth, e.keep_graph, e.create_graph, e.accumulate_grad,
         tuple(e.roots), e.graph_root, parent=parent)
-    s.refs[gid] = GraphTaskRef(gid, e.reentrant_depth)
     s.depth_priority = e.depth_priority
 
 
 def _free(s: EngineState, e: Any) -> None:
     """GraphTasks whose weak pointers expired: their queued tasks now sort first (depth
-    INT_MAX).  Each task gets an expired pointer (a new object: snapshots share tasks)."""
+    INT_MAX).  The tasks of one GraphTask share its pointer, which this state owns
+    (``copy`` clones them): expiring it is one assignment, whatever the queue's width."""
     for gid in e.gone:
         gt = s.graph_tasks.get(gid)
         if gt is None:
             raise _no_gt(e, gid)
         if not gt.completed:
             raise StateError(f"event {e.seq}: GraphTask {gid} is freed before it completed")
-        old = s.refs[gid]
-        if type(old) is FreedRef:
+        if gt.freed:
             continue  # reported by two threads at once: once is enough
-        freed = s.refs[gid] = FreedRef(gid, old.reentrant_depth)
-        for heap in s.heaps.values():
-            for i, task in enumerate(heap):
-                if task.base is old:
-                    heap[i] = _task(freed, task.fn)
+        s.graph_tasks[gid] = s.changes["graph_tasks"][gid] = gt._replace(freed=True)
+        ref = s.refs.get(gid)
+        if ref is not None:
+            ref.alive = False
 
 
 def _dependencies_computed(s: EngineState, e: Any) -> None:
@@ -294,9 +291,18 @@ def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
                 gid, node = e.graph_task, e.node
                 if heap is _NO_QUEUE or e.size != len(heap) + 1:
                     raise _bad_push(e, heap)
-                ref = refs.get(gid) if gid is not None else _NO_REF
-                if ref is None:
-                    raise _no_gt(e, gid)
+                if gid is None:
+                    ref = _NO_REF
+                else:
+                    ref = refs.get(gid)
+                    if ref is None or not ref.alive:  # its first task queued (or a stale one)
+                        gt = graph_tasks.get(gid)
+                        if gt is None:
+                            raise _no_gt(e, gid)
+                        if gt.freed:
+                            raise StateError(f"event {e.seq}: a push for GraphTask {gid}, "
+                                             "which is gone")
+                        ref = refs[gid] = GraphTaskRef(gid, gt.reentrant_depth)
                 if node is not None:
                     if node not in nodes:
                         raise _no_node(s, e)
@@ -312,7 +318,7 @@ def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
                 push_heap(heap, task, compare_node_task_time if s.depth_priority
                           else compare_ignoring_depth)
                 if gid is not None:
-                    gt = graph_tasks[gid]  # refs and graph_tasks have the same keys
+                    gt = graph_tasks[gid]  # there: its pointer is
                     graph_tasks[gid] = c_gts[gid] = \
                         _new(GraphTaskState, gt[:-1] + (e.outstanding,))
                 if node is not None:

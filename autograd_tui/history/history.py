@@ -34,12 +34,11 @@ from autograd_tui.history.state import (
 
 class _Delta(NamedTuple):
     maps: dict[str, dict[Any, Any]]  # field -> {key: value or _GONE}
-    heaps: dict[str, list[QueuedTask]]
+    heaps: tuple[dict[str, list[QueuedTask]], dict[int, GraphTaskRef]]  # and pointers
     threads: dict[str, ThreadState]
     index: int
     last_event: Event | None
     deadlock: dict[str, Any] | None
-    refs: dict[int, GraphTaskRef]
     depth_priority: bool
     gone: tuple[tuple[str, list[Any]], ...] = ()  # (map, keys deleted): found once, here
 
@@ -67,7 +66,7 @@ def _delta(s: EngineState) -> _Delta:
     gone = tuple((name, keys) for name in _PAIR_MAPS
                  if (keys := [k for k, v in maps[name].items() if v is _GONE]))
     return _Delta(maps, copy_heaps(s.heaps), s.threads.copy(), s.index, s.last_event,
-                  s.deadlock, s.refs.copy(), s.depth_priority, gone)
+                  s.deadlock, s.depth_priority, gone)
 
 
 def _apply_delta(s: EngineState, d: _Delta) -> None:
@@ -77,7 +76,7 @@ def _apply_delta(s: EngineState, d: _Delta) -> None:
         pop = getattr(s, name).pop
         for k in keys:
             pop(k, None)
-    s.heaps, s.threads, s.refs = copy_heaps(d.heaps), d.threads.copy(), d.refs.copy()
+    (s.heaps, s.refs), s.threads = copy_heaps(d.heaps[0]), d.threads.copy()
     s.index, s.last_event, s.deadlock = d.index, d.last_event, d.deadlock
     s.depth_priority = d.depth_priority
 

@@ -59,6 +59,7 @@ class GraphTaskState(NamedTuple):
     graph_root: int
     completed: bool = False
     error: str | None = None
+    freed: bool = False  # its weak pointer expired (``gone`` in a push or pop)
     needed: tuple[int, ...] | None = None  # exec_info (grad(), backward(inputs=...))
     parent: int | None = None  # the GraphTask whose node started this reentrant one
     handoff: str | None = None  # nested | pool | block
@@ -92,23 +93,17 @@ class QueueTask(NamedTuple):
 
 
 class GraphTaskRef:
-    """What a queued task's weak pointer to its GraphTask reads: the GraphTask's id and
-    reentrant depth while it lives (``FreedRef`` once it is gone)."""
-    __slots__ = ("id", "reentrant_depth")
+    """What a queued task's weak pointer to its GraphTask reads: the GraphTask (its id and
+    reentrant depth) while it lives, None once it is gone (``alive`` false), so that
+    ``NodeTask.get_reentrant_depth`` reads INT_MAX.  Each state has its own (``copy``
+    clones them), so the fold expires one in place, for every task that holds it."""
+    __slots__ = ("id", "reentrant_depth", "alive")
 
-    def __init__(self, gid: int, reentrant_depth: int) -> None:
-        self.id, self.reentrant_depth = gid, reentrant_depth
+    def __init__(self, gid: int | None, reentrant_depth: int, alive: bool = True) -> None:
+        self.id, self.reentrant_depth, self.alive = gid, reentrant_depth, alive
 
-    def __call__(self) -> GraphTaskRef:
-        return self
-
-
-class FreedRef(GraphTaskRef):
-    """An expired weak pointer: ``NodeTask.get_reentrant_depth`` reads INT_MAX."""
-    __slots__ = ()
-
-    def __call__(self) -> None:  # type: ignore[override]
-        return None
+    def __call__(self) -> GraphTaskRef | None:
+        return self if self.alive else None
 
 
 class TaskFn:
@@ -151,6 +146,8 @@ class EngineState:
     dependencies: dict[Key, int] = field(default_factory=dict)  # (gt, node) -> remaining
     # each ready queue as the engine keeps it: a heap (use queue_order for pop order)
     heaps: dict[str, list[QueuedTask]] = field(default_factory=dict)
+    # GraphTask -> the weak pointer its queued tasks share (derived, so not compared)
+    refs: dict[int, GraphTaskRef] = field(default_factory=dict, compare=False)
     buffers: dict[Key, tuple[Any, ...]] = field(default_factory=dict)  # slot summaries
     not_ready: dict[Key, tuple[Any, ...]] = field(default_factory=dict)  # slot summaries
     graph_tasks: dict[int, GraphTaskState] = field(default_factory=dict)
@@ -160,8 +157,6 @@ class EngineState:
     last_event: Event | None = None
     deadlock: dict[str, Any] | None = None
     depth_priority: bool = True  # the engine option: which comparator the heaps use
-    # GraphTask -> what its weak pointer reads (tasks share it; derived, so not compared)
-    refs: dict[int, GraphTaskRef] = field(default_factory=dict, compare=False)
     # Since History's last snapshot (scratch, not state): the entries the inline kinds
     # wrote (map name -> {key: value or _GONE}) and the other events folded.
     changes: dict[str, dict[Any, Any]] = field(default_factory=lambda: _no_changes(),
@@ -172,10 +167,9 @@ class EngineState:
     def copy(self) -> EngineState:
         return EngineState(
             self.index, self.nodes.copy(), self.node_states.copy(), self.dependencies.copy(),
-            copy_heaps(self.heaps), self.buffers.copy(), self.not_ready.copy(),
+            *copy_heaps(self.heaps), self.buffers.copy(), self.not_ready.copy(),
             self.graph_tasks.copy(), self.threads.copy(), self.leaf_grads.copy(),
             self.outputs.copy(), self.last_event, self.deadlock, self.depth_priority,
-            self.refs.copy(),
         )
 
     def size(self) -> int:
@@ -213,9 +207,22 @@ class EngineState:
         return sorted(self.nodes, key=lambda n: (-self.nodes[n].topo, -self.nodes[n].seq, n))
 
 
-def copy_heaps(heaps: dict[str, list[QueuedTask]]) -> dict[str, list[QueuedTask]]:
-    """The fold sifts heaps in place: a snapshot copies each list (tasks are immutable)."""
-    return {q: h.copy() for q, h in heaps.items()}
+def copy_heaps(heaps: dict[str, list[QueuedTask]]
+               ) -> tuple[dict[str, list[QueuedTask]], dict[int, GraphTaskRef]]:
+    """A copy of the heaps with tasks and weak pointers of their own (the fold sifts heaps
+    and expires pointers in place), and those pointers by GraphTask."""
+    clones: dict[int, GraphTaskRef] = {}  # id() of a pointer -> its clone
+    out = {}
+    for q, heap in heaps.items():
+        new = []
+        for t in heap:
+            r = t.base
+            mine = clones.get(id(r))
+            if mine is None:
+                mine = clones[id(r)] = GraphTaskRef(r.id, r.reentrant_depth, r.alive)
+            new.append(QueuedTask(mine, t.fn))
+        out[q] = new
+    return out, {r.id: r for r in clones.values() if r.id is not None}
 
 
 # --- what the fold records for History's snapshots ---------------------------------------
