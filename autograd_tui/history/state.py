@@ -97,6 +97,8 @@ class EngineState:
     outputs: dict[int, Any] = field(default_factory=dict)  # id -> output summaries (raw list)
     last_event: Event | None = None
     deadlock: dict[str, Any] | None = None
+    # node id -> node_meta fields (a PyTorch graph: module, creation site, saved tensors)
+    node_meta: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Since History's last snapshot (scratch, not state): the entries the inline kinds
     # wrote (map name -> {key: value or _GONE}) and the other events folded.
     changes: dict[str, dict[Any, Any]] = field(default_factory=lambda: _no_changes(),
@@ -109,7 +111,7 @@ class EngineState:
             self.index, self.nodes.copy(), self.node_states.copy(), self.dependencies.copy(),
             self.queues.copy(), self.buffers.copy(), self.not_ready.copy(),
             self.graph_tasks.copy(), self.threads.copy(), self.leaf_grads.copy(),
-            self.outputs.copy(), self.last_event, self.deadlock,
+            self.outputs.copy(), self.last_event, self.deadlock, self.node_meta.copy(),
         )
 
     def size(self) -> int:
@@ -134,7 +136,7 @@ class EngineState:
 
 
 # --- what the fold records for History's snapshots ---------------------------------------
-_NODE_MAPS = ("nodes", "node_states", "leaf_grads", "outputs")  # keyed by node id
+_NODE_MAPS = ("nodes", "node_states", "leaf_grads", "outputs", "node_meta")  # by node id
 _PAIR_MAPS = ("dependencies", "buffers", "not_ready")  # keyed by (GraphTask, node)
 _GONE = object()  # in a delta: the key was deleted
 
