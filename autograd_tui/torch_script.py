@@ -122,36 +122,27 @@ def max_rel(t: np.ndarray, o: np.ndarray) -> float:
 
 
 def check_order(entry: Callable[..., Any]) -> OrderCheck:
-    """Run the entry's forward once, then its backward with PyTorch's engine (the order
-    from node pre-hooks) and with ours driving PyTorch's nodes; compare."""
+    """Run the entry's forward once, then its backward with ours driving PyTorch's nodes
+    and with PyTorch's engine (the order from node pre-hooks); compare.  The leaves'
+    ``.grad`` are left as PyTorch's run made them."""
     torch = need_torch()
     from autograd_tui import engine
     from autograd_tui.engine.torch_bridge import TorchAccumulateGrad, from_torch
     from autograd_tui.engine.torch_capture import capture, split_result
 
-    with capture():
+    with capture() as reg:
         out = entry()
     loss, gouts, inputs = split_result(out)
     g = from_torch(loss, gouts, inputs)
     leaves = {name: n.variable.var for name, n in _leaf_names(g).items()
               if isinstance(n, TorchAccumulateGrad)}
+    known = {id(v) for v in leaves.values()}
+    for name, p in reg.parameters():  # also those only a nested backward reaches
+        if id(p) not in known:
+            leaves[name] = p
     before = {k: v.grad for k, v in leaves.items()}
-    order: list[tuple[str, int]] = []
-
-    def recorder(fn: Any) -> Callable[..., None]:
-        return lambda grad_outputs: order.append((type(fn).__name__, int(fn._sequence_nr())))
-
-    handles = [fn.register_prehook(recorder(fn)) for fn in g.torch_nodes.values()]
-    try:
-        torch.autograd.backward(loss, gouts, retain_graph=True, inputs=inputs)
-    finally:
-        for h in handles:
-            h.remove()
-    theirs = {k: _np(v.grad) for k, v in leaves.items()}
-    for k, v in leaves.items():
-        v.grad = before[k]
-
-    ours = from_torch(loss, gouts, inputs)  # afresh: the recorder hooks are gone
+    # Ours first: a graph the bridge cannot run fails here, with the node's name.
+    ours = from_torch(loss, gouts, inputs)
     eng, obs = engine.Engine(), engine.ListObserver()
     eng.add_observer(obs)
     try:
@@ -164,6 +155,21 @@ def check_order(entry: Callable[..., Any]) -> OrderCheck:
     our_order = [seqs[e.node] for e in obs.events
                  if e.kind == "node_start" and e.graph_task == 1]
     mine = {k: _np(v.grad) for k, v in leaves.items()}
+    for k, v in leaves.items():
+        v.grad = before[k]
+
+    order: list[tuple[str, int]] = []
+
+    def recorder(fn: Any) -> Callable[..., None]:
+        return lambda grad_outputs: order.append((type(fn).__name__, int(fn._sequence_nr())))
+
+    handles = [fn.register_prehook(recorder(fn)) for fn in g.torch_nodes.values()]
+    try:
+        torch.autograd.backward(loss, gouts, retain_graph=True, inputs=inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    theirs = {k: _np(v.grad) for k, v in leaves.items()}
     dtypes = {a.dtype for a in theirs.values() if a is not None}
     rtol = 1e-9 if dtypes <= {np.dtype(np.float64)} else 1e-5
     return OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, rtol)

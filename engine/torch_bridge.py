@@ -83,6 +83,19 @@ def _device_str(dev: Any) -> str:
     return "cuda:0" if s == "cuda" else s
 
 
+def _check_device(dev: Any, fn: Any) -> str:
+    """Our engine has cpu and cuda:N queues; a CUDA graph needs a GPU to compute on."""
+    s = _device_str(dev)
+    if s.startswith("cuda:"):
+        if not _torch().cuda.is_available():
+            raise TorchBridgeError(f"{node_label(fn)} runs on {s}, but PyTorch finds no GPU "
+                                   "here: run the script where it has one")
+    elif s != "cpu":
+        raise TorchBridgeError(f"{node_label(fn)} runs on device {s}: the bridge runs cpu "
+                               "and cuda graphs only")
+    return s
+
+
 def to_ours(t: Any, fn: Any) -> Tensor | None:
     """A PyTorch gradient as our Tensor (NumPy data, the same device name)."""
     if t is None:
@@ -120,6 +133,19 @@ def _torch() -> Any:
     return torch
 
 
+def input_metadata(fn: Any) -> list[tuple[tuple[int, ...], np.dtype, str]]:
+    """``fn``'s input metadata as ours (shape, NumPy dtype, device), or a clear error."""
+    torch = _torch()
+    out = []
+    for m in fn._input_metadata:
+        if m.is_nested_tensor or m.is_cpp_nested_tensor:
+            raise TorchBridgeError(f"{node_label(fn)} takes a nested tensor: the bridge "
+                                   "handles dense tensors only")
+        out.append((tuple(m.shape), _numpy_dtype(torch, m.dtype, fn),
+                    _check_device(m.device, fn)))
+    return out
+
+
 # --- nodes ----------------------------------------------------------------------------------
 _local = threading.local()  # .active: a bridged backward runs on this thread
 
@@ -138,12 +164,8 @@ class TorchNode(Node):
         if not (self._python or callable(fn)):
             raise TorchBridgeError(f"{node_label(fn)} cannot be called from Python, so the "
                                    "bridge cannot run it")
-        for m in fn._input_metadata:
-            if m.is_nested_tensor or m.is_cpp_nested_tensor:
-                raise TorchBridgeError(f"{node_label(fn)} takes a nested tensor: the bridge "
-                                       "handles dense tensors only")
-            self.add_input_metadata(tuple(m.shape), _numpy_dtype(torch, m.dtype, fn),
-                                    _device_str(m.device))
+        for m in input_metadata(fn):
+            self.add_input_metadata(*m)
 
     def name(self) -> str:
         return self._name
@@ -213,9 +235,7 @@ class TorchAccumulateGrad(AccumulateGrad):
 
         self.variable = LeafView(fn)  # type: ignore[assignment]
         self.meta: dict[str, Any] | None = None
-        m = fn._input_metadata[0]
-        self.add_input_metadata(tuple(m.shape), _numpy_dtype(_torch(), m.dtype, fn),
-                                _device_str(m.device))
+        self.add_input_metadata(*input_metadata(fn)[0])
         self._lock = threading.Lock()
 
     def name(self) -> str:

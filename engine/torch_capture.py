@@ -64,6 +64,10 @@ class Registry:
                 self._params.setdefault(id(p), (p, mpath, type(m).__name__, pname))
         return names
 
+    def parameters(self) -> list[tuple[str, Any]]:
+        """Every parameter of the modules the forward pass called, by name."""
+        return [(f"{path}.{name}", p) for p, path, _, name in self._params.values()]
+
     # --- read by from_torch -------------------------------------------------------------
     def tensor_hooks(self, fn: Any) -> list[tuple[int, Any]]:
         return self._hooks.get(id(fn), (None, []))[1]
@@ -218,7 +222,12 @@ def creation_site(fn: Any) -> tuple[str | None, str | None]:
     if not tb:
         return None, None
     frames = tb if isinstance(tb, list) else [tb]
-    skip = (_package_dir("torch"), os.path.dirname(os.path.dirname(__file__)))
+    import sysconfig
+
+    here = os.path.dirname(os.path.abspath(__file__))  # the engine, and the debugger beside it
+    skip = (_package_dir("torch") + os.sep, here + os.sep,
+            os.path.join(os.path.dirname(here), "autograd_tui") + os.sep,
+            os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep)
     for text in reversed(frames):
         m = _FRAME.match(str(text))
         if m is None:
