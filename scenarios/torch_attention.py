@@ -30,6 +30,9 @@ class Block(nn.Module):        # pre-norm: x + attn(ln1(x)), then x + mlp(ln2(x)
 
 **Ask a student:** in what order do the q, k and v branches run, and why (look at their
 sequence numbers)?
+
+**Source:** `Engine::evaluate_function` and `CompareNodeTaskTime` in
+`torch/csrc/autograd/engine.cpp` and `engine.h`.
 """
 
 

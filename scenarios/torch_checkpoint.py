@@ -26,6 +26,10 @@ loss = lin2(h).pow(2).mean()
 
 **Ask a student:** the checkpointed block's weights get their gradients inside GraphTask 2.
 Why must the outer GraphTask wait for it?
+
+**Source:** `Engine::execute_with_graph_task` (the reentrant branch) in
+`torch/csrc/autograd/engine.cpp`; `PyNode::apply` in `python_function.cpp`;
+`CheckpointFunction` in `torch/utils/checkpoint.py`.
 """
 
 

@@ -24,6 +24,10 @@ loss = cross_entropy(logits, labels)
 
 **Ask a student:** PyTorch sums the two gradients for the shared weight before
 `AccumulateGrad` runs once.  What would change if it ran `AccumulateGrad` twice?
+
+**Source:** `Engine::evaluate_function` (the `not_ready_` map) in
+`torch/csrc/autograd/engine.cpp`; `InputBuffer::add`; `accumulateGrad` in
+`functions/accumulate_grad.h`.
 """
 
 

@@ -27,8 +27,9 @@ schedules them and PyTorch computes each one (`engine/torch_bridge.py`).
 
 **Ask a student:** why does `TBackward0` exist at all, and what does it cost?
 
-**Source:** `autograd-tui check-order scenarios/torch_mlp.py` compares this order with
-PyTorch's own engine.
+**Source:** `Engine::compute_dependencies` and `CompareNodeTaskTime` in
+`torch/csrc/autograd/engine.cpp` and `engine.h`; `autograd-tui check-order
+scenarios/torch_mlp.py` compares this order with PyTorch's own engine.
 """
 
 

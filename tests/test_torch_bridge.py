@@ -186,7 +186,8 @@ def test_unsupported_graphs_name_the_node() -> None:
     with pytest.raises(TorchBridgeError, match="bfloat16"):
         from_torch((x * 2).sum())
     nt = torch.nested.nested_tensor([torch.randn(2), torch.randn(3)], requires_grad=True)
-    with pytest.raises(TorchBridgeError, match=r"AccumulateGrad \(sequence_nr \d+\) takes a nested tensor"):
+    with pytest.raises(TorchBridgeError,
+                       match=r"AccumulateGrad \(sequence_nr \d+\) takes a nested tensor"):
         from_torch(nt * 2, grad_outputs=nt)
 
 
@@ -260,3 +261,22 @@ def test_gradients_are_float64_exact_against_torch() -> None:
     w.grad = None
     ours(loss)
     np.testing.assert_allclose(w.grad.numpy(), expected.numpy(), rtol=1e-12, atol=0)
+
+
+def test_graphviz_clusters_and_details_show_modules(tmp_path: Path) -> None:
+    from autograd_tui import scenarios
+    from autograd_tui.app.render import node_details
+    from autograd_tui.export.dot import to_dot
+    from autograd_tui.runner import Run
+
+    with Run(scenarios.get("torch-cnn")) as run:
+        run.run()
+        state = run.history.head
+    dot = to_dot(state)
+    assert 'id="cluster_m_cpu_conv"' in dot and "conv <I>Conv2d</I>" in dot
+    conv = [n for n, i in state.nodes.items() if i.name == "ConvolutionBackward0"]
+    assert len(conv) == 2  # the shared layer, called twice
+    text = node_details(state, conv[0]).plain
+    assert "module: conv (Conv2d)" in text
+    assert "torch_cnn.py" in text and "self.conv(" in text
+    assert "saved tensors:" in text and "weight: Tensor[3, 3, 3, 3] float64" in text
