@@ -121,9 +121,9 @@ async def _settle(pilot: Any, before: int, timeout: float = 10.0) -> None:
     await pilot.pause(0)
 
 
-async def _measure(name: str, steps: int, profile: cProfile.Profile | None
-                   ) -> dict[str, Any]:
-    app = AutogradApp(name)
+async def _measure(name: str, steps: int, profile: cProfile.Profile | None,
+                   params: dict[str, str] | None = None) -> dict[str, Any]:
+    app = AutogradApp(name, params=params)
     t0 = time.perf_counter()
     async with app.run_test(size=SIZE, notifications=False) as pilot:
         t_mounted = time.perf_counter()
@@ -293,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="events in the big recording opened at the end (0: skip it)")
     ap.add_argument("--wide", type=int, default=4_000,
                     help="width of the wide-queue recording stepped through (0: skip it)")
+    ap.add_argument("--torch-layers", type=int, default=0,
+                    help="also a real PyTorch graph: torch-attention with this many blocks "
+                         "(48: about 3,000 nodes; needs torch)")
     args = ap.parse_args(argv if argv is not None else [])
     large, nodes = largest_scenario()
     print(f"app step latency, {args.steps} steps per scenario at {SIZE[0]}x{SIZE[1]} "
@@ -310,6 +313,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"goal: median under {GOAL_MS:.0f} ms per step on the wide-queue recording: "
               f"{'PASS' if ok_wide else 'FAIL'} ({wide:.2f} ms)")
         ok = ok and ok_wide
+    if args.torch_layers > 0:  # a PyTorch model's graph (autograd-tui torch), same goal
+        tmed = _report(asyncio.run(_measure("torch-attention", args.steps, None,
+                                            {"layers": str(args.torch_layers)})))
+        print(f"goal: median under {GOAL_MS:.0f} ms per step on torch-attention "
+              f"(layers={args.torch_layers}): {'PASS' if tmed < GOAL_MS else 'FAIL'} "
+              f"({tmed:.2f} ms)")
+        ok = ok and tmed < GOAL_MS
     if args.recording_events > 0:
         _big_recording(args.recording_events, max(args.steps // 4, 1))
     if args.profile or not ok:

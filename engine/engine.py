@@ -479,7 +479,8 @@ class Engine:
 
     def _emit_dependencies(self, root: Node, task: GraphTask, min_topo_nr: int) -> None:
         nodes = []
-        for n in [root, *sorted(task.nodes_in_graph - {root}, key=self.node_id)]:
+        order = [root, *sorted(task.nodes_in_graph - {root}, key=self.node_id)]
+        for n in order:
             nodes.append({
                 "id": self.node_id(n), "name": n.name(), "device": n.device(),
                 "seq": int(n._sequence_nr), "topo": n._topological_nr,
@@ -491,6 +492,10 @@ class Engine:
         self._emit("dependencies_computed", task, root, None,
                    dependencies=deps, nodes=nodes,
                    min_topo_nr=min_topo_nr)
+        for n in order:  # a PyTorch graph's module, creation site, saved tensors
+            meta = n.node_meta()
+            if meta is not None:
+                self._emit("node_meta", task, n, None, **meta)
 
     # --- Engine::execute_with_graph_task -------------------------------------------------
     def execute_with_graph_task(self, graph_task: GraphTask, graph_root: Node,

@@ -121,6 +121,14 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "message": ("str", "the exception, as the caller will see it"),
         "exc_type": ("str", "exception class name"),
     },
+    "node_meta": {
+        "module": ("str|null", "the nn.Module path that created the node (a PyTorch graph)"),
+        "module_type": ("str|null", "that module's class name"),
+        "tensor": ("str|null", "AccumulateGrad: the parameter's name"),
+        "created": ("str|null", "where the forward op ran: file:line in function"),
+        "source": ("str|null", "that source line"),
+        "saved": ("list[str]", "the node's saved tensors: name, shape, dtype, norm"),
+    },
     "deadlock": {
         "explanation": ("str", "plain words"),
         "cycle": ("list[str]", "the wait-for cycle"),

@@ -66,7 +66,7 @@ class AutogradApp(SessionView):
         Binding("shift+down", "pan(0, 4)", show=False),
     ]
 
-    def __init__(self, scenario: str | None = None, *, params: dict[str, Any] | None = None,
+    def __init__(self, scenario: Any = None, *, params: dict[str, Any] | None = None,
                  policy: str = "round-robin", seed: int = 0,
                  engine_overrides: dict[str, Any] | None = None,
                  recording: Any = None) -> None:
@@ -94,7 +94,9 @@ class AutogradApp(SessionView):
                 from autograd_tui import scenarios
                 from autograd_tui.runner import Run
 
-                run = Run(scenarios.load(self._scenario_name), self._params,
+                sc = self._scenario_name  # a name, a path or a Scenario (autograd-tui torch)
+                run = Run(sc if isinstance(sc, scenarios.Scenario) else scenarios.load(sc),
+                          self._params,
                           policy=self._policy, seed=self._seed,
                           engine_overrides=self._engine_overrides)
                 self.session = Session.from_run(run)

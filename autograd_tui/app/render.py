@@ -329,9 +329,34 @@ def node_details(state: EngineState, n: int, values: bool = True) -> Text:
         t.append("output gradients: " + ", ".join(short_value(o) for o in outs) + "\n")
     if n in state.leaf_grads:
         t.append(f"leaf .grad: {short_value(state.leaf_grads[n])}\n")
+    _torch_meta(t, state.node_meta.get(n))
     if values:
         for label, summ in (("outputs", outs or ()),):
             for k, s in enumerate(summ):
                 if s is not None and "data" in s:
                     t.append(plain(f"{label}[{k}] = {s['data']}") + "\n")
     return t
+
+
+def _torch_meta(t: Text, meta: Any) -> None:
+    """A PyTorch node's facts (``node_meta``): its module, where it was made, what it saved.
+    Every string may come from a recording: shown as text, checked for its type."""
+    if not isinstance(meta, dict):
+        return
+    def text(key: str) -> str | None:
+        v = meta.get(key)
+        return v if isinstance(v, str) else None
+
+    if text("module"):
+        t.append(plain(f"module: {text('module')} ({text('module_type') or '?'})") + "\n")
+    if text("tensor"):
+        t.append(plain(f"parameter: {text('tensor')}") + "\n")
+    if text("created"):
+        t.append(plain(f"created at {text('created')}") + "\n", style="dim")
+        if text("source"):
+            t.append(plain(f"    {text('source')}") + "\n")
+    saved = meta.get("saved")
+    if isinstance(saved, list) and saved:
+        t.append("saved tensors:\n")
+        for line in saved[:12]:
+            t.append(plain(f"  {line}") + "\n")

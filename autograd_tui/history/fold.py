@@ -201,6 +201,13 @@ def _deadlock(s: EngineState, e: Any) -> None:
     s.deadlock = e.data
 
 
+def _node_meta(s: EngineState, e: Any) -> None:
+    if e.node not in s.nodes:
+        raise StateError(f"event {e.seq}: node_meta for node {e.node}, which no "
+                         "dependencies_computed named")
+    s.node_meta[e.node] = e.data
+
+
 def _nothing(s: EngineState, e: Any) -> None:
     pass
 
@@ -220,6 +227,7 @@ _HANDLERS = {  # the kinds _fold_into does not handle inline
     "thread_wait": _thread_wait,
     "thread_wake": _thread_wake,
     "deadlock": _deadlock,
+    "node_meta": _node_meta,
 }
 _HANDLERS.update({k: _nothing for k in SCHEMA if k not in _HANDLERS})  # hook, wakeup: no state
 _BY_TYPE = {EVENT_TYPES[k]: h for k, h in _HANDLERS.items()}  # type(e): cheaper than e.kind

@@ -157,6 +157,8 @@ class EngineState:
     last_event: Event | None = None
     deadlock: dict[str, Any] | None = None
     depth_priority: bool = True  # the engine option: which comparator the heaps use
+    # node id -> node_meta fields (a PyTorch graph: module, creation site, saved tensors)
+    node_meta: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Since History's last snapshot (scratch, not state): the entries the inline kinds
     # wrote (map name -> {key: value or _GONE}) and the other events folded.
     changes: dict[str, dict[Any, Any]] = field(default_factory=lambda: _no_changes(),
@@ -170,6 +172,7 @@ class EngineState:
             *copy_heaps(self.heaps), self.buffers.copy(), self.not_ready.copy(),
             self.graph_tasks.copy(), self.threads.copy(), self.leaf_grads.copy(),
             self.outputs.copy(), self.last_event, self.deadlock, self.depth_priority,
+            self.node_meta.copy(),
         )
 
     def size(self) -> int:
@@ -226,7 +229,7 @@ def copy_heaps(heaps: dict[str, list[QueuedTask]]
 
 
 # --- what the fold records for History's snapshots ---------------------------------------
-_NODE_MAPS = ("nodes", "node_states", "leaf_grads", "outputs")  # keyed by node id
+_NODE_MAPS = ("nodes", "node_states", "leaf_grads", "outputs", "node_meta")  # by node id
 _PAIR_MAPS = ("dependencies", "buffers", "not_ready")  # keyed by (GraphTask, node)
 _GONE = object()  # in a delta: the key was deleted
 
