@@ -34,6 +34,7 @@ from .strides import (
     as_strided,
     compute_stride,
     contiguous,
+    contiguous_strides,
     element_strides,
     elementwise_layout,
     infer_dense_strides,
@@ -222,8 +223,43 @@ def _check_broadcast(a: Any, b: Any) -> None:
             )
 
 
+# (shape, itemsize) -> NumPy's byte strides of a contiguous array, as PyTorch lays it out
+# (None for a shape with a zero, whose layout rules are left to the slow path)
+_DENSE_STRIDES: dict[tuple[tuple[int, ...], int], tuple[int, ...] | None] = {}
+
+
+def _is_dense(arr: np.ndarray) -> bool:
+    """True if ``arr`` has ``contiguous_strides`` exactly (so the layout rules keep it)."""
+    key = (arr.shape, arr.itemsize)
+    strides = _DENSE_STRIDES.get(key, False)
+    if strides is False:
+        strides = (None if 0 in arr.shape else
+                   tuple(s * arr.itemsize for s in contiguous_strides(arr.shape)))
+        if len(_DENSE_STRIDES) < 4096:
+            _DENSE_STRIDES[key] = strides
+    return arr.strides == strides
+
+
 def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) -> Tensor:
     b = _wrap(b, a)
+    ad = a.data
+    # Fast path (the backward pass's usual case): NumPy operands of one shape, or a
+    # Python scalar, all contiguous on one device.  The checks below cannot fail
+    # then, and TensorIterator's layout is NumPy's, so the slow path's result is
+    # the same array.
+    if type(ad) is np.ndarray and _is_dense(ad):
+        if isinstance(b, Tensor):
+            bd = b.data
+            fast = (type(bd) is np.ndarray and a.device == b.device
+                    and ad.shape == bd.shape and _is_dense(bd))
+        else:
+            bd, fast = b, True
+        if fast:
+            with np.errstate(all="ignore"):
+                data = np_fn(ad, bd)
+            if type(data) is not np.ndarray or not _is_dense(data):
+                data = elementwise_layout(data, ad, bd)
+            return _record(Tensor(data, device=a.device), node_cls, (a, b), **save)
     dev = _check_same_device(a, b)
     _check_broadcast(a, b)
     with np.errstate(all="ignore"):  # inf * 0, inf - inf: NaN, silently, as in torch
