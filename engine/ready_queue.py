@@ -8,9 +8,16 @@ higher ``sequence_nr``.  A task whose GraphTask is gone counts as maximal
 depth, so it is drained first.
 
 Ties (several AccumulateGrads, all with the maximal sequence number) are
-broken exactly as libstdc++'s ``push_heap``/``pop_heap`` break them: the heap
-below is a line-by-line port of ``__push_heap``/``__adjust_heap``, not
-``heapq`` (whose sift differs), so our pop order matches PyTorch's.
+broken exactly as libstdc++'s ``push_heap``/``pop_heap`` break them.  CPython's
+``heapq`` sifts as libstdc++ does (``__adjust_heap`` moves the hole down to a
+leaf, taking the right child on a tie, then ``__push_heap`` moves the value
+up), so with ``NodeTask.__lt__(a, b)`` defined as ``compare_node_task_time(b,
+a)`` its min-heap pops what ``std::priority_queue``'s max-heap pops, with the
+sift in C.  ``_push_heap_port``/``_pop_heap_port`` below, a line-by-line port
+of libstdc++, are the reference (tests/test_ready_queue.py pops random
+sequences with heavy ties through both) and serve any other comparator.
+The comparator itself stays in Python, as it must: PyTorch reads a task's
+depth through a weak pointer at compare time.
 
 Departure: ``depth_priority=False`` (an engine option, off by default) drops
 the depth rule, to show the deadlock that rule prevents.
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from .input_buffer import InputBuffer
@@ -48,6 +56,24 @@ class NodeTask:
     def get_reentrant_depth(self) -> int:
         gt = self.base()
         return gt.reentrant_depth if gt is not None else INT_MAX
+
+    def __lt__(self, other: NodeTask) -> bool:
+        """``compare_node_task_time(other, self)``, inlined: ``heapq``'s min-heap then
+        pops what libstdc++'s max-heap pops (``self`` pops before ``other``)."""
+        if self.is_shutdown_task:
+            return True
+        f1 = other.fn
+        if f1 is None or other.is_shutdown_task:
+            return False
+        f2 = self.fn
+        if f2 is None:
+            return True
+        if other.base is self.base:  # the same GraphTask: the same depth
+            return f1._sequence_nr < f2._sequence_nr
+        d1, d2 = other.get_reentrant_depth(), self.get_reentrant_depth()
+        if d1 == d2:
+            return f1._sequence_nr < f2._sequence_nr
+        return d1 < d2
 
 
 def _none() -> None:
@@ -87,7 +113,23 @@ Compare = Callable[[NodeTask, NodeTask], bool]
 
 
 def push_heap(heap: list[Any], value: Any, comp: Compare) -> None:
-    """``std::push_heap`` after ``push_back`` (libstdc++ ``__push_heap``)."""
+    """``std::push_heap`` after ``push_back``: ``heapq`` for the engine's ordering
+    (``NodeTask.__lt__``), the libstdc++ port for any other ``comp``."""
+    if comp is compare_node_task_time:
+        heappush(heap, value)
+    else:
+        _push_heap_port(heap, value, comp)
+
+
+def pop_heap(heap: list[Any], comp: Compare) -> Any:
+    """``std::pop_heap`` then ``pop_back`` (the first task), as ``push_heap`` chooses."""
+    if comp is compare_node_task_time:
+        return heappop(heap)
+    return _pop_heap_port(heap, comp)
+
+
+def _push_heap_port(heap: list[Any], value: Any, comp: Compare) -> None:
+    """libstdc++ ``__push_heap`` after ``push_back``."""
     heap.append(value)
     hole = len(heap) - 1
     parent = (hole - 1) // 2
@@ -98,8 +140,8 @@ def push_heap(heap: list[Any], value: Any, comp: Compare) -> None:
     heap[hole] = value
 
 
-def pop_heap(heap: list[Any], comp: Compare) -> Any:
-    """``std::pop_heap`` then ``pop_back`` (libstdc++ ``__pop_heap``/``__adjust_heap``)."""
+def _pop_heap_port(heap: list[Any], comp: Compare) -> Any:
+    """libstdc++ ``__pop_heap``/``__adjust_heap`` then ``pop_back``."""
     n = len(heap)
     top = heap[0]
     if n > 1:
