@@ -41,7 +41,7 @@ INT_MAX = 2**31 - 1
 
 
 class NodeTask:
-    __slots__ = ("base", "fn", "inputs", "is_shutdown_task")
+    __slots__ = ("base", "fn", "inputs", "is_shutdown_task", "_seq")
 
     def __init__(self, graph_task: GraphTask | None, fn: Node | None, inputs: InputBuffer,
                  is_shutdown_task: bool = False) -> None:
@@ -52,28 +52,24 @@ class NodeTask:
         self.fn = fn
         self.inputs = inputs
         self.is_shutdown_task = is_shutdown_task
+        # A node's sequence_nr is const (function.h), so a plain int copy of it is the
+        # comparator's key for an ordinary task (None for a dummy or shutdown task).
+        self._seq: int | None = (int(fn._sequence_nr) if fn is not None and not is_shutdown_task
+                                 else None)
 
     def get_reentrant_depth(self) -> int:
         gt = self.base()
         return gt.reentrant_depth if gt is not None else INT_MAX
 
     def __lt__(self, other: NodeTask) -> bool:
-        """``compare_node_task_time(other, self)``, inlined: ``heapq``'s min-heap then
-        pops what libstdc++'s max-heap pops (``self`` pops before ``other``)."""
-        if self.is_shutdown_task:
-            return True
-        f1 = other.fn
-        if f1 is None or other.is_shutdown_task:
-            return False
-        f2 = self.fn
-        if f2 is None:
-            return True
-        if other.base is self.base:  # the same GraphTask: the same depth
-            return f1._sequence_nr < f2._sequence_nr
-        d1, d2 = other.get_reentrant_depth(), self.get_reentrant_depth()
-        if d1 == d2:
-            return f1._sequence_nr < f2._sequence_nr
-        return d1 < d2
+        """``compare_node_task_time(other, self)``: ``heapq``'s min-heap then pops what
+        libstdc++'s max-heap pops (``self`` pops before ``other``)."""
+        s1 = other._seq
+        s2 = self._seq
+        # Two ordinary tasks of one GraphTask (the usual case): the comparator's last rule.
+        if s1 is not None and s2 is not None and other.base is self.base:
+            return s1 < s2
+        return compare_node_task_time(other, self)
 
 
 def _none() -> None:
