@@ -29,6 +29,7 @@ import numpy as np
 
 from . import device as _dev
 from . import grad_mode
+from .errstate import errors_ignored
 from .graph import Node, collect_next_edges
 from .strides import (
     as_strided,
@@ -229,7 +230,9 @@ _DENSE_STRIDES: dict[tuple[tuple[int, ...], int], tuple[int, ...] | None] = {}
 
 
 def _is_dense(arr: np.ndarray) -> bool:
-    """True if ``arr`` has ``contiguous_strides`` exactly (so the layout rules keep it)."""
+    """True if ``arr`` has ``contiguous_strides`` exactly (so ``restride`` keeps it)."""
+    if arr.ndim == 1:
+        return arr.strides[0] == arr.itemsize  # contiguous_strides((n,)) == (1,)
     key = (arr.shape, arr.itemsize)
     strides = _DENSE_STRIDES.get(key, False)
     if strides is False:
@@ -243,20 +246,25 @@ def _is_dense(arr: np.ndarray) -> bool:
 def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) -> Tensor:
     b = _wrap(b, a)
     ad = a.data
-    # Fast path (the backward pass's usual case): NumPy operands of one shape, or a
-    # Python scalar, all contiguous on one device.  The checks below cannot fail
-    # then, and TensorIterator's layout is NumPy's, so the slow path's result is
-    # the same array.
-    if type(ad) is np.ndarray and _is_dense(ad):
+    # Fast path (the backward pass's usual case): where the checks below cannot fail
+    # and ``elementwise_strides`` gives ``contiguous_strides``: NumPy operands of one
+    # shape on one device, C-contiguous (its own first test), or a scalar with a
+    # 0- or 1-dim tensor (always contiguous) or a dense one.  The result is then the
+    # slow path's array, laid out again only if NumPy's layout is not that one.
+    if type(ad) is np.ndarray:
         if isinstance(b, Tensor):
             bd = b.data
-            fast = (type(bd) is np.ndarray and a.device == b.device
-                    and ad.shape == bd.shape and _is_dense(bd))
+            fast = (type(bd) is np.ndarray and a.device == b.device and ad.shape == bd.shape
+                    and ad.flags.c_contiguous and bd.flags.c_contiguous)
         else:
-            bd, fast = b, True
+            bd = b
+            fast = ad.ndim <= 1 or _is_dense(ad)
         if fast:
-            with np.errstate(all="ignore"):
+            if errors_ignored():
                 data = np_fn(ad, bd)
+            else:
+                with np.errstate(all="ignore"):
+                    data = np_fn(ad, bd)
             if type(data) is not np.ndarray or not _is_dense(data):
                 data = elementwise_layout(data, ad, bd)
             return _record(Tensor(data, device=a.device), node_cls, (a, b), **save)
@@ -285,9 +293,9 @@ def rsub(a: Tensor, b: Any) -> Tensor:
 
 def mul(a: Tensor, b: Any) -> Tensor:
     b = _wrap(b, a)
-    need = grad_mode.is_grad_enabled() and (a.requires_grad or getattr(b, "requires_grad", 0))
-    return _binary(a, b, np.multiply, MulBackward0,
-                   **({"self": a, "other": b} if need else {}))
+    if grad_mode.is_grad_enabled() and (a.requires_grad or getattr(b, "requires_grad", 0)):
+        return _binary(a, b, np.multiply, MulBackward0, self=a, other=b)
+    return _binary(a, b, np.multiply, MulBackward0)
 
 
 def div(a: Tensor, b: Any) -> Tensor:

@@ -212,7 +212,8 @@ class ReadyQueue(Waitable):
             result = None
             if on_push is not None:
                 result = on_push(len(self._heap), pop_order(self._heap, self._compare))
-            self.notify_waiters(self._engine.waits if self._engine is not None else None)
+            if self._waiters:  # (notify_waiters checks too; this saves the call)
+                self.notify_waiters(self._engine.waits if self._engine is not None else None)
         return result
 
     def try_pop(self, on_pop: Callable[[NodeTask, int], Any] | None = None
