@@ -542,7 +542,12 @@ class Engine:
             tls = self._tls
             local_ready_queue: ReadyQueue = tls.local_ready_queue
             while graph_task is None or not graph_task.future_result.completed():
-                task = self._pop(local_ready_queue)
+                if self._observers:
+                    task = self._pop(local_ready_queue)
+                else:  # _pop's first try, inlined: the queue is rarely empty
+                    task = local_ready_queue.try_pop()[0]
+                    if task is None:
+                        task = self._pop(local_ready_queue)
                 if task.is_shutdown_task:
                     break
                 local_graph_task = task.base()
@@ -710,7 +715,10 @@ class Engine:
                         device = input_buffer.device()
                         queue = (cpu_ready_queue if device == "cpu"
                                  else self.ready_queue(cpu_ready_queue, device))
-                        self._push(queue, NodeTask(graph_task, next_fn, input_buffer))
+                        if self._observers:
+                            self._push(queue, NodeTask(graph_task, next_fn, input_buffer))
+                        else:  # _push without observers, inlined
+                            queue.push(NodeTask(graph_task, next_fn, input_buffer))
                     else:
                         not_ready[next_fn] = input_buffer
                         if observing:
@@ -730,7 +738,10 @@ class Engine:
                         device = input_buffer.device()
                         queue = (cpu_ready_queue if device == "cpu"
                                  else self.ready_queue(cpu_ready_queue, device))
-                        self._push(queue, NodeTask(graph_task, next_fn, input_buffer))
+                        if self._observers:
+                            self._push(queue, NodeTask(graph_task, next_fn, input_buffer))
+                        else:  # _push without observers, inlined
+                            queue.push(NodeTask(graph_task, next_fn, input_buffer))
 
     # --- call_function and hooks ----------------------------------------------------------------
     def call_function(self, graph_task: GraphTask, func: Node,

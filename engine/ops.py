@@ -126,11 +126,19 @@ def is_expandable_to(shape: tuple[int, ...], desired: tuple[int, ...]) -> bool:
 
 
 # --- binary arithmetic ---------------------------------------------------------
+def _computes(node: Node) -> tuple[bool, bool]:
+    """``should_compute_output(0)`` and ``(1)`` of a binary op's node, in one call."""
+    edges = node._next_edges
+    n = len(edges)
+    return (n > 0 and edges[0].function is not None,
+            n > 1 and edges[1].function is not None)
+
+
 class AddBackward0(Node):
     def apply(self, grads: Grads) -> Grads:
         g = grads[0]
-        return [g if self.should_compute_output(0) else None,
-                g if self.should_compute_output(1) else None]
+        c0, c1 = _computes(self)
+        return [g if c0 else None, g if c1 else None]
 
 
 class SubBackward0(Node):
@@ -149,8 +157,8 @@ class MulBackward0(Node):
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         g = grads[0]
-        return [mul(g, s["other"]) if self.should_compute_output(0) else None,
-                mul(g, s["self"]) if self.should_compute_output(1) else None]
+        c0, c1 = _computes(self)
+        return [mul(g, s["other"]) if c0 else None, mul(g, s["self"]) if c1 else None]
 
 
 class DivBackward0(Node):
@@ -595,7 +603,13 @@ def _clone(a: Tensor, contiguous: bool) -> Tensor:
     """``clone(memory_format=preserve)`` keeps dense strides (else the dimension order);
     ``contiguous=True`` is ``MemoryFormat::Contiguous``."""
     data = a.data
-    if isinstance(data, np.ndarray):
+    if type(data) is np.ndarray and _is_dense(data):
+        # Dense and contiguous (a gradient, usually): both memory formats keep the
+        # layout, which NumPy's copy keeps too (checked: ``restride`` is the fallback).
+        copy = np.array(data, copy=True)
+        if not _is_dense(copy):
+            copy = restride(copy, None)
+    elif isinstance(data, np.ndarray):
         st = element_strides(data)
         if contiguous:
             strides: tuple[int, ...] | None = None

@@ -2,7 +2,8 @@
 
 - ``ops._binary`` skips the layout rules for contiguous operands: its result must be
   the array (values, dtype, strides) that ``elementwise_layout`` makes, for every
-  layout (transposed, size-1 dimensions with odd strides, empty, 0-dim, scalars).
+  layout (transposed, size-1 dimensions with odd strides, empty, 0-dim, scalars);
+  so must ``ops._clone``'s, which copies a dense array without the layout rules.
 - ``errstate.errors_ignored`` lets an op skip ``np.errstate`` only where the state
   already ignores every error: under the engine's ``ignore_errors`` and nowhere else.
 """
@@ -113,3 +114,22 @@ def test_node_with_its_own_errstate_inside_backward() -> None:
         warnings.simplefilter("error")
         F.apply(x).sum().backward()
     assert np.isinf(x.grad.data).all()
+
+
+@pytest.mark.parametrize("contiguous", [False, True])
+def test_clone_fast_path_gives_the_slow_paths_array(contiguous: bool) -> None:
+    from autograd_tui.engine.strides import (
+        infer_dense_strides,
+        is_non_overlapping_and_dense,
+        restride,
+    )
+
+    for a in _layouts():
+        got = ops._clone(engine.Tensor(a), contiguous).data
+        st = element_strides(a)
+        strides = (None if contiguous else st if is_non_overlapping_and_dense(a.shape, st)
+                   else infer_dense_strides(a.shape, st))
+        want = restride(np.array(a, copy=True), strides)
+        assert element_strides(got) == element_strides(want), a.strides
+        np.testing.assert_array_equal(got, want)
+        assert not np.shares_memory(got, a)
