@@ -251,8 +251,8 @@ def _is_dense(arr: np.ndarray) -> bool:
     return arr.strides == strides
 
 
-def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) -> Tensor:
-    b = _wrap(b, a)
+def _elementwise(a: Tensor, b: Any, np_fn: Any) -> Tensor:
+    """``np_fn(a, b)`` (``b`` wrapped) on one device, laid out as TensorIterator lays it out."""
     ad = a.data
     # Fast path (the backward pass's usual case): where the checks below cannot fail
     # and ``elementwise_strides`` gives ``contiguous_strides``: NumPy operands of one
@@ -275,13 +275,17 @@ def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) ->
                     data = np_fn(ad, bd)
             if type(data) is not np.ndarray or not _is_dense(data):
                 data = elementwise_layout(data, ad, bd)
-            return _record(Tensor(data, device=a.device), node_cls, (a, b), **save)
+            return Tensor(data, device=a.device)
     dev = _check_same_device(a, b)
     _check_broadcast(a, b)
     with np.errstate(all="ignore"):  # inf * 0, inf - inf: NaN, silently, as in torch
-        data = np_fn(a.data, _data(b))
-    out = _new(elementwise_layout(data, a.data, _data(b)), dev)
-    return _record(out, node_cls, (a, b), **save)
+        data = np_fn(ad, _data(b))
+    return _new(elementwise_layout(data, ad, _data(b)), dev)
+
+
+def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) -> Tensor:
+    b = _wrap(b, a)
+    return _record(_elementwise(a, b, np_fn), node_cls, (a, b), **save)
 
 
 def add(a: Tensor, b: Any) -> Tensor:
@@ -301,7 +305,9 @@ def rsub(a: Tensor, b: Any) -> Tensor:
 
 def mul(a: Tensor, b: Any) -> Tensor:
     b = _wrap(b, a)
-    if grad_mode.is_grad_enabled() and (a.requires_grad or getattr(b, "requires_grad", 0)):
+    if not grad_mode.is_grad_enabled():  # nothing to record (a backward pass, usually)
+        return _elementwise(a, b, np.multiply)
+    if a.requires_grad or getattr(b, "requires_grad", 0):
         return _binary(a, b, np.multiply, MulBackward0, self=a, other=b)
     return _binary(a, b, np.multiply, MulBackward0)
 
