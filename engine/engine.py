@@ -670,10 +670,8 @@ class Engine:
         with graph_task.mutex:
             dependencies = graph_task.dependencies
             not_ready = graph_task.not_ready
-            next_edges = func._next_edges
-            for i in range(num_outputs):
-                output = outputs[i]
-                next_fn, input_nr = next_edges[i]
+            # validate_outputs made len(outputs) == len(func._next_edges)
+            for output, (next_fn, input_nr) in zip(outputs, func._next_edges):
                 if next_fn is None:
                     continue
                 is_ready = False
