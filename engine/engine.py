@@ -451,8 +451,7 @@ class Engine:
             fn = queue.pop()
             if fn._topological_nr < min_topo_nr:
                 continue  # cannot reach any output of grad(): prune
-            for edge in fn._next_edges:
-                next_ptr = edge.function
+            for next_ptr, _ in fn._next_edges:
                 if next_ptr is not None:
                     dependencies[next_ptr] = dependencies.get(next_ptr, 0) + 1
                     if next_ptr not in nodes_in_graph:
