@@ -105,6 +105,10 @@ class GraphTaskRef:
     def __call__(self) -> GraphTaskRef | None:
         return self if self.alive else None
 
+    @property
+    def weak_self(self) -> GraphTaskRef:  # what NodeTask's constructor reads of a GraphTask
+        return self
+
 
 class TaskFn:
     """A queued task's node, as much of it as the comparator reads."""
@@ -119,8 +123,8 @@ class QueuedTask(NodeTask):
     that the engine's comparator and heap code order it (one ordering, not a copy)."""
     __slots__ = ()
 
-    def __init__(self, ref: Any, fn: TaskFn | None) -> None:
-        self.base, self.fn, self.inputs, self.is_shutdown_task = ref, fn, None, False
+    def __init__(self, ref: GraphTaskRef, fn: TaskFn | None) -> None:
+        NodeTask.__init__(self, ref, fn, None)  # type: ignore[arg-type]  # what it reads
 
     def view(self) -> QueueTask:
         gt, fn = self.base(), self.fn
