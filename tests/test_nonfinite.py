@@ -74,3 +74,32 @@ def test_a_finite_run_never_stops() -> None:
         assert s.run_until_breakpoint().status == "finished"
     finally:
         assert run.close()
+
+
+@pytest.mark.timeout(120)
+def test_the_breakpoint_works_on_pytorchs_nodes(tmp_path) -> None:
+    """A real PyTorch graph through the bridge: the same summaries, the same breakpoint."""
+    pytest.importorskip("torch", reason="the PyTorch bridge needs torch (pip install torch)")
+    from autograd_tui.torch_script import script_scenario
+
+    script = tmp_path / "nan.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "def main():\n"
+        "    torch.manual_seed(0)\n"
+        "    lin = nn.Linear(3, 2).double()\n"
+        "    x = torch.tensor([[0.0, 1.0, 2.0]], dtype=torch.float64)\n"
+        "    return (lin(x).relu().sqrt() * 0).sum() + lin.weight.sum()\n")
+    run = Run(script_scenario(str(script)))
+    try:
+        s = Session.from_run(run)
+        s.breakpoints = [Breakpoint(nonfinite=True)]
+        r = s.run_until_breakpoint()
+        assert r.status == "breakpoint"
+        f = first_nonfinite(r.events[-1])
+        assert f is not None and f.what == "NaN"
+        words = explain(f, run.history)
+        assert words.startswith("first non-finite gradient: SqrtBackward0#")
+        assert "ReluBackward0" in words and "so this node made it" in words
+    finally:
+        assert run.close()
