@@ -20,6 +20,7 @@ from autograd_tui.control import StepResult, ThreadStatus, breakpoint_on
 from autograd_tui.engine.events import Event
 from autograd_tui.history import EngineState, History, StateError
 from autograd_tui.history.recordings import Recording
+from autograd_tui.nonfinite import first_nonfinite
 from autograd_tui.runner import Run
 from autograd_tui.words import plain
 
@@ -30,17 +31,23 @@ class Breakpoint:
     node: str | None = None
     queue: str | None = None
     thread: str | None = None
+    nonfinite: bool = False  # a node_end whose outputs hold a NaN or an Inf (nonfinite.py)
 
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in (("kind", self.kind), ("node", self.node),
                                           ("queue", self.queue), ("thread", self.thread)) if v]
+        if self.nonfinite:
+            parts.insert(0, "first non-finite gradient")
         return " ".join(parts) or "any event"
 
     def predicate(self) -> Callable[[Event], bool]:
         node: str | int | None = self.node
         if node is not None and node.isdigit():
             node = int(node)
-        return breakpoint_on(kind=self.kind, node=node, queue=self.queue, thread=self.thread)
+        match = breakpoint_on(kind=self.kind, node=node, queue=self.queue, thread=self.thread)
+        if not self.nonfinite:
+            return match
+        return lambda e: e.kind == "node_end" and match(e) and first_nonfinite(e) is not None
 
 
 class Session:

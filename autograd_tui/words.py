@@ -204,6 +204,11 @@ def event_words(e: Event, names: dict[int, str] | None = None) -> str:
         body = f"exec_info needed {d['needed']} captures {d['captures']}"
     elif k == "thread_start":
         body = f"thread starts ({d['role']} thread)"
+    elif k == "node_meta":  # a PyTorch node: its module, its parameter, where it was made
+        parts = [f"in {d['module']} ({d['module_type']})" if d["module"] else "",
+                 f"param {d['tensor']}" if d["tensor"] else "",
+                 f"made at {d['created']}" if d["created"] else ""]
+        body = f"meta {nm(e.node)} " + ", ".join(p for p in parts if p)
     elif k == "deadlock":  # the explanation's first sentence (it is long; the report has it all)
         first = d["explanation"].removeprefix("Deadlock: ").split(". ", 1)[0].rstrip(".")
         body = f"deadlock: {first}"

@@ -133,9 +133,8 @@ def _shift(kind: str, d: dict[str, Any], g: int, n: int) -> dict[str, Any]:
     if kind == "exec_info":
         return {**d, "needed": [a + n for a in d["needed"]],
                 "captures": [[a + n, b, c] for a, b, c in d["captures"]]}
-    if kind == "push":
-        return {**d, "order": [[None if a is None else a + g, node(b), c, s]
-                               for a, b, c, s in d["order"]]}
+    if kind in ("push", "pop"):
+        return {**d, "gone": [a + g for a in d["gone"]]}
     if kind in ("dependency_decrement", "buffer_accumulate"):
         return {**d, "from_node": d["from_node"] + n}
     if kind == "reentrant_handoff" and d.get("parent_graph_task") is not None:
@@ -145,7 +144,7 @@ def _shift(kind: str, d: dict[str, Any], g: int, n: int) -> dict[str, Any]:
     return d
 
 
-_SHIFTED = {"graph_task_created", "dependencies_computed", "exec_info", "push",
+_SHIFTED = {"graph_task_created", "dependencies_computed", "exec_info", "push", "pop",
             "dependency_decrement", "buffer_accumulate", "reentrant_handoff", "thread_wait",
             "thread_wake"}
 

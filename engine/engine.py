@@ -72,8 +72,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import grad_mode
+from .errstate import ignore_errors
 from .events import Event, Observer, make_event, summarize
+from .grad_mode import _anomaly
 from .grad_mode import _tls as grad_tls
 from .graph import AccumulateGrad, Edge, GraphRoot, Node
 from .graph_task import (
@@ -199,6 +200,8 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._owner_names = itertools.count(1)
         self._closed = False
+        # GraphTask id -> weak pointer, for those that completed with tasks left (see _gone)
+        self._leftover: dict[int, Callable[[], GraphTask | None]] = {}
 
     # --- options, for display and recordings --------------------------------------
     def options(self) -> dict[str, Any]:
@@ -308,36 +311,48 @@ class Engine:
             return
         gt = task.base()
 
-        def stamp(size: int, order: list[NodeTask]) -> Event:
+        def stamp(size: int) -> Event:  # under the queue's mutex, before the sift
+            gone = self._gone() if self._leftover else []
             return self._make_event("push", gt, task.fn, queue, {
                 "depth": task.get_reentrant_depth(),
                 "seq": int(task.fn._sequence_nr) if task.fn is not None else None,
                 "dummy": task.fn is None and not task.is_shutdown_task,
                 "shutdown": task.is_shutdown_task,
                 "size": size,
-                "order": [[t.base().id if t.base() is not None else None,
-                           self.node_id(t.fn) if t.fn is not None else None,
-                           t.get_reentrant_depth(),
-                           int(t.fn._sequence_nr) if t.fn is not None else None] for t in order],
                 "outstanding": gt.outstanding_tasks if gt is not None else 0,
+                "gone": gone,
             })
 
         self._deliver(queue.push(task, increment, on_push=stamp))
+
+    def _gone(self) -> list[int]:
+        """Not in PyTorch: the GraphTasks with tasks left in a queue (those that failed)
+        whose weak pointers have expired since the last push or pop reported.  From then
+        on their tasks sort first (``get_reentrant_depth`` reads INT_MAX), and the events
+        say so, so that a History's heaps sort exactly as the queues do."""
+        gone = [gid for gid, ref in list(self._leftover.items()) if ref() is None]
+        for gid in gone:
+            self._leftover.pop(gid, None)
+        return gone
+
+    def _before_pop(self) -> list[int]:
+        return self._gone() if self._leftover else []
 
     def _pop(self, queue: ReadyQueue) -> NodeTask:
         """``local_ready_queue->pop()``, reporting a wait when the queue is empty."""
         observing = bool(self._observers)
         while True:
             if observing:
-                def stamp(task: NodeTask, size: int) -> Event:
+                def stamp(task: NodeTask, size: int, gone: Any) -> Event:
                     gt = task.base()
                     return self._make_event("pop", gt, task.fn, queue, {
                         "dummy": task.fn is None and not task.is_shutdown_task,
                         "shutdown": task.is_shutdown_task, "size": size,
                         "expired": gt is None and not task.is_shutdown_task,
+                        "gone": gone,
                     })
 
-                task, event = queue.try_pop(stamp)
+                task, event = queue.try_pop(stamp, self._before_pop)
             else:
                 task, event = queue.try_pop()
             if task is not None:
@@ -388,7 +403,8 @@ class Engine:
                        reentrant_depth=graph_task.reentrant_depth, keep_graph=keep_graph,
                        create_graph=create_graph, accumulate_grad=accumulate_grad,
                        roots=[self.node_id(e.function) for e in roots if e.function],
-                       graph_root=self.node_id(graph_root))
+                       graph_root=self.node_id(graph_root),
+                       depth_priority=self.depth_priority)
 
         min_topo_nr = compute_min_topological_nr(outputs)
         self.compute_dependencies(graph_root, graph_task, min_topo_nr)
@@ -450,8 +466,7 @@ class Engine:
             fn = queue.pop()
             if fn._topological_nr < min_topo_nr:
                 continue  # cannot reach any output of grad(): prune
-            for edge in fn._next_edges:
-                next_ptr = edge.function
+            for next_ptr, _ in fn._next_edges:
                 if next_ptr is not None:
                     dependencies[next_ptr] = dependencies.get(next_ptr, 0) + 1
                     if next_ptr not in nodes_in_graph:
@@ -464,7 +479,8 @@ class Engine:
 
     def _emit_dependencies(self, root: Node, task: GraphTask, min_topo_nr: int) -> None:
         nodes = []
-        for n in [root, *sorted(task.nodes_in_graph - {root}, key=self.node_id)]:
+        order = [root, *sorted(task.nodes_in_graph - {root}, key=self.node_id)]
+        for n in order:
             nodes.append({
                 "id": self.node_id(n), "name": n.name(), "device": n.device(),
                 "seq": int(n._sequence_nr), "topo": n._topological_nr,
@@ -476,6 +492,10 @@ class Engine:
         self._emit("dependencies_computed", task, root, None,
                    dependencies=deps, nodes=nodes,
                    min_topo_nr=min_topo_nr)
+        for n in order:  # a PyTorch graph's module, creation site, saved tensors
+            meta = n.node_meta()
+            if meta is not None:
+                self._emit("node_meta", task, n, None, **meta)
 
     # --- Engine::execute_with_graph_task -------------------------------------------------
     def execute_with_graph_task(self, graph_task: GraphTask, graph_root: Node,
@@ -537,11 +557,16 @@ class Engine:
     def thread_main(self, graph_task: GraphTask | None) -> None:
         """Pop and run tasks until ``graph_task`` completes (forever if it is None)."""
         # torch computes with inf and NaN silently: so do the nodes (NumPy would warn)
-        with np.errstate(all="ignore"):
+        with ignore_errors():
             tls = self._tls
             local_ready_queue: ReadyQueue = tls.local_ready_queue
             while graph_task is None or not graph_task.future_result.completed():
-                task = self._pop(local_ready_queue)
+                if self._observers:
+                    task = self._pop(local_ready_queue)
+                else:  # _pop's first try, inlined: the queue is rarely empty
+                    task = local_ready_queue.try_pop()[0]
+                    if task is None:
+                        task = self._pop(local_ready_queue)
                 if task.is_shutdown_task:
                     break
                 local_graph_task = task.base()
@@ -572,6 +597,8 @@ class Engine:
                     self._emit("node_skipped", local_graph_task, fn, None, reason="has_error")
                 del task
                 outstanding = local_graph_task.decrement_outstanding()
+                if not outstanding and self._leftover:  # nothing of it is left to expire
+                    self._leftover.pop(local_graph_task.id, None)
                 if self._observers:
                     self._emit("outstanding_decrement", local_graph_task, fn, None,
                                outstanding=outstanding)
@@ -605,6 +632,8 @@ class Engine:
                 pass
         first = not graph_task.future_completed
         graph_task.set_exception(e, fn)
+        if first and graph_task.outstanding_tasks > 0:
+            self._leftover[graph_task.id] = graph_task.weak_self  # its tasks may outlive it
         if first and self._observers:
             self._emit("completion", graph_task, None, None, error=_error_words(e),
                        outstanding=graph_task.outstanding_tasks)
@@ -653,7 +682,7 @@ class Engine:
         if num_outputs == 0:
             return
 
-        if grad_mode.is_anomaly_enabled() and grad_mode.is_anomaly_check_nan_enabled():
+        if _anomaly["enabled"] and _anomaly["check_nan"]:  # is_anomaly_enabled(), inlined
             for i, output in enumerate(outputs):
                 if output is not None and _isnan_any(output):
                     raise RuntimeError(
@@ -664,10 +693,8 @@ class Engine:
         with graph_task.mutex:
             dependencies = graph_task.dependencies
             not_ready = graph_task.not_ready
-            next_edges = func._next_edges
-            for i in range(num_outputs):
-                output = outputs[i]
-                next_fn, input_nr = next_edges[i]
+            # validate_outputs made len(outputs) == len(func._next_edges)
+            for output, (next_fn, input_nr) in zip(outputs, func._next_edges):
                 if next_fn is None:
                     continue
                 is_ready = False
@@ -695,16 +722,24 @@ class Engine:
                                 self._emit("node_skipped", graph_task, next_fn, None,
                                            reason="not_needed")
                             continue
-                    # No buffer yet for this node: make one.
+                    # No buffer yet for this node: make one (InputBuffer.add into an
+                    # empty slot, inlined: the gradient is moved in).
                     input_buffer = InputBuffer(next_fn.num_inputs())
-                    mode = input_buffer.add(input_nr, output)
+                    if output is not None:
+                        input_buffer.buffer[input_nr] = output
                     if observing:
                         self._emit("buffer_accumulate", graph_task, next_fn, None, slot=input_nr,
-                                   mode=mode, value=self._summarize(input_buffer.buffer[input_nr]),
+                                   mode="first" if output is not None else "undefined",
+                                   value=self._summarize(input_buffer.buffer[input_nr]),
                                    from_node=self.node_id(func))
                     if is_ready:
-                        queue = self.ready_queue(cpu_ready_queue, input_buffer.device())
-                        self._push(queue, NodeTask(graph_task, next_fn, input_buffer))
+                        device = input_buffer.device()
+                        queue = (cpu_ready_queue if device == "cpu"
+                                 else self.ready_queue(cpu_ready_queue, device))
+                        if self._observers:
+                            self._push(queue, NodeTask(graph_task, next_fn, input_buffer))
+                        else:  # _push without observers, inlined
+                            queue.push(NodeTask(graph_task, next_fn, input_buffer))
                     else:
                         not_ready[next_fn] = input_buffer
                         if observing:
@@ -721,8 +756,13 @@ class Engine:
                         del not_ready[next_fn]
                         if observing:
                             self._emit("not_ready_remove", graph_task, next_fn, None)
-                        queue = self.ready_queue(cpu_ready_queue, input_buffer.device())
-                        self._push(queue, NodeTask(graph_task, next_fn, input_buffer))
+                        device = input_buffer.device()
+                        queue = (cpu_ready_queue if device == "cpu"
+                                 else self.ready_queue(cpu_ready_queue, device))
+                        if self._observers:
+                            self._push(queue, NodeTask(graph_task, next_fn, input_buffer))
+                        else:  # _push without observers, inlined
+                            queue.push(NodeTask(graph_task, next_fn, input_buffer))
 
     # --- call_function and hooks ----------------------------------------------------------------
     def call_function(self, graph_task: GraphTask, func: Node,
@@ -929,7 +969,6 @@ def _hook_name(hook: Any) -> str:
 
 
 def _isnan_any(t: Tensor) -> bool:
-    import numpy as np
 
     return bool(np.isnan(t.data).any()) if t.data.dtype.kind in "fc" else False
 
@@ -945,42 +984,47 @@ def validate_outputs(edges: Sequence[Edge], grads: list[Tensor | None],
     """Check each gradient against the metadata of the input it flows to; sum a
     broadcast gradient back to shape and cast its dtype, as PyTorch does.  Errors
     name ``producer`` ("Function MulBackward0 returned an invalid gradient ...")."""
-
-    def fail(msg: str) -> RuntimeError:
-        return RuntimeError(f"Function {producer.name()} returned an {msg}"
-                            if producer is not None else msg)
-
     if len(grads) != len(edges):
-        raise fail(f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}")
-    for i, (edge, grad) in enumerate(zip(edges, grads)):
-        fn = edge.function
+        raise _invalid(producer, f"invalid number of gradients - expected {len(edges)}, "
+                                 f"but got {len(grads)}")
+    for i, (fn, input_nr) in enumerate(edges):
+        grad = grads[i]
         if fn is None or grad is None:
             continue
         meta = fn._input_metadata
-        if edge.input_nr >= len(meta):
+        if input_nr >= len(meta):
             continue
-        metadata = meta[edge.input_nr]
+        shape, dtype, device = metadata = meta[input_nr]
         data = grad.data
-        if (data.shape == metadata.shape and data.dtype == metadata.dtype
-                and grad.device == metadata.device):
+        if data.shape == shape and data.dtype == dtype and grad.device == device:
             continue  # the common case: nothing to check further
-        shape = tuple(data.shape)
-        if shape != metadata.shape:
-            from .ops import is_expandable_to, sum_to
+        grads[i] = _validate_output(i, grad, metadata, producer)
 
-            if not is_expandable_to(metadata.shape, shape):
-                raise fail(f"invalid gradient at index {i} - got {list(shape)} but expected "
-                           f"shape compatible with {list(metadata.shape)}")
-            grad = sum_to(grad, metadata.shape)
-        if grad.dtype != metadata.dtype and grad.dtype.kind in "fc":
-            grad = grad.to(dtype=metadata.dtype)
-        if grad.device != metadata.device:
-            if grad.ndim == 0:
-                grad = grad.to(metadata.device)
-            else:
-                raise fail(f"invalid gradient at index {i} - expected device "
-                           f"{metadata.device} but got {grad.device}")
-        grads[i] = grad
+
+def _invalid(producer: Node | None, msg: str) -> RuntimeError:
+    return RuntimeError(f"Function {producer.name()} returned an {msg}"
+                        if producer is not None else msg)
+
+
+def _validate_output(i: int, grad: Tensor, metadata: Any, producer: Node | None) -> Tensor:
+    """``validate_outputs`` for one gradient whose shape, dtype or device differs."""
+    shape = tuple(grad.data.shape)
+    if shape != metadata.shape:
+        from .ops import is_expandable_to, sum_to
+
+        if not is_expandable_to(metadata.shape, shape):
+            raise _invalid(producer, f"invalid gradient at index {i} - got {list(shape)} but "
+                                     f"expected shape compatible with {list(metadata.shape)}")
+        grad = sum_to(grad, metadata.shape)
+    if grad.dtype != metadata.dtype and grad.dtype.kind in "fc":
+        grad = grad.to(dtype=metadata.dtype)
+    if grad.device != metadata.device:
+        if grad.ndim == 0:
+            grad = grad.to(metadata.device)
+        else:
+            raise _invalid(producer, f"invalid gradient at index {i} - expected device "
+                                     f"{metadata.device} but got {grad.device}")
+    return grad
 
 
 # --- the engine a thread uses ---------------------------------------------------------------

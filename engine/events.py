@@ -19,6 +19,10 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 import msgspec
 import numpy as np
 
+_GONE = ("GraphTasks freed since the last push or pop, before this one sorted the queue: "
+         "those that completed (failed) with tasks left in a queue, which from now on "
+         "sort first with depth INT_MAX, as a NodeTask whose weak pointer has expired")
+
 #: kind -> {field: (type name, meaning)}.  Common fields (seq, kind, thread,
 #: graph_task, node, queue) are not repeated here.
 SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
@@ -29,6 +33,8 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "accumulate_grad": ("bool", "True for backward(), False for grad()"),
         "roots": ("list[int]", "root node ids"),
         "graph_root": ("int", "id of the node queued first (GraphRoot, or the single root)"),
+        "depth_priority": ("bool", "the engine's queues put deeper reentrant GraphTasks first "
+                                   "(the engine option; PyTorch always does)"),
     },
     "dependencies_computed": {
         "dependencies": ("list[[int,int]]", "[node id, number of edges into it], by node id"),
@@ -46,16 +52,15 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "dummy": ("bool", "a wake-up task with no node"),
         "shutdown": ("bool", "a shutdown task"),
         "size": ("int", "queue length after the push"),
-        "order": ("list[[int|null,int|null,int,int|null]]",
-                  "the queue after the push, in pop order: [graph_task, node, depth, seq] "
-                  "per task (node null for a dummy task)"),
         "outstanding": ("int", "the GraphTask's outstanding_tasks after the push"),
+        "gone": ("list[int]", _GONE),
     },
     "pop": {
         "dummy": ("bool", "a wake-up task"),
         "shutdown": ("bool", "a shutdown task"),
         "size": ("int", "queue length after the pop"),
         "expired": ("bool", "the task's GraphTask no longer exists (skipped)"),
+        "gone": ("list[int]", _GONE),
     },
     "dependency_decrement": {
         "from_node": ("int", "the node whose output flowed"),
@@ -116,6 +121,14 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "message": ("str", "the exception, as the caller will see it"),
         "exc_type": ("str", "exception class name"),
     },
+    "node_meta": {
+        "module": ("str|null", "the nn.Module path that created the node (a PyTorch graph)"),
+        "module_type": ("str|null", "that module's class name"),
+        "tensor": ("str|null", "AccumulateGrad: the parameter's name"),
+        "created": ("str|null", "where the forward op ran: file:line in function"),
+        "source": ("str|null", "that source line"),
+        "saved": ("list[str]", "the node's saved tensors: name, shape, dtype, norm"),
+    },
     "deadlock": {
         "explanation": ("str", "plain words"),
         "cycle": ("list[str]", "the wait-for cycle"),
@@ -136,14 +149,6 @@ class NodeInfo(NamedTuple):
     leaf: bool
 
 
-class QueueTask(NamedTuple):
-    """A task in a ReadyQueue, as ``push`` lists the queue."""
-    graph_task: int | None
-    node: int | None  # None: a dummy (wake-up) task
-    depth: int
-    seq: int | None
-
-
 class Event(msgspec.Struct, array_like=True, frozen=True, gc=False, tag_field="kind",
             forbid_unknown_fields=True):
     """One event.  Each kind is a subclass (``EVENT_TYPES[kind]``) whose fields after the
@@ -152,7 +157,7 @@ class Event(msgspec.Struct, array_like=True, frozen=True, gc=False, tag_field="k
     ``[kind, seq, thread, graph_task, node, queue, field...]``: the trace format's
     event line.  Tensor summaries are kept as raw JSON (``msgspec.Raw``) so that
     loading a recording does not build them until something shows them; graph
-    nodes and queue entries are ``NodeInfo`` and ``QueueTask`` tuples.  ``data``
+    nodes are ``NodeInfo`` tuples.  ``data``
     gives every field as plain JSON-like values (dicts and lists)."""
 
     seq: int
@@ -180,13 +185,13 @@ class Event(msgspec.Struct, array_like=True, frozen=True, gc=False, tag_field="k
                 "data": self.data}
 
 
-_NODES, _ORDER = "list[dict]", "list[[int|null,int|null,int,int|null]]"
+_NODES = "list[dict]"
 #: SCHEMA type name -> the field's type (summaries: raw JSON, decoded on demand)
 _TYPES: dict[str, Any] = {
     "int": int, "bool": bool, "str": str, "int|null": int | None, "str|null": str | None,
     "list[int]": list[int], "list[bool]": list[bool], "list[str]": list[str],
     "list[list[int]]": list[list[int]], "list[[int,int]]": list[list[int]],
-    _ORDER: list[QueueTask], _NODES: list[NodeInfo], "dict[str,str]": dict[str, str],
+    _NODES: list[NodeInfo], "dict[str,str]": dict[str, str],
     "dict|null": msgspec.Raw, "list[dict|null]": msgspec.Raw,
 }
 
@@ -207,29 +212,33 @@ def _node_info(d: dict[str, Any] | NodeInfo) -> NodeInfo:
 #: SCHEMA type -> (stored value -> plain value), for ``data``
 _TO_PLAIN: dict[str, Callable[[Any], Any]] = {
     "dict|null": lambda v: _decode(v), "list[dict|null]": lambda v: _decode(v),
-    _NODES: lambda v: [_node_dict(n) for n in v], _ORDER: lambda v: [list(t) for t in v],
+    _NODES: lambda v: [_node_dict(n) for n in v],
 }
 #: SCHEMA type -> (plain value -> stored value), for ``make_event``
 _FROM_PLAIN: dict[str, Callable[[Any], Any]] = {
     "dict|null": lambda v: raw(v), "list[dict|null]": lambda v: raw(v),
-    _NODES: lambda v: [_node_info(n) for n in v], _ORDER: lambda v: [QueueTask(*t) for t in v],
+    _NODES: lambda v: [_node_info(n) for n in v],
 }
 #: data keys that clash with a common field get another attribute name
 _ATTR = {("push", "seq"): "seq_nr"}
 
 
-def _make_types() -> dict[str, type[Event]]:
+def make_types(schema: dict[str, dict[str, tuple[str, str]]],
+               more_types: dict[str, Any] | None = None) -> dict[str, type[Event]]:
+    """One Event subclass per kind of ``schema`` (older recording formats build theirs,
+    with the field types of ``more_types`` that only they use)."""
+    types = {**_TYPES, **(more_types or {})}
     out: dict[str, type[Event]] = {}
-    for kind, fields in SCHEMA.items():
+    for kind, fields in schema.items():
         spec = tuple((key, _ATTR.get((kind, key), key), t) for key, (t, _) in fields.items())
         name = "".join(w.title() for w in kind.split("_")) + "Event"
         out[kind] = msgspec.defstruct(
-            name, [(attr, _TYPES[t]) for _, attr, t in spec], bases=(Event,),
+            name, [(attr, types[t]) for _, attr, t in spec], bases=(Event,),
             tag=kind, namespace={"kind": kind, "FIELDS": spec, "__module__": __name__})
     return out
 
 
-EVENT_TYPES: dict[str, type[Event]] = _make_types()
+EVENT_TYPES: dict[str, type[Event]] = make_types(SCHEMA)
 globals().update({cls.__name__: cls for cls in EVENT_TYPES.values()})  # for pickle
 NULL = msgspec.Raw(b"null")
 _encode = msgspec.json.Encoder().encode
@@ -245,9 +254,10 @@ def raw(value: Any) -> msgspec.Raw:
 
 def make_event(seq: int, kind: str, thread: str, graph_task: int | None = None,
                node: int | None = None, queue: str | None = None,
-               data: dict[str, Any] | None = None) -> Event:
+               data: dict[str, Any] | None = None,
+               types: dict[str, type[Event]] = EVENT_TYPES) -> Event:
     """The event of ``kind`` with its fields from ``data`` (every SCHEMA field)."""
-    cls = EVENT_TYPES[kind]
+    cls = types[kind]
     d = data or {}
     args = []
     for key, _, typ in cls.FIELDS:

@@ -238,6 +238,10 @@ class Node:
             self._saved = None
             self._released = True
 
+    def node_meta(self) -> dict[str, Any] | None:
+        """Facts the engine does not use, for the views (``node_meta``): a PyTorch node's."""
+        return None
+
     # --- execution ----------------------------------------------------------------
     def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
         raise NotImplementedError

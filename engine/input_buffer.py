@@ -11,12 +11,8 @@ mutated behind their back).  Streams and ready events are not modelled.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from . import grad_mode
-
-if TYPE_CHECKING:
-    from .tensor import Tensor
+from .tensor import Tensor
 
 
 class InputBuffer:
@@ -36,8 +32,6 @@ class InputBuffer:
         if grad_mode.is_grad_enabled():
             self.buffer[pos] = old + var
         else:
-            from .tensor import Tensor
-
             self.buffer[pos] = Tensor(old.data + var.data, device=old.device)
         return "add"
 

@@ -29,11 +29,13 @@ import numpy as np
 
 from . import device as _dev
 from . import grad_mode
+from .errstate import errors_ignored
 from .graph import Node, collect_next_edges
 from .strides import (
     as_strided,
     compute_stride,
     contiguous,
+    contiguous_strides,
     element_strides,
     elementwise_layout,
     infer_dense_strides,
@@ -124,11 +126,19 @@ def is_expandable_to(shape: tuple[int, ...], desired: tuple[int, ...]) -> bool:
 
 
 # --- binary arithmetic ---------------------------------------------------------
+def _computes(node: Node) -> tuple[bool, bool]:
+    """``should_compute_output(0)`` and ``(1)`` of a binary op's node, in one call."""
+    edges = node._next_edges
+    n = len(edges)
+    return (n > 0 and edges[0].function is not None,
+            n > 1 and edges[1].function is not None)
+
+
 class AddBackward0(Node):
     def apply(self, grads: Grads) -> Grads:
         g = grads[0]
-        return [g if self.should_compute_output(0) else None,
-                g if self.should_compute_output(1) else None]
+        c0, c1 = _computes(self)
+        return [g if c0 else None, g if c1 else None]
 
 
 class SubBackward0(Node):
@@ -147,8 +157,8 @@ class MulBackward0(Node):
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         g = grads[0]
-        return [mul(g, s["other"]) if self.should_compute_output(0) else None,
-                mul(g, s["self"]) if self.should_compute_output(1) else None]
+        c0, c1 = _computes(self)
+        return [mul(g, s["other"]) if c0 else None, mul(g, s["self"]) if c1 else None]
 
 
 class DivBackward0(Node):
@@ -222,14 +232,60 @@ def _check_broadcast(a: Any, b: Any) -> None:
             )
 
 
-def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) -> Tensor:
-    b = _wrap(b, a)
+# (shape, itemsize) -> NumPy's byte strides of a contiguous array, as PyTorch lays it out
+# (None for a shape with a zero, whose layout rules are left to the slow path)
+_DENSE_STRIDES: dict[tuple[tuple[int, ...], int], tuple[int, ...] | None] = {}
+
+
+def _is_dense(arr: np.ndarray) -> bool:
+    """True if ``arr`` has ``contiguous_strides`` exactly (so ``restride`` keeps it)."""
+    if arr.ndim == 1:
+        return arr.strides[0] == arr.itemsize  # contiguous_strides((n,)) == (1,)
+    key = (arr.shape, arr.itemsize)
+    strides = _DENSE_STRIDES.get(key, False)
+    if strides is False:
+        strides = (None if 0 in arr.shape else
+                   tuple(s * arr.itemsize for s in contiguous_strides(arr.shape)))
+        if len(_DENSE_STRIDES) < 4096:
+            _DENSE_STRIDES[key] = strides
+    return arr.strides == strides
+
+
+def _elementwise(a: Tensor, b: Any, np_fn: Any) -> Tensor:
+    """``np_fn(a, b)`` (``b`` wrapped) on one device, laid out as TensorIterator lays it out."""
+    ad = a.data
+    # Fast path (the backward pass's usual case): where the checks below cannot fail
+    # and ``elementwise_strides`` gives ``contiguous_strides``: NumPy operands of one
+    # shape on one device, C-contiguous (its own first test), or a scalar with a
+    # 0- or 1-dim tensor (always contiguous) or a dense one.  The result is then the
+    # slow path's array, laid out again only if NumPy's layout is not that one.
+    if type(ad) is np.ndarray:
+        if isinstance(b, Tensor):
+            bd = b.data
+            fast = (type(bd) is np.ndarray and a.device == b.device and ad.shape == bd.shape
+                    and ad.flags.c_contiguous and bd.flags.c_contiguous)
+        else:
+            bd = b
+            fast = ad.ndim <= 1 or _is_dense(ad)
+        if fast:
+            if errors_ignored():
+                data = np_fn(ad, bd)
+            else:
+                with np.errstate(all="ignore"):
+                    data = np_fn(ad, bd)
+            if type(data) is not np.ndarray or not _is_dense(data):
+                data = elementwise_layout(data, ad, bd)
+            return Tensor(data, device=a.device)
     dev = _check_same_device(a, b)
     _check_broadcast(a, b)
     with np.errstate(all="ignore"):  # inf * 0, inf - inf: NaN, silently, as in torch
-        data = np_fn(a.data, _data(b))
-    out = _new(elementwise_layout(data, a.data, _data(b)), dev)
-    return _record(out, node_cls, (a, b), **save)
+        data = np_fn(ad, _data(b))
+    return _new(elementwise_layout(data, ad, _data(b)), dev)
+
+
+def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) -> Tensor:
+    b = _wrap(b, a)
+    return _record(_elementwise(a, b, np_fn), node_cls, (a, b), **save)
 
 
 def add(a: Tensor, b: Any) -> Tensor:
@@ -249,9 +305,11 @@ def rsub(a: Tensor, b: Any) -> Tensor:
 
 def mul(a: Tensor, b: Any) -> Tensor:
     b = _wrap(b, a)
-    need = grad_mode.is_grad_enabled() and (a.requires_grad or getattr(b, "requires_grad", 0))
-    return _binary(a, b, np.multiply, MulBackward0,
-                   **({"self": a, "other": b} if need else {}))
+    if not grad_mode.is_grad_enabled():  # nothing to record (a backward pass, usually)
+        return _elementwise(a, b, np.multiply)
+    if a.requires_grad or getattr(b, "requires_grad", 0):
+        return _binary(a, b, np.multiply, MulBackward0, self=a, other=b)
+    return _binary(a, b, np.multiply, MulBackward0)
 
 
 def div(a: Tensor, b: Any) -> Tensor:
@@ -551,7 +609,13 @@ def _clone(a: Tensor, contiguous: bool) -> Tensor:
     """``clone(memory_format=preserve)`` keeps dense strides (else the dimension order);
     ``contiguous=True`` is ``MemoryFormat::Contiguous``."""
     data = a.data
-    if isinstance(data, np.ndarray):
+    if type(data) is np.ndarray and _is_dense(data):
+        # Dense and contiguous (a gradient, usually): both memory formats keep the
+        # layout, which NumPy's copy keeps too (checked: ``restride`` is the fallback).
+        copy = np.array(data, copy=True)
+        if not _is_dense(copy):
+            copy = restride(copy, None)
+    elif isinstance(data, np.ndarray):
         st = element_strides(data)
         if contiguous:
             strides: tuple[int, ...] | None = None

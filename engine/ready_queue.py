@@ -8,9 +8,16 @@ higher ``sequence_nr``.  A task whose GraphTask is gone counts as maximal
 depth, so it is drained first.
 
 Ties (several AccumulateGrads, all with the maximal sequence number) are
-broken exactly as libstdc++'s ``push_heap``/``pop_heap`` break them: the heap
-below is a line-by-line port of ``__push_heap``/``__adjust_heap``, not
-``heapq`` (whose sift differs), so our pop order matches PyTorch's.
+broken exactly as libstdc++'s ``push_heap``/``pop_heap`` break them.  CPython's
+``heapq`` sifts as libstdc++ does (``__adjust_heap`` moves the hole down to a
+leaf, taking the right child on a tie, then ``__push_heap`` moves the value
+up), so with ``NodeTask.__lt__(a, b)`` defined as ``compare_node_task_time(b,
+a)`` its min-heap pops what ``std::priority_queue``'s max-heap pops, with the
+sift in C.  ``_push_heap_port``/``_pop_heap_port`` below, a line-by-line port
+of libstdc++, are the reference (tests/test_ready_queue.py pops random
+sequences with heavy ties through both) and serve any other comparator.
+The comparator itself stays in Python, as it must: PyTorch reads a task's
+depth through a weak pointer at compare time.
 
 Departure: ``depth_priority=False`` (an engine option, off by default) drops
 the depth rule, to show the deadlock that rule prevents.
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from .input_buffer import InputBuffer
@@ -33,7 +41,7 @@ INT_MAX = 2**31 - 1
 
 
 class NodeTask:
-    __slots__ = ("base", "fn", "inputs", "is_shutdown_task")
+    __slots__ = ("base", "fn", "inputs", "is_shutdown_task", "_seq")
 
     def __init__(self, graph_task: GraphTask | None, fn: Node | None, inputs: InputBuffer,
                  is_shutdown_task: bool = False) -> None:
@@ -44,10 +52,24 @@ class NodeTask:
         self.fn = fn
         self.inputs = inputs
         self.is_shutdown_task = is_shutdown_task
+        # A node's sequence_nr is const (function.h), so a plain int copy of it is the
+        # comparator's key for an ordinary task (None for a dummy or shutdown task).
+        self._seq: int | None = (int(fn._sequence_nr) if fn is not None and not is_shutdown_task
+                                 else None)
 
     def get_reentrant_depth(self) -> int:
         gt = self.base()
         return gt.reentrant_depth if gt is not None else INT_MAX
+
+    def __lt__(self, other: NodeTask) -> bool:
+        """``compare_node_task_time(other, self)``: ``heapq``'s min-heap then pops what
+        libstdc++'s max-heap pops (``self`` pops before ``other``)."""
+        s1 = other._seq
+        s2 = self._seq
+        # Two ordinary tasks of one GraphTask (the usual case): the comparator's last rule.
+        if s1 is not None and s2 is not None and other.base is self.base:
+            return s1 < s2
+        return compare_node_task_time(other, self)
 
 
 def _none() -> None:
@@ -87,7 +109,23 @@ Compare = Callable[[NodeTask, NodeTask], bool]
 
 
 def push_heap(heap: list[Any], value: Any, comp: Compare) -> None:
-    """``std::push_heap`` after ``push_back`` (libstdc++ ``__push_heap``)."""
+    """``std::push_heap`` after ``push_back``: ``heapq`` for the engine's ordering
+    (``NodeTask.__lt__``), the libstdc++ port for any other ``comp``."""
+    if comp is compare_node_task_time:
+        heappush(heap, value)
+    else:
+        _push_heap_port(heap, value, comp)
+
+
+def pop_heap(heap: list[Any], comp: Compare) -> Any:
+    """``std::pop_heap`` then ``pop_back`` (the first task), as ``push_heap`` chooses."""
+    if comp is compare_node_task_time:
+        return heappop(heap)
+    return _pop_heap_port(heap, comp)
+
+
+def _push_heap_port(heap: list[Any], value: Any, comp: Compare) -> None:
+    """libstdc++ ``__push_heap`` after ``push_back``."""
     heap.append(value)
     hole = len(heap) - 1
     parent = (hole - 1) // 2
@@ -98,8 +136,8 @@ def push_heap(heap: list[Any], value: Any, comp: Compare) -> None:
     heap[hole] = value
 
 
-def pop_heap(heap: list[Any], comp: Compare) -> Any:
-    """``std::pop_heap`` then ``pop_back`` (libstdc++ ``__pop_heap``/``__adjust_heap``)."""
+def _pop_heap_port(heap: list[Any], comp: Compare) -> Any:
+    """libstdc++ ``__pop_heap``/``__adjust_heap`` then ``pop_back``."""
     n = len(heap)
     top = heap[0]
     if n > 1:
@@ -162,29 +200,32 @@ class ReadyQueue(Waitable):
         self._engine = engine
 
     def push(self, item: NodeTask, increment_outstanding_tasks: bool = True,
-             on_push: Callable[[int, list[NodeTask] | None], Any] | None = None) -> Any:
-        """Push and wake one waiter.  ``on_push(size, order)`` runs under the mutex
-        (the engine uses it to stamp the event's sequence number in order)."""
+             on_push: Callable[[int], Any] | None = None) -> Any:
+        """Push and wake one waiter.  ``on_push(size after the push)`` runs under the
+        mutex just before the heap is sifted (the engine stamps the event there, so
+        that events of one queue are numbered in the order its heap changed)."""
         with self._mutex:
             if increment_outstanding_tasks:
                 gt = item.base()
                 assert gt is not None
                 gt.increment_outstanding()
+            result = on_push(len(self._heap) + 1) if on_push is not None else None
             push_heap(self._heap, item, self._compare)
-            result = None
-            if on_push is not None:
-                result = on_push(len(self._heap), pop_order(self._heap, self._compare))
-            self.notify_waiters(self._engine.waits if self._engine is not None else None)
+            if self._waiters:  # (notify_waiters checks too; this saves the call)
+                self.notify_waiters(self._engine.waits if self._engine is not None else None)
         return result
 
-    def try_pop(self, on_pop: Callable[[NodeTask, int], Any] | None = None
-                ) -> tuple[NodeTask | None, Any]:
-        """Pop the first task if there is one (never blocks)."""
+    def try_pop(self, on_pop: Callable[[NodeTask, int, Any], Any] | None = None,
+                before_pop: Callable[[], Any] | None = None) -> tuple[NodeTask | None, Any]:
+        """Pop the first task if there is one (never blocks).  Under the mutex,
+        ``before_pop()`` runs before the heap is sifted and ``on_pop(task, size,
+        what before_pop returned)`` after."""
         with self._mutex:
             if not self._heap:
                 return None, None
+            before = before_pop() if before_pop is not None else None
             task = pop_heap(self._heap, self._compare)
-            result = on_pop(task, len(self._heap)) if on_pop is not None else None
+            result = on_pop(task, len(self._heap), before) if on_pop is not None else None
             return task, result
 
     def pop(self) -> NodeTask:

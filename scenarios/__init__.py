@@ -72,6 +72,14 @@ class Scenario:
     program: Callable[..., Any]
     torch_program: Callable[..., Any] | None
     source: str  # module name or file path
+    requires: tuple[str, ...] = ()  # modules it needs beyond ours (REQUIRES: "torch")
+
+    def missing(self) -> str | None:
+        """Why it cannot run here (a module it needs is not installed), else None."""
+        for mod in self.requires:
+            if importlib.util.find_spec(mod) is None:
+                return f"needs {mod}: pip install 'autograd-tui[{mod}]'"
+        return None
 
     def resolve_params(self, given: dict[str, Any] | None = None) -> dict[str, Any]:
         """Defaults overridden by ``given`` (strings are converted to the default's type)."""
@@ -123,6 +131,12 @@ def _convert(value: Any, typ: type, what: str) -> Any:
 
 def _from_module(mod: ModuleType, source: str) -> Scenario:
     missing = [a for a in ("NAME", "program") if not hasattr(mod, a)]
+    requires = tuple(getattr(mod, "REQUIRES", ()))
+    if "torch" not in requires and _imports_torch(mod):
+        raise ScenarioError(
+            f"{source}: it imports torch, so its backward would run on PyTorch's engine, with "
+            f"nothing for us to show: run it with `autograd-tui torch {source}` (its main() "
+            "builds the model, runs the forward pass and returns the loss; see docs/torch.md)")
     if missing:
         raise ScenarioError(f"{source}: not a scenario: it defines no {' and no '.join(missing)}"
                             " (see docs/scenarios.md for the form)")
@@ -140,7 +154,17 @@ def _from_module(mod: ModuleType, source: str) -> Scenario:
         params=dict(params), engine=dict(getattr(mod, "ENGINE", {})),
         threads=tuple(getattr(mod, "THREADS", ("cpu (owner)",))), expect=expect,
         program=mod.program, torch_program=getattr(mod, "torch_program", None), source=source,
+        requires=requires,
     )
+
+
+def _imports_torch(mod: ModuleType) -> bool:
+    """The module holds PyTorch (``import torch``, ``from torch import nn``) at its top."""
+    for v in vars(mod).values():
+        name = getattr(v, "__module__", None) if not isinstance(v, ModuleType) else v.__name__
+        if isinstance(name, str) and (name == "torch" or name.startswith("torch.")):
+            return True
+    return False
 
 
 def _builtin_modules() -> list[str]:
@@ -148,12 +172,13 @@ def _builtin_modules() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules([str(pkg)]) if not m.name.startswith("_"))
 
 
-def builtins() -> list[Scenario]:
-    """Every built-in scenario, the default (linear-relu) first, then by name."""
+def builtins(everything: bool = False) -> list[Scenario]:
+    """Every built-in scenario that can run here (``everything``: also those that need a
+    module not installed, see ``Scenario.missing``), linear-relu first, then by name."""
     out = [_from_module(importlib.import_module(f"{__name__}.{m}"), f"scenarios.{m}")
            for m in _builtin_modules()]
     out.sort(key=lambda s: (s.name != DEFAULT, s.name))
-    return out
+    return out if everything else [s for s in out if s.missing() is None]
 
 
 def names() -> list[str]:
@@ -164,8 +189,11 @@ DEFAULT = "linear-relu"
 
 
 def get(name: str) -> Scenario:
-    for s in builtins():
+    for s in builtins(everything=True):
         if s.name == name:
+            why = s.missing()
+            if why is not None:
+                raise ScenarioError(f"scenario {name!r} {why}")
             return s
     close = difflib.get_close_matches(name, names(), n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(close)}?" if close else "; `autograd-tui list` shows them"

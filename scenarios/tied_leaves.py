@@ -31,8 +31,11 @@ node.  But here the n tasks have the same depth *and* the same sequence number:
 PyTorch's ReadyQueue is a `std::priority_queue`, a binary heap run by
 libstdc++'s `std::push_heap` / `std::pop_heap`.  Equal elements come out in
 whatever order the heap's sift-up and sift-down leave them: not first-in
-first-out, not last-in first-out.  Our `ReadyQueue` ports those two functions
-line by line (Python's `heapq` breaks ties differently), so the order matches.
+first-out, not last-in first-out.  Our `ReadyQueue` runs the same algorithm:
+Python's `heapq` sifts exactly as libstdc++ does, with `NodeTask.__lt__` the
+comparator turned around (a line-by-line port of libstdc++ is kept as the
+reference, and the tests pop thousands of tied sequences through both), so the
+order matches.
 
 **What to watch.**
 1. `WeightedSumBackward` runs, then n pushes in edge order w0, w1, …; each

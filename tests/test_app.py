@@ -342,6 +342,30 @@ def test_c_stops_at_a_breakpoint_set_in_the_dialog() -> None:
     run_app(app, script)
 
 
+def test_c_stops_at_the_first_non_finite_gradient() -> None:
+    """The dialog's check box: c stops at the node that made the NaN and says where it goes."""
+    app = App("anomaly-nan")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.session
+        assert s is not None
+        await press(pilot, "b")
+        app.screen.query_one("#bp-nonfinite").value = True
+        await pilot.click("#bp-add")
+        await pilot.pause()
+        assert "1. first non-finite gradient" in str(app.screen.query_one("#bp-list",
+                                                                          Static).content)
+        await pilot.click("#bp-done")
+        await settle(pilot)
+        await press(pilot, "c")
+        assert last_kind(app) == "node_end"
+        assert app.said("first non-finite gradient: PowBackward0#3 output 0 holds NaN")
+        assert app.said("flows to input 0 of AccumulateGrad#4")
+        assert app.said("its incoming gradients were finite, so this node made it")
+
+    run_app(app, script)
+
+
 def test_breakpoint_dialog_rejects_an_unknown_kind() -> None:
     app = App("linear-relu")
 
@@ -895,8 +919,14 @@ def engine_format(e: Any, state: Any) -> str:
 def test_side_panes_list_at_most_pane_items_entries() -> None:
     """Thousands of leaves, GraphTasks, not_ready entries or queued tasks: each pane lists
     PANE_ITEMS of them and says how many more there are."""
-    from autograd_tui.engine.events import NodeInfo, QueueTask, raw
-    from autograd_tui.history.state import EngineState, GraphTaskState
+    from autograd_tui.engine.events import NodeInfo, raw
+    from autograd_tui.history.state import (
+        EngineState,
+        GraphTaskRef,
+        GraphTaskState,
+        QueuedTask,
+        TaskFn,
+    )
 
     k = render.PANE_ITEMS
     s = EngineState()
@@ -907,7 +937,8 @@ def test_side_panes_list_at_most_pane_items_entries() -> None:
         s.graph_tasks[g] = GraphTaskState(g, "cpu", 0, False, False, True, (0,), 0)
     for n in range(k + 30):
         s.not_ready[(1, n)] = (None,)
-    s.queues["cpu"] = tuple(QueueTask(1, n, 0, n) for n in range(k + 10))
+    ref = GraphTaskRef(1, 0)  # a heap whose pop order is by falling sequence number
+    s.heaps["cpu"] = [QueuedTask(ref, TaskFn(n, 10_000 - n)) for n in range(k + 10)]
     gts = render.graph_tasks_text(s).plain
     assert gts.startswith("… 20 earlier GraphTasks\nGT21 ") and f"GT{k + 20} " in gts
     assert "#49=" in gts and f"#{k}=" not in gts and gts.endswith("… and 70 more")

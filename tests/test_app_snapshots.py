@@ -95,7 +95,7 @@ def test_multi_device_with_two_queues_busy(snap_compare: Any) -> None:
     def two_busy(a: AutogradApp) -> bool:
         assert a.session is not None
         state = a.session.state_at(a.session.count())
-        return len([q for q, tasks in state.queues.items() if tasks]) >= 2
+        return len([q for q, heap in state.heaps.items() if heap]) >= 2
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await step_until(pilot, two_busy)

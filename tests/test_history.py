@@ -8,10 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from autograd_tui import scenarios
-from autograd_tui.history import fold
+from autograd_tui.history import StateError, fold
 from autograd_tui.history import recordings as trace
 from autograd_tui.runner import Run
 
@@ -135,3 +136,37 @@ def test_an_event_the_fold_cannot_apply_stops_the_view_there_not_the_run():
         assert run.controller.thread_states()  # no StateError from the controller either
     finally:
         assert run.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_freed_graph_tasks_tasks_sort_first_from_the_event_that_says_so() -> None:
+    """error-in-node: GraphTask 1 fails with a task left in the queue; once it is freed
+    (``gone``), that task reads depth INT_MAX and pops before GraphTask 2's, as in the
+    engine.  The states before that event are untouched (each state owns its pointers)."""
+    from autograd_tui.engine.ready_queue import INT_MAX
+    from autograd_tui.history.fold import apply
+
+    run = Run(scenarios.get("error-in-node"))
+    try:
+        run.run()
+    finally:
+        assert run.close()
+    h = run.history
+    gone = [e for e in run.events if e.kind in ("push", "pop") and e.gone]
+    assert [e.gone for e in gone] == [[1]]
+    k = gone[0].seq
+    before, at = h.state_at(k - 1), h.state_at(k)
+    assert [t.depth for t in before.queue_order("cpu")] == [0]
+    order = at.queue_order("cpu")
+    assert order[0].graph_task is None and order[0].depth == INT_MAX
+    assert order[1].graph_task == 2 and order[1].seq > order[0].seq  # seq alone: GT 2 first
+    assert h.state_at(k - 1).queue_order("cpu") == before.queue_order("cpu")  # unchanged
+    assert not before.graph_tasks[1].freed and at.graph_tasks[1].freed
+    # a push for a freed GraphTask, or a GraphTask freed before it completed: rejected
+    push = next(e for e in run.events[k:] if e.kind == "push" and e.graph_task == 2)
+    bad = msgspec.structs.replace(push, graph_task=1, seq=len(run.events) + 1)
+    with pytest.raises(StateError, match="GraphTask 1, which is gone"):
+        apply(h.head.copy(), bad)
+    early = h.state_at(4)
+    with pytest.raises(StateError, match="freed before it completed"):
+        apply(early, msgspec.structs.replace(gone[0], seq=5, gone=[1]))

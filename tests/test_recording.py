@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from forge import as_v3
 
 from autograd_tui import scenarios
 from autograd_tui.engine.events import Event, make_event
@@ -203,8 +204,8 @@ BAD = {
     "missing footer": (lambda t, g: _write(t, "f.jsonl", b"".join(
         g.read_bytes().splitlines(keepends=True)[:-1])), "missing footer"),
     "wrong version": (lambda t, g: _write(t, "v.jsonl", g.read_bytes().replace(
-        b'"version":3', b'"version":7', 1)), "version 7 is not understood; this program "
-        "reads version(s) 1, 2, 3"),
+        b'"version":4', b'"version":7', 1)), "version 7 is not understood; this program "
+        "reads version(s) 1, 2, 3, 4"),
     "reordered lines": (lambda t, g: _write(t, "r.jsonl", _swap(g.read_bytes(), 5, 6)),
                         "line 6: event 5 has seq 6: event k must have seq k"),
     "pop from an empty queue": (lambda t, g: _resave(t, g, _drop_first("push")),
@@ -330,7 +331,7 @@ def test_version_1_recordings_still_load(good, tmp_path):
     rec = trace.load(good)
     body = b"".join(json.dumps([e.seq, e.kind, e.thread, e.graph_task, e.node, e.queue,
                                 e.data], separators=(",", ":")).encode() + b"\n"
-                    for e in rec.events)
+                    for e in as_v3(rec.events))
     header = {**rec.header, "version": 1}
     footer = {**rec.footer, "checksum": "sha256:" + hashlib.sha256(body).hexdigest()}
     p = _write(tmp_path, "v1.jsonl", json.dumps(header).encode() + b"\n" + body
@@ -346,7 +347,7 @@ def test_version_1_recordings_still_load(good, tmp_path):
 def test_odd_values_give_a_message_not_a_traceback(good, tmp_path):
     lines = _lines(good)
     header = json.loads(lines[0])
-    for version in (True, 2.0, "3"):  # only the integers 1, 2 and 3 are versions
+    for version in (True, 2.0, "3"):  # only the integers 1 to 4 are versions
         p = _write(tmp_path, "ver.jsonl", json.dumps({**header, "version": version}).encode()
                    + b"\n" + b"".join(lines[1:]))
         with pytest.raises(trace.TraceError, match="is not understood"):
@@ -358,10 +359,15 @@ def test_odd_values_give_a_message_not_a_traceback(good, tmp_path):
                                                  lines[-1]]))
     with pytest.raises(trace.TraceError, match="line 2: event 1 has seq 18446744073709551"):
         trace.load(p)
-    old = p.read_bytes().replace(b'"version":3', b'"version":2', 1)  # versions 1, 2: increasing
+    v3_lines = [msgspec.json.encode(e) + b"\n" for e in as_v3(trace.load(good).events)]
+    huge = [json.dumps([*json.loads(line)[:1], 2**64 + k, *json.loads(line)[2:]],
+                       separators=(",", ":")).encode() + b"\n"
+            for k, line in enumerate(v3_lines)]
+    old = lines[0].replace(b'"version":4', b'"version":2', 1)  # versions 1, 2: increasing
+    p = _write(tmp_path, "huge2.jsonl", b"".join([old, *huge[:3][::-1], *huge[3:], lines[-1]]))
     with pytest.raises(trace.TraceError, match="line 3: events out of order"):
-        trace.load(_write(tmp_path, "huge2.jsonl", old))
-    v1 = [lines[0].replace(b'"version":3', b'"version":1'),
+        trace.load(p)
+    v1 = [lines[0].replace(b'"version":4', b'"version":1'),
           b'[0,"push","t",1,1,"cpu",{"depth":0,"seq":1,"dummy":false,"shutdown":false,'
           b'"size":1,"order":[[1,1]],"outstanding":1}]\n', b'{"footer":{"events":1}}\n']
     with pytest.raises(trace.TraceError, match="line 2: malformed push event"):
@@ -370,11 +376,11 @@ def test_odd_values_give_a_message_not_a_traceback(good, tmp_path):
 
 def test_a_version_2_recording_loads_in_todays_numbering(tmp_path):
     """Version 2 numbered events from 0 and schedule threads from 0: loaded, event k has
-    seq k and the schedule counts threads from 1, as a version 3 file of the same run."""
+    seq k and the schedule counts threads from 1, as a version 4 file of the same run."""
     record(scenarios.get("multi-device"), path=tmp_path / "new.jsonl")
     rec = trace.load(tmp_path / "new.jsonl")
-    assert rec.header["version"] == 3 and [e.seq for e in rec.events[:3]] == [1, 2, 3]
-    old_events = [msgspec.structs.replace(e, seq=e.seq - 1) for e in rec.events]
+    assert rec.header["version"] == 4 and [e.seq for e in rec.events[:3]] == [1, 2, 3]
+    old_events = [msgspec.structs.replace(e, seq=e.seq - 1) for e in as_v3(rec.events)]
     runs = (p.partition(":") for p in rec.footer["schedule"].split(","))
     old_schedule = ",".join(f"{int(c) - 1}{sep}{n}" for c, sep, n in runs)
     assert old_schedule.startswith("0:")
@@ -384,3 +390,22 @@ def test_a_version_2_recording_loads_in_todays_numbering(tmp_path):
     assert old.events == rec.events
     assert old.footer["schedule"] == rec.footer["schedule"]
     assert old.history.head == rec.history.head
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", ["error-in-node", "reentrant-priority", "multi-device"])
+def test_a_version_3_recording_loads_as_today(name, tmp_path):
+    """Version 3 listed the whole queue in every push: loaded, its events are today's
+    (a push names its task; ``gone`` is found where a failed GraphTask's tasks first show
+    as expired) and every state equals that of the version 4 file of the same run."""
+    record(scenarios.get(name), path=tmp_path / "new.jsonl")
+    rec = trace.load(tmp_path / "new.jsonl")
+    old = as_v3(rec.events)
+    assert any(e.kind == "push" and len(e.order) > 1 for e in old)  # queues were listed
+    trace.save(tmp_path / "v3.jsonl", {**rec.header, "version": 3}, old, rec.footer)
+    v3 = trace.load(tmp_path / "v3.jsonl")
+    assert v3.events == rec.events
+    if name == "error-in-node":
+        assert any(e.kind in ("push", "pop") and e.gone for e in v3.events)
+    for k in range(0, len(rec.events) + 1, 7):
+        assert v3.state_at(k) == rec.state_at(k)

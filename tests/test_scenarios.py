@@ -9,6 +9,7 @@ real deadlock report, and complete once its fix is applied.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import textwrap
 import traceback
 from pathlib import Path
@@ -40,6 +41,10 @@ EXPECTED_NAMES = {
     "transformer-block", "deadlock-reentrant-block", "deadlock-no-wakeup",
     "deadlock-lock-steal", "deadlock-pool-exhausted", "deadlock-wait-on-device",
 }
+# PyTorch's own graphs through the bridge: built in where torch is installed
+TORCH_NAMES = {"torch-mlp", "torch-cnn", "torch-attention", "torch-checkpoint"}
+if importlib.util.find_spec("torch") is not None:
+    EXPECTED_NAMES |= TORCH_NAMES
 
 # The fix of each deadlock: engine options (over the scenario's ENGINE) and parameters
 # under which the same program completes.

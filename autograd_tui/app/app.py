@@ -26,6 +26,7 @@ from autograd_tui.app.screens import (
 )
 from autograd_tui.app.session_view import SessionView
 from autograd_tui.app.widgets import ThreadsPane
+from autograd_tui.nonfinite import explain, first_nonfinite
 from autograd_tui.session import Breakpoint, Session
 
 
@@ -65,7 +66,7 @@ class AutogradApp(SessionView):
         Binding("shift+down", "pan(0, 4)", show=False),
     ]
 
-    def __init__(self, scenario: str | None = None, *, params: dict[str, Any] | None = None,
+    def __init__(self, scenario: Any = None, *, params: dict[str, Any] | None = None,
                  policy: str = "round-robin", seed: int = 0,
                  engine_overrides: dict[str, Any] | None = None,
                  recording: Any = None) -> None:
@@ -93,7 +94,9 @@ class AutogradApp(SessionView):
                 from autograd_tui import scenarios
                 from autograd_tui.runner import Run
 
-                run = Run(scenarios.load(self._scenario_name), self._params,
+                sc = self._scenario_name  # a name, a path or a Scenario (autograd-tui torch)
+                run = Run(sc if isinstance(sc, scenarios.Scenario) else scenarios.load(sc),
+                          self._params,
                           policy=self._policy, seed=self._seed,
                           engine_overrides=self._engine_overrides)
                 self.session = Session.from_run(run)
@@ -214,7 +217,12 @@ class AutogradApp(SessionView):
 
     def _after_drive(self, r: Any) -> None:
         if r.status == "breakpoint":
-            self.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
+            found = [f for e in r.events if (f := first_nonfinite(e)) is not None]
+            s = self.session
+            if found and s is not None and any(b.nonfinite for b in s.breakpoints):
+                self.notify(explain(found[0], s.history), title="breakpoint", timeout=15)
+            else:
+                self.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
         elif r.status == "paused" and r.report is not None:
             self.notify(r.report.explanation, title="paused", timeout=6)
         elif r.status == "stuck" and r.report is not None:

@@ -191,7 +191,7 @@ def list_widths(state: EngineState) -> list[int]:
     devices = max((len(x.device) for x in nodes), default=0)
     seqs = max((len(seq_text(x.seq)) for x in nodes), default=0)
     ids = max((len(str(n)) for n in state.nodes), default=0)
-    wheres = max((len(w) for w in (*state.queues, *state.threads)), default=0)
+    wheres = max((len(w) for w in (*state.heaps, *state.threads)), default=0)
     deps = max((len(str(v)) for v in state.dependencies.values()), default=1)
     return [max(2, ids), 2 + names, max(6, devices), len("not reached"), max(4, deps),
             max(3, seqs), max(5, wheres)]
@@ -208,24 +208,25 @@ def _more(t: Text, n: int, what: str) -> None:
 
 def queues_text(state: EngineState) -> Text:
     t = Text()
-    if not state.queues:
+    if not state.heaps:
         return Text("(no queue yet)", style="dim")
-    for i, (q, tasks) in enumerate(sorted(state.queues.items())):
+    for i, q in enumerate(sorted(state.heaps)):
         if i:
             t.append("\n")
+        n = state.queue_len(q)
         t.append(plain(q), style="bold")
-        t.append(f" ({len(tasks)})  ")
-        if not tasks:
+        t.append(f" ({n})  ")
+        if not n:
             t.append("empty", style="dim")
-        for k, task in enumerate(tasks[:PANE_ITEMS]):
+        for k, task in enumerate(state.queue_order(q, PANE_ITEMS)):
             if k:
                 t.append(" ← ", style="dim")
             name = label_of(state, task.node)
             t.append(name, style="green" if task.node is not None else "bold blue")
             t.append(f" d{task.depth} s{seq_text(task.seq) if task.seq is not None else '-'}",
                      style="dim")
-        if len(tasks) > PANE_ITEMS:
-            t.append(f" ← … {len(tasks) - PANE_ITEMS:,} more", style="dim")
+        if n > PANE_ITEMS:
+            t.append(f" ← … {n - PANE_ITEMS:,} more", style="dim")
     return t
 
 
@@ -328,9 +329,34 @@ def node_details(state: EngineState, n: int, values: bool = True) -> Text:
         t.append("output gradients: " + ", ".join(short_value(o) for o in outs) + "\n")
     if n in state.leaf_grads:
         t.append(f"leaf .grad: {short_value(state.leaf_grads[n])}\n")
+    _torch_meta(t, state.node_meta.get(n))
     if values:
         for label, summ in (("outputs", outs or ()),):
             for k, s in enumerate(summ):
                 if s is not None and "data" in s:
                     t.append(plain(f"{label}[{k}] = {s['data']}") + "\n")
     return t
+
+
+def _torch_meta(t: Text, meta: Any) -> None:
+    """A PyTorch node's facts (``node_meta``): its module, where it was made, what it saved.
+    Every string may come from a recording: shown as text, checked for its type."""
+    if not isinstance(meta, dict):
+        return
+    def text(key: str) -> str | None:
+        v = meta.get(key)
+        return v if isinstance(v, str) else None
+
+    if text("module"):
+        t.append(plain(f"module: {text('module')} ({text('module_type') or '?'})") + "\n")
+    if text("tensor"):
+        t.append(plain(f"parameter: {text('tensor')}") + "\n")
+    if text("created"):
+        t.append(plain(f"created at {text('created')}") + "\n", style="dim")
+        if text("source"):
+            t.append(plain(f"    {text('source')}") + "\n")
+    saved = meta.get("saved")
+    if isinstance(saved, list) and saved:
+        t.append("saved tensors:\n")
+        for line in saved[:12]:
+            t.append(plain(f"  {line}") + "\n")

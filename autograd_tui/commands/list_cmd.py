@@ -34,5 +34,10 @@ def run(args: argparse.Namespace) -> int:
     for s in items:
         table.add_row(s.name, s.summary, ", ".join(s.threads),
                       "yes" if s.expect == "deadlock" else "no")
-    console().print(table)
+    con = console()
+    con.print(table)
+    for s in scenarios.builtins(everything=True):
+        why = s.missing()
+        if why is not None:  # a PyTorch example where torch is absent: say why it is not here
+            con.print(f"skipped {s.name}: {why}")
     return EXIT_OK

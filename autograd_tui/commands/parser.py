@@ -14,7 +14,16 @@ import argparse
 from collections.abc import Sequence
 
 from autograd_tui import __version__
-from autograd_tui.commands import chrome_trace, export, list_cmd, replay, run, show
+from autograd_tui.commands import (
+    check_order,
+    chrome_trace,
+    export,
+    list_cmd,
+    replay,
+    run,
+    show,
+    torch_cmd,
+)
 from autograd_tui.commands.common import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -29,7 +38,7 @@ from autograd_tui.commands.common import (
     say,
 )
 
-COMMANDS = (list_cmd, show, run, replay, chrome_trace, export)
+COMMANDS = (list_cmd, show, run, replay, chrome_trace, export, torch_cmd, check_order)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def exit_code(e: BaseException) -> int | None:
     """The exit code of an error a person can cause, by its type (None: a bug)."""
     # Imported here: the engine and the export modules are not needed to parse.
+    from autograd_tui.engine.torch_bridge import TorchBridgeError
     from autograd_tui.export import ExportError
     from autograd_tui.files import CannotWrite
     from autograd_tui.history.recordings import TraceError
@@ -87,6 +97,6 @@ def exit_code(e: BaseException) -> int | None:
         return EXIT_USAGE
     if isinstance(e, ScenarioError):
         return EXIT_USAGE if e.usage else EXIT_ERROR
-    if isinstance(e, (Failure, TraceError, ExportError, CannotWrite)):
+    if isinstance(e, (Failure, TraceError, ExportError, CannotWrite, TorchBridgeError)):
         return EXIT_ERROR
     return None

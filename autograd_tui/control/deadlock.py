@@ -63,7 +63,7 @@ def wait_for_graph(ctl: Controller) -> nx.DiGraph:
         by_ident = dict(ctl._by_ident)
     state = ctl.history.latest()
     stacks = {name: th.nodes for name, th in state.threads.items()}
-    queue_tasks = {q: [(t[0], t[1]) for t in tasks] for q, tasks in state.queues.items()}
+    queue_tasks = {q: [(t[0], t[1]) for t in state.queue_order(q)] for q in state.heaps}
     consumers = queue_consumers(ctl)
     mid_node = [t for t in infos if stacks.get(t.name) and t.state != "finished"]
     pool_threads = [t for t in infos if t.name.startswith("reentrant-pool-")
@@ -228,7 +228,7 @@ def _hop(ctl: Controller, g: nx.DiGraph, u: str, v: str) -> str:
     if ku == "future":
         if kv == "queue":
             state = ctl.history.latest()
-            tasks = [state.node_name(t[1]) for t in state.queues.get(nv, ())
+            tasks = [state.node_name(t[1]) for t in state.queue_order(nv)
                      if f"GraphTask {t[0]}" == nu]
             what = f"{nu}'s next task ({tasks[0]})" if tasks else f"{nu}'s next task"
             return f"{what} sits in queue {nv}"

@@ -10,7 +10,8 @@ draws exactly like a live run:
   the input number it feeds; the edge whose gradient just flowed (the last
   event's ``from_node -> node``, for ``dependency_decrement`` and
   ``buffer_accumulate``) is bold and blue;
-* one cluster per device;
+* one cluster per device; in a PyTorch graph (``node_meta``), inside it one per
+  ``nn.Module`` that made nodes;
 * with ``collapse_leaves``, the AccumulateGrad leaves of each device in one
   node (a grid); the edges into them are not drawn (edges from all over the
   graph into one node make ``dot`` very slow on large graphs) but listed: each
@@ -80,11 +81,21 @@ def _deadlock_nodes(state: EngineState) -> dict[int, list[tuple[int, str]]]:
             if t is not None and t.node is not None and t.node in state.nodes:
                 out.setdefault(t.node, []).append((i, "inside"))
         elif kind == "queue":
-            for task in state.queues.get(name, ()):
+            for task in state.queue_order(name):
                 if task.node is not None and task.node in state.nodes:
                     out.setdefault(task.node, []).append((i, "holds"))
                     break
     return out
+
+
+def _by_module(state: EngineState, nodes: list[int]) -> list[tuple[str | None, list[int]]]:
+    """Nodes grouped by the nn.Module that made them (``node_meta``; None: no module)."""
+    groups: dict[str | None, list[int]] = {}
+    for n in nodes:
+        meta = state.node_meta.get(n)
+        module = meta.get("module") if isinstance(meta, dict) else None
+        groups.setdefault(module if isinstance(module, str) else None, []).append(n)
+    return sorted(groups.items(), key=lambda kv: (kv[0] is not None, kv[0] or ""))
 
 
 def to_dot(state: EngineState, *, rankdir: str = "TB", values: bool = True,
@@ -126,16 +137,25 @@ def to_dot(state: EngineState, *, rankdir: str = "TB", values: bool = True,
         out.append("    graph " + attrs(id=f"cluster_{did}", label=Html(f"<B>{esc(dev)}</B>"),
                                           style="rounded,dashed", color=CLUSTER_COLOR,
                                           fontcolor=CLUSTER_COLOR) + ";")
-        leaves = []
-        for n in by_device[dev]:
-            if n in collapsed:
-                leaves.append(n)
-                continue
-            info = state.nodes[n]
-            ns = state.node_states.get(n, NodeState("not_reached"))
-            out.append(f"    n{n} " + attrs(
-                id=f"n{n}", label=node_table(ctx, info, ns),
-                tooltip=f"{info.name} #{n} ({ns.state})") + ";")
+        leaves = [n for n in by_device[dev] if n in collapsed]
+        for module, ns_ in _by_module(state, [n for n in by_device[dev] if n not in collapsed]):
+            indent = "    "
+            if module is not None:  # a PyTorch graph: the nn.Module that made these nodes
+                mid = f"cluster_m_{did}_{ident(module)}"
+                typ = state.node_meta[ns_[0]].get("module_type") or ""
+                out.append(f"    subgraph {mid} {{")
+                out.append("      graph " + attrs(
+                    id=mid, label=Html(f"{esc(module)} <I>{esc(typ)}</I>"), style="rounded",
+                    color=CLUSTER_COLOR, fontcolor=CLUSTER_COLOR) + ";")
+                indent = "      "
+            for n in ns_:
+                info = state.nodes[n]
+                ns = state.node_states.get(n, NodeState("not_reached"))
+                out.append(f"{indent}n{n} " + attrs(
+                    id=f"n{n}", label=node_table(ctx, info, ns),
+                    tooltip=f"{info.name} #{n} ({ns.state})") + ";")
+            if module is not None:
+                out.append("    }")
         if leaves:
             leaves.sort()
             name = f"leaves_{did}"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autograd_tui.engine.events import NodeInfo, QueueTask
+from autograd_tui.engine.events import NodeInfo
 from autograd_tui.engine.events import summary as plain_summary
 from autograd_tui.export.style import (
     DEADLOCK_COLOR,
@@ -28,11 +28,12 @@ from autograd_tui.export.style import (
     esc,
     trunc,
 )
-from autograd_tui.history.state import EngineState, NodeState
+from autograd_tui.history.state import EngineState, NodeState, QueueTask
 from autograd_tui.words import event_words, plain, seq_text, short_value, where
 
 #: leaves per row (TB) or per column (LR) in a collapsed-leaves node
 LEAVES_PER_LINE = 6
+QUEUE_ROWS = 50  # tasks per queue in the side table (a wide queue ends with a count)
 
 
 # --- small formatting ---------------------------------------------------------------------------
@@ -150,10 +151,6 @@ def node_table(ctx: LabelContext, info: NodeInfo, ns: NodeState) -> Html:
     return Html("".join(out))
 
 
-#: leaves per row (TB) or per column (LR) in a collapsed-leaves node
-LEAVES_PER_LINE = 6
-
-
 def leaves_table(ctx: LabelContext, device: str, leaves: Sequence[int], rankdir: str) -> Html:
     """One table listing the collapsed AccumulateGrad leaves of a device (a grid)."""
     state = ctx.state
@@ -221,10 +218,10 @@ def side_table(state: EngineState) -> Html:
 
     ncols = 5
     section("Ready queues (pop order)", ncols)
-    if not state.queues:
+    if not state.heaps:
         row('<I>none yet</I>', "", "", "", "")
-    for q in sorted(state.queues):
-        tasks = state.queues[q]
+    for q in sorted(state.heaps):
+        tasks, n = state.queue_order(q, QUEUE_ROWS), state.queue_len(q)
         if not tasks:
             rows.append(f"<TR><TD{left}><B>{esc(q)}</B></TD>"
                         f'<TD COLSPAN="4"{left}><I>empty</I></TD></TR>')
@@ -232,6 +229,9 @@ def side_table(state: EngineState) -> Html:
             rows.append(f"<TR><TD{left}>{f'<B>{esc(q)}</B>' if i == 0 else ''}</TD>"
                         f"<TD{left}>{i + 1}.</TD>"
                         f'<TD COLSPAN="3"{left}>{esc(_task_text(state, t))}</TD></TR>')
+        if n > len(tasks):
+            rows.append(f'<TR><TD></TD><TD COLSPAN="4"{left}><I>… and {n - len(tasks):,} '
+                        "more</I></TD></TR>")
     section("GraphTasks", ncols)
     if state.graph_tasks:
         row("<I>id</I>", "<I>owner</I>", "<I>depth</I>", "<I>outstanding</I>", "<I>status</I>")

@@ -7,13 +7,10 @@ Kept apart from ``fold.py`` so that the fold reads as what each event does.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
-from autograd_tui.engine.events import Event, QueueTask
-from autograd_tui.engine.ready_queue import INT_MAX
-from autograd_tui.history.state import EngineState, GraphTaskState, NodeInfo, StateError
+from autograd_tui.engine.events import Event
+from autograd_tui.history.state import EngineState, NodeInfo, StateError
 
 
 def _no_node(s: EngineState, e: Event) -> StateError:
@@ -59,45 +56,6 @@ def _check_nodes(s: EngineState, e: Any, ids: list[int], fresh: dict[int, NodeIn
             raise StateError(f"event {e.seq}: node {node} has {count} dependencies")
 
 
-def _key(t: Sequence[Any]) -> tuple[Any, ...]:
-    return (t[0] or 0, t[1] or 0, t[2], t[3] or 0)
-
-
-def _same_plus(new: tuple[Any, ...], old: tuple[Any, ...], task: tuple[Any, ...]) -> bool:
-    """Is ``new`` (as a multiset) ``old`` plus ``task``?  Sets when nothing repeats."""
-    if len(new) != len(old) + 1:
-        return False
-    sn, so = set(new), set(old)
-    if len(sn) == len(new) and len(so) == len(old):
-        return task in sn and task not in so and sn.issuperset(so)
-    return sorted(map(_key, new)) == sorted(map(_key, old + (task,)))
-
-
-def _plus_expired(new: tuple[Any, ...], old: tuple[Any, ...], task: tuple[Any, ...],
-                  graph_tasks: dict[int, GraphTaskState]) -> bool:
-    """Is ``new`` ``old`` plus ``task``, where tasks of finished GraphTasks may have expired?
-
-    A GraphTask that ended with an error leaves its other ready tasks in the queue, as
-    PyTorch does; once the GraphTask is freed, ``NodeTask::getReentrantDepth`` reads its
-    weak pointer as gone and the task sorts first with depth INT_MAX (``ready_queue.py``).
-    Nothing emits an event when that happens (it is the owner dropping its reference),
-    so the next push, which reports the queue, is where the fold sees it."""
-    if len(new) != len(old) + 1:
-        return False
-    left = Counter(map(tuple, new))
-    for t in old + (task,):
-        t = tuple(t)
-        if left[t]:
-            left[t] -= 1
-            continue
-        gt = graph_tasks.get(t[0]) if t[0] is not None else None
-        gone = (None, t[1], INT_MAX, t[3])
-        if gt is None or not gt.completed or not left[gone]:
-            return False
-        left[gone] -= 1
-    return True
-
-
 def _bad_decrement(s: EngineState, e: Any, old: int | None) -> StateError:
     name = s.node_name(e.node)
     if old is None or old < 1:
@@ -106,9 +64,8 @@ def _bad_decrement(s: EngineState, e: Any, old: int | None) -> StateError:
                       f"{e.remaining}, not {old - 1}")
 
 
-def _bad_push(e: Any, old: tuple[QueueTask, ...]) -> StateError:
+def _bad_push(e: Any, heap: list[Any]) -> StateError:
     if e.queue is None:
         return StateError(f"event {e.seq} (push) names no queue")
-    return StateError(f"event {e.seq}: push to {e.queue} leaves the queue as "
-                      f"{[list(t) for t in e.order]}, which is not the queue before "
-                      f"({[list(t) for t in old]}) plus the pushed task")
+    return StateError(f"event {e.seq}: queue {e.queue} holds {len(heap)} task(s), so a push "
+                      f"makes {len(heap) + 1}, not {e.size}")

@@ -12,26 +12,37 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from autograd_tui.engine.events import EVENT_TYPES, NULL, SCHEMA, Event
+from autograd_tui.engine.ready_queue import (
+    compare_ignoring_depth,
+    compare_node_task_time,
+    pop_heap,
+    push_heap,
+)
 from autograd_tui.history.checks import (
     _bad_decrement,
     _bad_push,
     _check_nodes,
     _no_gt,
     _no_node,
-    _plus_expired,
-    _same_plus,
 )
 from autograd_tui.history.state import (
     _GONE,
     EngineState,
+    GraphTaskRef,
     GraphTaskState,
     NodeInfo,
     NodeState,
+    QueuedTask,
     StateError,
+    TaskFn,
     ThreadState,
     _get_id,
     _new,
 )
+
+_task, _fn = QueuedTask, TaskFn
+_NO_REF = GraphTaskRef(None, 0, alive=False)  # a null weak pointer
+_NO_QUEUE: list[QueuedTask] = []  # a push that names no queue
 
 
 def _thread(s: EngineState, name: str) -> ThreadState:
@@ -52,6 +63,25 @@ def _graph_task_created(s: EngineState, e: Any) -> None:
     s.graph_tasks[gid] = GraphTaskState(
         gid, e.thread, e.reentrant_depth, e.keep_graph, e.create_graph, e.accumulate_grad,
         tuple(e.roots), e.graph_root, parent=parent)
+    s.depth_priority = e.depth_priority
+
+
+def _free(s: EngineState, e: Any) -> None:
+    """GraphTasks whose weak pointers expired: their queued tasks now sort first (depth
+    INT_MAX).  The tasks of one GraphTask share its pointer, which this state owns
+    (``copy`` clones them): expiring it is one assignment, whatever the queue's width."""
+    for gid in e.gone:
+        gt = s.graph_tasks.get(gid)
+        if gt is None:
+            raise _no_gt(e, gid)
+        if not gt.completed:
+            raise StateError(f"event {e.seq}: GraphTask {gid} is freed before it completed")
+        if gt.freed:
+            continue  # reported by two threads at once: once is enough
+        s.graph_tasks[gid] = s.changes["graph_tasks"][gid] = gt._replace(freed=True)
+        ref = s.refs.get(gid)
+        if ref is not None:
+            ref.alive = False
 
 
 def _dependencies_computed(s: EngineState, e: Any) -> None:
@@ -171,6 +201,13 @@ def _deadlock(s: EngineState, e: Any) -> None:
     s.deadlock = e.data
 
 
+def _node_meta(s: EngineState, e: Any) -> None:
+    if e.node not in s.nodes:
+        raise StateError(f"event {e.seq}: node_meta for node {e.node}, which no "
+                         "dependencies_computed named")
+    s.node_meta[e.node] = e.data
+
+
 def _nothing(s: EngineState, e: Any) -> None:
     pass
 
@@ -190,6 +227,7 @@ _HANDLERS = {  # the kinds _fold_into does not handle inline
     "thread_wait": _thread_wait,
     "thread_wake": _thread_wake,
     "deadlock": _deadlock,
+    "node_meta": _node_meta,
 }
 _HANDLERS.update({k: _nothing for k in SCHEMA if k not in _HANDLERS})  # hook, wakeup: no state
 _BY_TYPE = {EVENT_TYPES[k]: h for k, h in _HANDLERS.items()}  # type(e): cheaper than e.kind
@@ -215,7 +253,7 @@ def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
     maps in local variables: a loaded recording is folded whole, and a function
     call and a few attribute lookups per event are a third of the time."""
     nodes, node_states, deps = s.nodes, s.node_states, s.dependencies
-    queues, buffers, graph_tasks = s.queues, s.buffers, s.graph_tasks
+    heaps, buffers, graph_tasks, refs = s.heaps, s.buffers, s.graph_tasks, s.refs
     threads, outputs, leaf_grads = s.threads, s.outputs, s.leaf_grads
     # every write also goes to s.changes (c_*): History's next delta, at no extra pass
     ch = s.changes
@@ -249,47 +287,72 @@ def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
                     slots = (e.value,) if len(slots) == 1 else \
                         slots[:slot] + (e.value,) + slots[slot + 1:]
                 buffers[key] = c_buffers[key] = slots
-            elif t is _PUSH:  # ReadyQueue::push: the queue after it, in pop order
+            elif t is _PUSH:  # ReadyQueue::push: the task into the queue's heap
                 if e.shutdown:
                     continue
+                if e.gone:
+                    _free(s, e)
                 q = e.queue
-                old_q = queues.get(q, ())
+                heap = heaps.get(q) if q is not None else _NO_QUEUE
+                if heap is None:
+                    heap = heaps[q] = []
                 gid, node = e.graph_task, e.node
-                new = tuple(e.order)  # QueueTask tuples, as decoded
-                task = (gid, node, e.depth, e.seq_nr)
-                n_old = len(old_q)
-                if q is None or len(new) != n_old + 1 or not (
-                        new[0] == task if n_old == 0 else
-                        (new[0] == task and new[1] == old_q[0]) or
-                        (new[1] == task and new[0] == old_q[0]) if n_old == 1 else
-                        _same_plus(new, old_q, task)) and not _plus_expired(
-                            new, old_q, task, graph_tasks):
-                    raise _bad_push(e, old_q)
-                queues[q] = new
-                if gid is not None:
-                    gt = graph_tasks.get(gid)
-                    if gt is None:
-                        raise _no_gt(e, gid)
-                    graph_tasks[gid] = c_gts[gid] = \
-                        _new(GraphTaskState, gt[:-1] + (e.outstanding,))
+                if heap is _NO_QUEUE or e.size != len(heap) + 1:
+                    raise _bad_push(e, heap)
+                if gid is None:
+                    ref = _NO_REF
+                else:
+                    ref = refs.get(gid)
+                    if ref is None or not ref.alive:  # its first task queued (or a stale one)
+                        gt = graph_tasks.get(gid)
+                        if gt is None:
+                            raise _no_gt(e, gid)
+                        if gt.freed:
+                            raise StateError(f"event {e.seq}: a push for GraphTask {gid}, "
+                                             "which is gone")
+                        ref = refs[gid] = GraphTaskRef(gid, gt.reentrant_depth)
                 if node is not None:
                     if node not in nodes:
                         raise _no_node(s, e)
+                    if type(e.seq_nr) is not int:
+                        raise StateError(f"event {e.seq}: a push of a node needs its "
+                                         "sequence number")
+                    task = _task(ref, _fn(node, e.seq_nr))
+                else:
+                    task = _task(ref, None)
+                if e.depth != task.get_reentrant_depth():
+                    raise StateError(f"event {e.seq}: the task's depth is "
+                                     f"{task.get_reentrant_depth()}, not {e.depth}")
+                push_heap(heap, task, compare_node_task_time if s.depth_priority
+                          else compare_ignoring_depth)
+                if gid is not None:
+                    gt = graph_tasks[gid]  # there: its pointer is
+                    graph_tasks[gid] = c_gts[gid] = \
+                        _new(GraphTaskState, gt[:-1] + (e.outstanding,))
+                if node is not None:
                     node_states[node] = c_states[node] = _new(NodeState, ("ready", q, gid))
                     if buffers.pop((gid, node), _GONE) is not _GONE:
                         c_buffers[(gid, node)] = _GONE
-            elif t is _POP:  # ReadyQueue::pop: the head, unless its GraphTask is gone
+            elif t is _POP:  # ReadyQueue::pop: the head of the heap, as the engine sorts it
                 if e.shutdown:
                     continue
+                if e.gone:
+                    _free(s, e)
                 q = e.queue
-                old_q = queues.get(q)
-                if not old_q:
+                heap = heaps.get(q) if q is not None else None
+                if not heap:
                     raise StateError(f"event {e.seq}: pop from queue {q}, which is empty")
-                head = old_q[0]
-                if (head[0] != e.graph_task or head[1] != e.node) and not e.expired:
+                if e.size != len(heap) - 1:
+                    raise StateError(f"event {e.seq}: queue {q} holds {len(heap)} task(s), "
+                                     f"so a pop leaves {len(heap) - 1}, not {e.size}")
+                head = pop_heap(heap, compare_node_task_time if s.depth_priority
+                                else compare_ignoring_depth)
+                gt_alive, fn = head.base(), head.fn
+                if (fn.id if fn is not None else None) != e.node or (
+                        gt_alive.id if gt_alive is not None else None) != e.graph_task:
                     raise StateError(f"event {e.seq}: pop of {s.node_name(e.node)} from {q}, "
-                                     f"but the head of the queue is {s.node_name(head.node)}")
-                queues[q] = old_q[1:]
+                                     "but the head of the queue is "
+                                     f"{s.node_name(fn.id if fn is not None else None)}")
                 if e.thread not in threads:
                     threads[e.thread] = ThreadState(e.thread, "running")
             elif t is _START:  # evaluate_function begins: push on the thread's stack

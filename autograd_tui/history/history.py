@@ -14,28 +14,32 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from autograd_tui.engine.events import Event, QueueTask
+from autograd_tui.engine.events import Event
 from autograd_tui.history.fold import _fold_into, fold
 from autograd_tui.history.state import (
     _GONE,
     _NODE_MAPS,
     _PAIR_MAPS,
     EngineState,
+    GraphTaskRef,
+    QueuedTask,
     StateError,
     ThreadState,
     _get_gt,
     _get_node,
     _no_changes,
+    copy_heaps,
 )
 
 
 class _Delta(NamedTuple):
     maps: dict[str, dict[Any, Any]]  # field -> {key: value or _GONE}
-    queues: dict[str, tuple[QueueTask, ...]]
+    heaps: tuple[dict[str, list[QueuedTask]], dict[int, GraphTaskRef]]  # and pointers
     threads: dict[str, ThreadState]
     index: int
     last_event: Event | None
     deadlock: dict[str, Any] | None
+    depth_priority: bool
     gone: tuple[tuple[str, list[Any]], ...] = ()  # (map, keys deleted): found once, here
 
 
@@ -61,8 +65,8 @@ def _delta(s: EngineState) -> _Delta:
         maps["graph_tasks"].update({k: s.graph_tasks[k] for k in gts if k in s.graph_tasks})
     gone = tuple((name, keys) for name in _PAIR_MAPS
                  if (keys := [k for k, v in maps[name].items() if v is _GONE]))
-    return _Delta(maps, s.queues.copy(), s.threads.copy(), s.index, s.last_event, s.deadlock,
-                  gone)
+    return _Delta(maps, copy_heaps(s.heaps), s.threads.copy(), s.index, s.last_event,
+                  s.deadlock, s.depth_priority, gone)
 
 
 def _apply_delta(s: EngineState, d: _Delta) -> None:
@@ -72,8 +76,9 @@ def _apply_delta(s: EngineState, d: _Delta) -> None:
         pop = getattr(s, name).pop
         for k in keys:
             pop(k, None)
-    s.queues, s.threads = d.queues.copy(), d.threads.copy()
+    (s.heaps, s.refs), s.threads = copy_heaps(d.heaps[0]), d.threads.copy()
     s.index, s.last_event, s.deadlock = d.index, d.last_event, d.deadlock
+    s.depth_priority = d.depth_priority
 
 
 class History:

@@ -1,9 +1,14 @@
-"""The older recording formats: version 1's lines, and versions 1 and 2's numbering.
+"""The older recording formats: version 1's lines, versions 1 and 2's numbering, and
+versions 1 to 3's push events.
 
 Version 1 wrote ``[seq, kind, thread, graph_task, node, queue, {data}]`` per line;
-versions 1 and 2 numbered events from 0 and schedule threads from 0.  A file of
-either is read, checked as it was written, and renumbered to today's convention
-(event k has seq k; threads count from 1) so that no view knows the difference.
+versions 1 and 2 numbered events from 0 and schedule threads from 0.  Versions 1 to
+3 listed the whole queue in every ``push`` (``order``), had no ``gone`` in ``push``
+and ``pop``, and no ``depth_priority`` in ``graph_task_created``.  A file of any of
+them is read, checked as it was written, and brought to today's events and
+numbering (event k has seq k; threads count from 1) so that no view knows the
+difference: ``gone`` is found where a task of a finished GraphTask first shows as
+expired, ``depth_priority`` comes from the header's engine options.
 """
 
 from __future__ import annotations
@@ -14,8 +19,28 @@ from typing import Any
 
 import msgspec
 
-from autograd_tui.engine.events import SCHEMA, Event, make_event
+from autograd_tui.engine.events import EVENT_TYPES, SCHEMA, Event, make_event, make_types
+from autograd_tui.engine.ready_queue import INT_MAX
 from autograd_tui.history.lines import TraceError, json_line
+
+_ORDER = "list[[int|null,int|null,int,int|null]]"
+#: the kinds whose fields changed in version 4, as versions 1 to 3 wrote them
+V3_CHANGED = {
+    "graph_task_created": {k: v for k, v in SCHEMA["graph_task_created"].items()
+                           if k != "depth_priority"},
+    "push": {"depth": SCHEMA["push"]["depth"], "seq": SCHEMA["push"]["seq"],
+             "dummy": SCHEMA["push"]["dummy"], "shutdown": SCHEMA["push"]["shutdown"],
+             "size": SCHEMA["push"]["size"],
+             "order": (_ORDER, "the queue after the push, in pop order: "
+                               "[graph_task, node, depth, seq] per task"),
+             "outstanding": SCHEMA["push"]["outstanding"]},
+    "pop": {k: v for k, v in SCHEMA["pop"].items() if k != "gone"},
+}
+V3_SCHEMA = {**SCHEMA, **V3_CHANGED}
+_ORDER_TYPE = list[tuple[int | None, int | None, int, int | None]]
+_OLD = make_types(V3_CHANGED, {_ORDER: _ORDER_TYPE})
+#: kind -> event class, for versions 1 to 3 (the unchanged kinds are today's)
+V3_EVENT_TYPES = {**EVENT_TYPES, **_OLD}
 
 
 def decode_v1(p: Path, body: memoryview) -> list[Event]:
@@ -38,7 +63,7 @@ def event_v1(p: Path, lineno: int, obj: Any) -> Event:
     seq, kind, thread, gt, node, queue, data = obj
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
         raise TraceError(f"{where}: seq must be a non-negative integer, not {seq!r}")
-    if kind not in SCHEMA:
+    if kind not in V3_SCHEMA:
         raise TraceError(f"{where}: unknown event kind {kind!r}")
     if not isinstance(thread, str):
         raise TraceError(f"{where}: thread must be a string")
@@ -49,12 +74,14 @@ def event_v1(p: Path, lineno: int, obj: Any) -> Event:
         raise TraceError(f"{where}: queue must be a string or null")
     if not isinstance(data, dict):
         raise TraceError(f"{where}: data must be an object")
-    missing = [f for f in SCHEMA[kind] if f not in data]
+    missing = [f for f in V3_SCHEMA[kind] if f not in data]
     if missing:
         raise TraceError(f"{where}: {kind} event lacks field(s) {', '.join(missing)}")
     try:
-        return make_event(seq, kind, thread, gt, node, queue, data)
-    except (TypeError, ValueError, KeyError, IndexError) as e:
+        if kind == "push":  # make_event converts no field of this type: check it here
+            data = {**data, "order": msgspec.convert(data["order"], _ORDER_TYPE)}
+        return make_event(seq, kind, thread, gt, node, queue, data, V3_EVENT_TYPES)
+    except (TypeError, ValueError, KeyError, IndexError, msgspec.ValidationError) as e:
         raise TraceError(f"{where}: malformed {kind} event ({e})") from None
 
 
@@ -72,3 +99,41 @@ def renumber(events: list[Event], footer: dict[str, Any]
         except ValueError:
             pass  # a bad schedule stays as it is: re-executing it says what is wrong
     return events, footer
+
+
+_GTC, _PUSH, _POP = (EVENT_TYPES[k] for k in ("graph_task_created", "push", "pop"))
+_OLD_GTC, _OLD_PUSH, _OLD_POP = (_OLD[k] for k in ("graph_task_created", "push", "pop"))
+
+
+def upgrade_v3(events: list[Event], header: dict[str, Any]) -> list[Event]:
+    """Versions 1 to 3's push, pop and graph_task_created as today's (in place)."""
+    engine = header.get("engine")
+    depth_priority = engine.get("depth_priority", True) if isinstance(engine, dict) else True
+    depth_priority = depth_priority if isinstance(depth_priority, bool) else True
+    node_gt: dict[int, int] = {}  # the GraphTask each node was last pushed for
+    freed: set[int] = set()
+
+    def gone(tasks: Any) -> list[int]:
+        out = []
+        for gid, node, depth, _ in tasks:
+            g = node_gt.get(node) if gid is None and depth == INT_MAX else None
+            if g is not None and g not in freed:
+                freed.add(g)
+                out.append(g)
+        return out
+
+    for i, e in enumerate(events):
+        t = type(e)
+        if t is _OLD_PUSH:
+            if e.node is not None and e.graph_task is not None:
+                node_gt[e.node] = e.graph_task
+            events[i] = _PUSH(e.seq, e.thread, e.graph_task, e.node, e.queue, e.depth,
+                              e.seq_nr, e.dummy, e.shutdown, e.size, e.outstanding,
+                              gone(e.order))
+        elif t is _OLD_POP:
+            expired = [(None, e.node, INT_MAX, None)] if e.expired else []
+            events[i] = _POP(e.seq, e.thread, e.graph_task, e.node, e.queue, e.dummy,
+                             e.shutdown, e.size, e.expired, gone(expired))
+        elif t is _OLD_GTC:
+            events[i] = _GTC(*msgspec.structs.astuple(e), depth_priority)
+    return events

@@ -43,16 +43,17 @@ from autograd_tui.files import CannotWrite, atomic_write
 from autograd_tui.history.fields import check_footer, check_header
 from autograd_tui.history.history import History
 from autograd_tui.history.lines import TraceError, json_line, read_file
-from autograd_tui.history.older_versions import decode_v1, renumber
+from autograd_tui.history.older_versions import V3_EVENT_TYPES, decode_v1, renumber, upgrade_v3
 from autograd_tui.history.state import StateError
 
 FORMAT = "autograd-tui-trace"
-VERSION = 3  # 3: event k has seq k (1-based) and schedules number threads from 1
-SUPPORTED_VERSIONS = (1, 2, 3)
+VERSION = 4  # 4: a push names its task, not the whole queue; push and pop say what is gone
+SUPPORTED_VERSIONS = (1, 2, 3, 4)  # 3: event k has seq k, schedules number threads from 1
 
 _ENCODER = msgspec.json.Encoder()
 CHECKSUM_MARK = b'"checksum":"sha256:'  # version 2: the digest of every byte before its own
 _DECODER = msgspec.json.Decoder(functools.reduce(operator.or_, EVENT_TYPES.values()))
+_V3_DECODER = msgspec.json.Decoder(functools.reduce(operator.or_, V3_EVENT_TYPES.values()))
 
 
 def program_version() -> str:
@@ -218,7 +219,8 @@ def _load(p: Path, data: bytes | bytearray, validate_state: bool) -> Recording:
     covered = body if version == 1 else memoryview(data)[:mark]
     checksum = _Checksum(covered)
     try:
-        events = _decode_v2(p, body) if version >= 2 else decode_v1(p, body)
+        events = _decode_v2(p, body, _DECODER if version >= 4 else _V3_DECODER) \
+            if version >= 2 else decode_v1(p, body)
         if footer.get("events") != len(events):
             _no_blank_line(p, data, first, body)
             raise TraceError(f"{p}: the footer says {footer.get('events')} events but the "
@@ -228,6 +230,8 @@ def _load(p: Path, data: bytes | bytearray, validate_state: bool) -> Recording:
             _no_blank_line(p, data, first, body)
             raise TraceError(f"{p}: checksum mismatch: the recording was changed after it "
                              "was written")
+        if version < 4:
+            events = upgrade_v3(events, header)
         if version < 3:
             events, footer = renumber(events, footer)
         _check_status(p, footer, events)
@@ -305,15 +309,15 @@ class _Checksum(threading.Thread):
         return self.hexdigest
 
 
-def _decode_v2(p: Path, body: memoryview) -> list[Event]:
+def _decode_v2(p: Path, body: memoryview, decoder: msgspec.json.Decoder) -> list[Event]:
     try:
-        return _DECODER.decode_lines(body)
+        return decoder.decode_lines(body)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         pass
     # Something is wrong: decode line by line to name the line and say what.
     for lineno, line in enumerate(bytes(body).split(b"\n")[:-1], 2):
         try:
-            _DECODER.decode(line)
+            decoder.decode(line)
         except RecursionError:
             raise TraceError(f"{p}, line {lineno}: nested too deeply to be an "
                              "event") from None

@@ -27,7 +27,13 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from autograd_tui.engine.events import Event, NodeInfo, QueueTask
+from autograd_tui.engine.events import Event, NodeInfo
+from autograd_tui.engine.ready_queue import (
+    NodeTask,
+    compare_ignoring_depth,
+    compare_node_task_time,
+    pop_heap,
+)
 
 NODE_STATES = ("not_reached", "not_ready", "ready", "running", "done", "skipped", "errored")
 
@@ -53,6 +59,7 @@ class GraphTaskState(NamedTuple):
     graph_root: int
     completed: bool = False
     error: str | None = None
+    freed: bool = False  # its weak pointer expired (``gone`` in a push or pop)
     needed: tuple[int, ...] | None = None  # exec_info (grad(), backward(inputs=...))
     parent: int | None = None  # the GraphTask whose node started this reentrant one
     handoff: str | None = None  # nested | pool | block
@@ -77,6 +84,59 @@ class ThreadState(NamedTuple):
 Key = tuple[int | None, int]  # (graph_task, node)
 
 
+class QueueTask(NamedTuple):
+    """A task in a ready queue, as the views show it."""
+    graph_task: int | None  # None: its GraphTask is gone (the task sorts first)
+    node: int | None  # None: a dummy (wake-up) task
+    depth: int
+    seq: int | None
+
+
+class GraphTaskRef:
+    """What a queued task's weak pointer to its GraphTask reads: the GraphTask (its id and
+    reentrant depth) while it lives, None once it is gone (``alive`` false), so that
+    ``NodeTask.get_reentrant_depth`` reads INT_MAX.  Each state has its own (``copy``
+    clones them), so the fold expires one in place, for every task that holds it."""
+    __slots__ = ("id", "reentrant_depth", "alive")
+
+    def __init__(self, gid: int | None, reentrant_depth: int, alive: bool = True) -> None:
+        self.id, self.reentrant_depth, self.alive = gid, reentrant_depth, alive
+
+    def __call__(self) -> GraphTaskRef | None:
+        return self if self.alive else None
+
+    @property
+    def weak_self(self) -> GraphTaskRef:  # what NodeTask's constructor reads of a GraphTask
+        return self
+
+
+class TaskFn:
+    """A queued task's node, as much of it as the comparator reads."""
+    __slots__ = ("id", "_sequence_nr")
+
+    def __init__(self, node: int, sequence_nr: int) -> None:
+        self.id, self._sequence_nr = node, sequence_nr
+
+
+class QueuedTask(NodeTask):
+    """A task in the History's copy of a ready queue: the engine's own ``NodeTask``, so
+    that the engine's comparator and heap code order it (one ordering, not a copy)."""
+    __slots__ = ()
+
+    def __init__(self, ref: GraphTaskRef, fn: TaskFn | None) -> None:
+        NodeTask.__init__(self, ref, fn, None)  # type: ignore[arg-type]  # what it reads
+
+    def view(self) -> QueueTask:
+        gt, fn = self.base(), self.fn
+        return QueueTask(gt.id if gt is not None else None, fn.id if fn is not None else None,
+                         self.get_reentrant_depth(), fn._sequence_nr if fn is not None else None)
+
+    def __eq__(self, other: object) -> bool:  # states compare equal by content
+        return isinstance(other, QueuedTask) and self.view() == other.view()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 _new = tuple.__new__  # builds a NamedTuple from a tuple without its Python-level __new__
 _get_node, _get_gt = operator.attrgetter("node"), operator.attrgetter("graph_task")
 _get_id = operator.attrgetter("id")
@@ -88,7 +148,10 @@ class EngineState:
     nodes: dict[int, NodeInfo] = field(default_factory=dict)
     node_states: dict[int, NodeState] = field(default_factory=dict)
     dependencies: dict[Key, int] = field(default_factory=dict)  # (gt, node) -> remaining
-    queues: dict[str, tuple[QueueTask, ...]] = field(default_factory=dict)
+    # each ready queue as the engine keeps it: a heap (use queue_order for pop order)
+    heaps: dict[str, list[QueuedTask]] = field(default_factory=dict)
+    # GraphTask -> the weak pointer its queued tasks share (derived, so not compared)
+    refs: dict[int, GraphTaskRef] = field(default_factory=dict, compare=False)
     buffers: dict[Key, tuple[Any, ...]] = field(default_factory=dict)  # slot summaries
     not_ready: dict[Key, tuple[Any, ...]] = field(default_factory=dict)  # slot summaries
     graph_tasks: dict[int, GraphTaskState] = field(default_factory=dict)
@@ -97,6 +160,9 @@ class EngineState:
     outputs: dict[int, Any] = field(default_factory=dict)  # id -> output summaries (raw list)
     last_event: Event | None = None
     deadlock: dict[str, Any] | None = None
+    depth_priority: bool = True  # the engine option: which comparator the heaps use
+    # node id -> node_meta fields (a PyTorch graph: module, creation site, saved tensors)
+    node_meta: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Since History's last snapshot (scratch, not state): the entries the inline kinds
     # wrote (map name -> {key: value or _GONE}) and the other events folded.
     changes: dict[str, dict[Any, Any]] = field(default_factory=lambda: _no_changes(),
@@ -107,9 +173,10 @@ class EngineState:
     def copy(self) -> EngineState:
         return EngineState(
             self.index, self.nodes.copy(), self.node_states.copy(), self.dependencies.copy(),
-            self.queues.copy(), self.buffers.copy(), self.not_ready.copy(),
+            *copy_heaps(self.heaps), self.buffers.copy(), self.not_ready.copy(),
             self.graph_tasks.copy(), self.threads.copy(), self.leaf_grads.copy(),
-            self.outputs.copy(), self.last_event, self.deadlock,
+            self.outputs.copy(), self.last_event, self.deadlock, self.depth_priority,
+            self.node_meta.copy(),
         )
 
     def size(self) -> int:
@@ -128,13 +195,45 @@ class EngineState:
         gt = self.node_states.get(node, NodeState("not_reached")).graph_task
         return self.dependencies.get((gt, node))
 
+    def compare(self) -> Any:
+        return compare_node_task_time if self.depth_priority else compare_ignoring_depth
+
+    def queue_order(self, q: str, limit: int | None = None) -> tuple[QueueTask, ...]:
+        """Queue ``q`` in pop order (its first ``limit`` tasks): a copy of the heap
+        drained with the engine's comparator."""
+        heap = list(self.heaps.get(q, ()))
+        comp = self.compare()
+        n = len(heap) if limit is None else min(limit, len(heap))
+        return tuple(pop_heap(heap, comp).view() for _ in range(n))
+
+    def queue_len(self, q: str) -> int:
+        return len(self.heaps.get(q, ()))
+
     def topological_order(self) -> list[int]:
         """Nodes from the roots to the leaves (higher topological number first)."""
         return sorted(self.nodes, key=lambda n: (-self.nodes[n].topo, -self.nodes[n].seq, n))
 
 
+def copy_heaps(heaps: dict[str, list[QueuedTask]]
+               ) -> tuple[dict[str, list[QueuedTask]], dict[int, GraphTaskRef]]:
+    """A copy of the heaps with tasks and weak pointers of their own (the fold sifts heaps
+    and expires pointers in place), and those pointers by GraphTask."""
+    clones: dict[int, GraphTaskRef] = {}  # id() of a pointer -> its clone
+    out = {}
+    for q, heap in heaps.items():
+        new = []
+        for t in heap:
+            r = t.base
+            mine = clones.get(id(r))
+            if mine is None:
+                mine = clones[id(r)] = GraphTaskRef(r.id, r.reentrant_depth, r.alive)
+            new.append(QueuedTask(mine, t.fn))
+        out[q] = new
+    return out, {r.id: r for r in clones.values() if r.id is not None}
+
+
 # --- what the fold records for History's snapshots ---------------------------------------
-_NODE_MAPS = ("nodes", "node_states", "leaf_grads", "outputs")  # keyed by node id
+_NODE_MAPS = ("nodes", "node_states", "leaf_grads", "outputs", "node_meta")  # by node id
 _PAIR_MAPS = ("dependencies", "buffers", "not_ready")  # keyed by (GraphTask, node)
 _GONE = object()  # in a delta: the key was deleted
 

@@ -1,11 +1,11 @@
 """The breakpoints dialog (``b``): add breakpoints on an event's kind, node, queue or
-thread, or clear them."""
+thread, or on the first non-finite gradient, or clear them."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Checkbox, Input, Label, Static
 
 from autograd_tui.app.screens.modal import Modal
 from autograd_tui.session import Breakpoint
@@ -27,6 +27,8 @@ class BreakpointsScreen(Modal):
             yield Input(placeholder="node name or id, e.g. ReluBackward0", id="bp-node")
             yield Input(placeholder="queue, e.g. cpu or cuda:0", id="bp-queue")
             yield Input(placeholder="thread, e.g. cuda:0", id="bp-thread")
+            yield Checkbox("first non-finite gradient (a node's output holds NaN or Inf)",
+                           id="bp-nonfinite")
             with Horizontal(classes="buttons"):
                 yield Button("Add", id="bp-add", variant="primary")
                 yield Button("Clear all", id="bp-clear")
@@ -44,9 +46,11 @@ class BreakpointsScreen(Modal):
             if vals["kind"] and vals["kind"] not in EVENT_KINDS:
                 self.notify(f"unknown event kind {vals['kind']!r}", severity="warning")
                 return
-            self.existing.append(Breakpoint(**vals))
+            box = self.query_one("#bp-nonfinite", Checkbox)
+            self.existing.append(Breakpoint(**vals, nonfinite=box.value))
             for k in ("kind", "node", "queue", "thread"):
                 self.query_one(f"#bp-{k}", Input).value = ""
+            box.value = False
             self.query_one("#bp-list", Static).update(self._listing())
         elif event.button.id == "bp-clear":
             self.existing.clear()

@@ -14,7 +14,7 @@ HELP = """\
 | `1`-`9` | step thread k (the number in the threads pane) |
 | `p` | pause / resume the thread selected in the threads pane |
 | `c` | continue to the next breakpoint |
-| `b` | breakpoints: stop on an event kind, node, queue or thread |
+| `b` | breakpoints: an event kind, node, queue or thread, or the first NaN/Inf gradient |
 | `left` / `right` | step back / forward through the history |
 | `home` / `end` | first / last event |
 | `g` | go to an event index |

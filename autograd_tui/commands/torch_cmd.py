@@ -1,0 +1,102 @@
+"""``autograd-tui torch``: a PyTorch script's backward pass, scheduled by our engine.
+
+The script's entry function (``main``, or ``--entry NAME``) builds the model,
+runs the forward pass and returns the loss; its backward runs on our engine
+under the controller, each node computed by PyTorch (``engine/torch_bridge.py``).
+Without ``--headless`` the app opens on it; with it, the trace and a summary
+are printed, as ``run --headless`` does.  Without PyTorch installed, one
+message says how to install it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from autograd_tui.commands.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    FORMATTER,
+    UsageError,
+    console,
+    examples,
+    open_app,
+    output_file,
+    print_text,
+    print_trace,
+    program_error_text,
+    run_to_end,
+)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "torch", help="step through a real PyTorch model's backward pass",
+        formatter_class=FORMATTER,
+        description="Run SCRIPT's entry function (it builds a model, runs the forward pass "
+                    "and returns the loss), then its backward pass on our engine, each node "
+                    "computed by PyTorch. Opens the app, or with --headless prints the trace.",
+        epilog=examples("autograd-tui torch my_model.py",
+                        "autograd-tui torch my_model.py --entry build_and_run",
+                        "autograd-tui torch my_model.py --headless --record run.jsonl.gz",
+                        "autograd-tui check-order my_model.py"))
+    p.add_argument("script", metavar="SCRIPT.py")
+    p.add_argument("--entry", default="main",
+                   help="the function that returns the loss (default: main)")
+    p.add_argument("--headless", action="store_true", help="no app: print a trace")
+    p.add_argument("--quiet", action="store_true", help="--headless: the summary only")
+    p.add_argument("--record", metavar="FILE", help="write a recording (.jsonl or .jsonl.gz)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from autograd_tui.runner import Run
+    from autograd_tui.torch_script import script_scenario
+
+    record = output_file(args.record, "--record")
+    if not args.headless and record is not None:
+        raise UsageError("--record needs --headless (the app does not write recordings)")
+    scenario = script_scenario(args.script, args.entry)
+    if not args.headless:
+        return open_app(scenario)
+    r = Run(scenario)
+    try:
+        result = run_to_end(r)
+        con = console()
+        if not args.quiet:
+            print_trace(con, r.events)
+        status = _summary(con, r, result)
+        if record is not None:
+            r.save(record)
+            con.print(f"recorded {len(r.events)} events to {record}")
+        return status
+    finally:
+        r.close()
+
+
+def _summary(con: Any, run: Any, result: Any) -> int:
+    """The lines after the trace (as ``run --headless`` prints them); the exit code."""
+    con.print()
+    print_text(con, f"script: {run.scenario.source}")
+    con.print(f"events: {len(run.events)}")
+    if run.error is not None:
+        con.print("[bold red]error in the script[/bold red]", end=" ")
+        where = getattr(run.error, "_autograd_node", None)
+        print_text(con, (f"(in {where}) " if where else "") + program_error_text(run.error))
+        code = EXIT_ERROR
+    elif result.status == "finished":
+        con.print("[bold green]completed[/bold green]")
+        for k, v in run.gradients().items():
+            print_text(con, f"grad {k}: shape {list(v.shape)}, norm {_norm(v):.6g}")
+        code = EXIT_OK
+    else:
+        print_text(con, f"stopped: {result.status}")
+        code = EXIT_ERROR
+    con.print(f"schedule: {run.controller.schedule_string()}")
+    return code
+
+
+def _norm(v: Any) -> float:
+    import numpy as np
+
+    return float(np.linalg.norm(np.asarray(v, dtype=float)))

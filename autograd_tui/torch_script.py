@@ -1,0 +1,192 @@
+"""A PyTorch script: its entry function as a scenario, and ``check-order``.
+
+A script defines a function (``main`` unless ``--entry`` names another) that
+builds a model, runs the forward pass and returns the loss (or ``(loss,
+grad_outputs[, inputs])``, or a dict).  ``script_scenario`` makes it a
+``Scenario`` whose program runs that forward pass under ``torch_capture`` and
+the backward on our engine (``run_program``), so a ``Run``, the app, recordings
+and exports take it as they take a built-in one.  ``check_order`` runs the
+backward with PyTorch's engine and with ours and compares.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autograd_tui.scenarios import Scenario, ScenarioError
+
+INSTALL = "pip install 'autograd-tui[torch]' (or: pip install torch)"
+
+
+def need_torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise ScenarioError(f"PyTorch is not installed: {INSTALL}") from None
+    return torch
+
+
+def load_entry(path: str, entry: str = "main") -> tuple[Callable[..., Any], Any]:
+    """Import the script and return its entry function (and the module)."""
+    need_torch()
+    p = Path(path)
+    if not p.exists():
+        raise ScenarioError(f"{p}: no such file", usage=True)
+    if p.is_dir():
+        raise ScenarioError(f"{p}: is a directory, not a Python script")
+    modname = f"_torch_script_{abs(hash(str(p.resolve())))}"
+    spec = importlib.util.spec_from_file_location(modname, p)
+    if spec is None or spec.loader is None:
+        raise ScenarioError(f"{p}: cannot be imported as Python (use a .py file)")
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except SyntaxError as e:
+        raise ScenarioError(f"{p}:{e.lineno}: syntax error: {e.msg}") from None
+    except Exception as e:  # noqa: BLE001 - a user file: report, don't crash
+        raise ScenarioError(f"{p}: importing it raised {type(e).__name__}: {e}") from None
+    finally:
+        sys.modules.pop(modname, None)
+    fn = getattr(mod, entry, None)
+    if not callable(fn):
+        raise ScenarioError(f"{p}: defines no function {entry!r} (the entry: it builds the "
+                            "model, runs the forward pass and returns the loss; --entry "
+                            "NAME picks another)", usage=True)
+    return fn, mod
+
+
+def script_scenario(path: str, entry: str = "main") -> Scenario:
+    """The script as a scenario: its program is the entry's forward, then our backward."""
+    fn, mod = load_entry(path, entry)
+    from autograd_tui.engine.torch_capture import run_program
+
+    doc = (mod.__doc__ or "").strip()
+    return Scenario(
+        name=Path(path).stem, title=getattr(mod, "TITLE", Path(path).name),
+        summary=doc.splitlines()[0] if doc else f"{entry}() of {path}", notes=doc,
+        params={}, engine={}, threads=("cpu (owner)",), expect="complete",
+        program=lambda: run_program(fn), torch_program=None, source=str(path))
+
+
+# --- check-order ------------------------------------------------------------------------------
+@dataclass
+class OrderCheck:
+    torch_order: list[tuple[str, int]]
+    our_order: list[tuple[str, int]]
+    grads: dict[str, tuple[np.ndarray | None, np.ndarray | None]] = field(default_factory=dict)
+    rtol: float = 1e-9
+
+    def order_difference(self) -> str | None:
+        for i, (a, b) in enumerate(zip(self.torch_order, self.our_order)):
+            if a != b:
+                return (f"node {i + 1}: PyTorch ran {a[0]} (sequence_nr {a[1]}), ours ran "
+                        f"{b[0]} (sequence_nr {b[1]})")
+        if len(self.torch_order) != len(self.our_order):
+            return (f"PyTorch ran {len(self.torch_order)} nodes, ours "
+                    f"{len(self.our_order)}")
+        return None
+
+    def grad_differences(self) -> list[str]:
+        out = []
+        for name, (t, o) in self.grads.items():
+            if t is None or o is None:
+                if (t is None) != (o is None):
+                    out.append(f"{name}: PyTorch's .grad is {_desc(t)}, ours {_desc(o)}")
+                continue
+            if t.shape != o.shape or not np.allclose(o, t, rtol=self.rtol, atol=0):
+                out.append(f"{name}: max relative difference {max_rel(t, o):.3g} "
+                           f"(rtol {self.rtol:g})")
+        return out
+
+    @property
+    def agrees(self) -> bool:
+        return self.order_difference() is None and not self.grad_differences()
+
+
+def _desc(a: np.ndarray | None) -> str:
+    return "None" if a is None else f"a {list(a.shape)} tensor"
+
+
+def max_rel(t: np.ndarray, o: np.ndarray) -> float:
+    if t.shape != o.shape:
+        return float("inf")
+    den = np.maximum(np.abs(t), np.finfo(np.float64).tiny)
+    return float(np.max(np.abs(o - t) / den)) if t.size else 0.0
+
+
+def check_order(entry: Callable[..., Any]) -> OrderCheck:
+    """Run the entry's forward once, then its backward with ours driving PyTorch's nodes
+    and with PyTorch's engine (the order from node pre-hooks); compare.  The leaves'
+    ``.grad`` are left as PyTorch's run made them."""
+    torch = need_torch()
+    from autograd_tui import engine
+    from autograd_tui.engine.torch_bridge import TorchAccumulateGrad, from_torch
+    from autograd_tui.engine.torch_capture import capture, split_result
+
+    with capture() as reg:
+        out = entry()
+    loss, gouts, inputs = split_result(out)
+    g = from_torch(loss, gouts, inputs)
+    leaves = {name: n.variable.var for name, n in _leaf_names(g).items()
+              if isinstance(n, TorchAccumulateGrad)}
+    known = {id(v) for v in leaves.values()}
+    for name, p in reg.parameters():  # also those only a nested backward reaches
+        if id(p) not in known:
+            leaves[name] = p
+    before = {k: v.grad for k, v in leaves.items()}
+    # Ours first: a graph the bridge cannot run fails here, with the node's name.
+    ours = from_torch(loss, gouts, inputs)
+    eng, obs = engine.Engine(), engine.ListObserver()
+    eng.add_observer(obs)
+    try:
+        with engine.use_engine(eng):
+            ours.backward(retain_graph=True)
+    finally:
+        eng.close()
+    seqs = {n.id: (n.name, n.seq) for e in obs.events if e.kind == "dependencies_computed"
+            for n in e.nodes}
+    our_order = [seqs[e.node] for e in obs.events
+                 if e.kind == "node_start" and e.graph_task == 1]
+    mine = {k: _np(v.grad) for k, v in leaves.items()}
+    for k, v in leaves.items():
+        v.grad = before[k]
+
+    order: list[tuple[str, int]] = []
+
+    def recorder(fn: Any) -> Callable[..., None]:
+        return lambda grad_outputs: order.append((type(fn).__name__, int(fn._sequence_nr())))
+
+    handles = [fn.register_prehook(recorder(fn)) for fn in g.torch_nodes.values()]
+    try:
+        torch.autograd.backward(loss, gouts, retain_graph=True, inputs=inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    theirs = {k: _np(v.grad) for k, v in leaves.items()}
+    dtypes = {a.dtype for a in theirs.values() if a is not None}
+    rtol = 1e-9 if dtypes <= {np.dtype(np.float64)} else 1e-5
+    return OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, rtol)
+
+
+def _leaf_names(g: Any) -> dict[str, Any]:
+    from autograd_tui.engine.torch_bridge import TorchAccumulateGrad
+
+    out: dict[str, Any] = {}
+    for node in g.nodes.values():
+        if isinstance(node, TorchAccumulateGrad):
+            name = (node.meta or {}).get("tensor") or f"leaf {list(node.variable.var.shape)}"
+            while name in out:
+                name += "'"
+            out[name] = node
+    return out
+
+
+def _np(t: Any) -> np.ndarray | None:
+    return None if t is None else t.detach().cpu().numpy().copy()

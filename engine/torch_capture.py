@@ -1,0 +1,333 @@
+"""What a PyTorch program's forward pass leaves for the bridge to find (not in PyTorch).
+
+``capture()`` runs around a program's forward pass and records what PyTorch
+keeps out of Python's reach: the hooks a program puts on non-leaf tensors
+(``Tensor.register_hook``, ``retain_grad``), which arguments of a custom
+``Function`` were tensors (``is_variable_input`` in ``python_function.cpp``),
+the ``nn.Module`` that created each node (module forward hooks) and, under
+anomaly mode, where each node was created (``AnomalyMetadata``'s traceback).
+``current_registry()`` hands that to ``torch_bridge.from_torch``.
+
+``run_program(entry)``: an entry function's forward pass under ``capture()``,
+then its backward on our engine (what ``autograd-tui torch`` runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+_lock = threading.Lock()
+
+
+class Registry:
+    """Per-node facts from one forward pass, keyed by ``id(node)`` (C++ nodes take no
+    weak references: the node is kept with its facts)."""
+
+    def __init__(self) -> None:
+        self._hooks: dict[int, tuple[Any, list[tuple[int, Any]]]] = {}
+        self._retained: dict[int, tuple[Any, dict[int, Any]]] = {}
+        self._var_inputs: dict[int, tuple[Any, tuple[bool, ...]]] = {}
+        self._module: dict[int, tuple[Any, str, str]] = {}  # node -> (node, path, type)
+        self._params: dict[int, tuple[Any, str, str, str]] = {}  # param -> (p, path, type, name)
+
+    # --- recorded during the forward ----------------------------------------------------
+    def add_tensor_hooks(self, fn: Any, nr: int, hooks: Any) -> None:
+        entry = self._hooks.setdefault(id(fn), (fn, []))
+        if not any(d is hooks for _, d in entry[1]):
+            entry[1].append((nr, hooks))
+
+    def add_retained(self, fn: Any, nr: int, tensor: Any) -> None:
+        self._retained.setdefault(id(fn), (fn, {}))[1][nr] = weakref.ref(tensor)
+
+    def add_var_inputs(self, fn: Any, flags: tuple[bool, ...]) -> None:
+        self._var_inputs[id(fn)] = (fn, flags)
+
+    def claim(self, fn: Any, path: str, typ: str) -> bool:
+        if id(fn) in self._module:
+            return False
+        self._module[id(fn)] = (fn, path, typ)
+        return True
+
+    def add_params(self, root: Any) -> dict[int, str]:
+        # The model itself is named by its type (a script may call several roots).
+        names = {}
+        for mpath, m in root.named_modules():
+            mpath = mpath or type(root).__name__
+            names[id(m)] = mpath
+            for pname, p in m.named_parameters(recurse=False):
+                self._params.setdefault(id(p), (p, mpath, type(m).__name__, pname))
+        return names
+
+    def parameters(self) -> list[tuple[str, Any]]:
+        """Every parameter of the modules the forward pass called, by name."""
+        return [(f"{path}.{name}", p) for p, path, _, name in self._params.values()]
+
+    # --- read by from_torch -------------------------------------------------------------
+    def tensor_hooks(self, fn: Any) -> list[tuple[int, Any]]:
+        return self._hooks.get(id(fn), (None, []))[1]
+
+    def retained(self, fn: Any) -> list[tuple[int, Any]]:
+        return list(self._retained.get(id(fn), (None, {}))[1].items())
+
+    def var_inputs(self, fn: Any) -> tuple[bool, ...] | None:
+        v = self._var_inputs.get(id(fn))
+        return v[1] if v is not None else None
+
+    def meta(self, fn: Any) -> dict[str, Any]:
+        """The ``node_meta`` event's fields for ``fn``."""
+        module = typ = tensor = None
+        var = getattr(fn, "variable", None)
+        if var is not None and id(var) in self._params:
+            _, module, typ, pname = self._params[id(var)]
+            tensor = f"{module}.{pname}" if module else pname
+        elif id(fn) in self._module:
+            _, module, typ = self._module[id(fn)]
+        created, source = creation_site(fn)
+        return {"module": module, "module_type": typ, "tensor": tensor, "created": created,
+                "source": source, "saved": [f"{k}: {v}" for k, v in saved_summaries(fn)]}
+
+
+_current = Registry()
+
+
+def current_registry() -> Registry:
+    return _current
+
+
+# --- the forward pass -----------------------------------------------------------------------
+@contextlib.contextmanager
+def capture(anomaly: bool = True) -> Iterator[Registry]:
+    """Record, while a program's forward pass runs, what ``from_torch`` needs."""
+    global _current
+    import torch
+    from torch.autograd import function as F
+    from torch.nn.modules import module as M
+
+    reg = _current = Registry()
+    T = torch.Tensor
+    orig_hook = T.__dict__["register_hook"]
+    own_retain = "retain_grad" in T.__dict__
+    orig_retain = T.retain_grad
+    orig_apply = F.Function.__dict__["apply"]
+
+    def register_hook(self: Any, hook: Any) -> Any:
+        handle = orig_hook(self, hook)
+        if self.grad_fn is not None:
+            reg.add_tensor_hooks(self.grad_fn, self.output_nr, self._backward_hooks)
+        return handle
+
+    def retain_grad(self: Any) -> None:
+        orig_retain(self)
+        if self.grad_fn is not None:
+            reg.add_retained(self.grad_fn, self.output_nr, self)
+
+    def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        out = orig_apply.__func__(cls, *args, **kwargs)
+        flags = tuple(isinstance(a, torch.Tensor) for a in args)
+        for t in _flatten(out):
+            if t.grad_fn is not None and isinstance(t.grad_fn, F.BackwardCFunction):
+                reg.add_var_inputs(t.grad_fn, flags)
+        return out
+
+    stack: list[tuple[str, int]] = []  # (module path, watermark sequence_nr)
+    names: dict[int, str] = {}
+
+    def pre(module: Any, args: Any) -> None:
+        if not stack:
+            names.update(reg.add_params(module))
+        path = names.get(id(module))
+        if path is None:
+            parent = stack[-1][0] if stack else ""
+            path = f"{parent}.{type(module).__name__}".lstrip(".")
+        mark = max((t.grad_fn._sequence_nr() for t in _flatten(args)
+                    if t.grad_fn is not None), default=-1)
+        stack.append((path, mark))
+
+    def post(module: Any, args: Any, output: Any) -> None:
+        if not stack:
+            return
+        path, mark = stack.pop()
+        _claim(reg, _flatten(output), path, type(module).__name__, mark)
+
+    prev_anomaly = (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled())
+    with _lock:
+        T.register_hook = register_hook
+        T.retain_grad = retain_grad
+        F.Function.apply = classmethod(apply)
+        handles = [M.register_module_forward_pre_hook(pre),
+                   M.register_module_forward_hook(post)]
+        if anomaly:
+            torch.autograd.set_detect_anomaly(True, check_nan=False)
+    try:
+        yield reg
+    finally:
+        with _lock:
+            T.register_hook = orig_hook
+            if own_retain:
+                T.retain_grad = orig_retain
+            else:
+                del T.retain_grad
+            F.Function.apply = orig_apply
+            for h in handles:
+                h.remove()
+            torch.autograd.set_detect_anomaly(*prev_anomaly)
+
+
+def _claim(reg: Registry, outs: list[Any], path: str, typ: str, mark: int) -> None:
+    """Give ``path`` the nodes its forward made: those reachable from its outputs that
+    are newer than its inputs and that no module inside it claimed."""
+    todo = [t.grad_fn for t in outs if t.grad_fn is not None]
+    seen: set[int] = set()
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen or fn._sequence_nr() <= mark or not hasattr(fn, "next_functions"):
+            continue
+        seen.add(id(fn))
+        if type(fn).__name__ == "AccumulateGrad":
+            continue
+        reg.claim(fn, path, typ)
+        todo.extend(n for n, _ in fn.next_functions if n is not None)
+
+
+def _flatten(x: Any) -> list[Any]:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _flatten(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _flatten(v)]
+    return []
+
+
+# --- node facts -------------------------------------------------------------------------------
+_FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)'
+                    r'(?:\n\s*(?P<src>[^\n]*))?')
+
+
+def creation_site(fn: Any) -> tuple[str | None, str | None]:
+    """Where the forward op of ``fn`` ran (anomaly mode's traceback): the innermost frame
+    outside torch and this package, as ``file:line in func`` and its source line."""
+    try:
+        tb = fn.metadata.get("traceback_")
+    except Exception:  # noqa: BLE001 - a node without metadata
+        return None, None
+    if not tb:
+        return None, None
+    frames = tb if isinstance(tb, list) else [tb]
+    import sysconfig
+
+    here = os.path.dirname(os.path.abspath(__file__))  # the engine, and the debugger beside it
+    skip = (_package_dir("torch") + os.sep, here + os.sep,
+            os.path.join(os.path.dirname(here), "autograd_tui") + os.sep,
+            os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep)
+    for text in reversed(frames):
+        m = _FRAME.match(str(text))
+        if m is None:
+            continue
+        path = os.path.abspath(m["file"])
+        if path.startswith(skip) or m["file"].startswith("<frozen"):
+            continue
+        return f"{m['file']}:{m['line']} in {m['func']}", (m["src"] or "").strip() or None
+    return None, None
+
+
+def _package_dir(name: str) -> str:
+    import importlib
+
+    return os.path.dirname(os.path.abspath(importlib.import_module(name).__file__ or ""))
+
+
+def saved_summaries(fn: Any) -> list[tuple[str, str]]:
+    """A node's saved tensors (``_saved_*``; a custom Function's ``saved_tensors``):
+    name and a summary (shape, dtype, norm)."""
+    out = []
+    names = [a for a in dir(fn) if a.startswith("_saved_")]
+    pairs: list[tuple[str, Any]] = []
+    for a in names:
+        try:
+            pairs.append((a[len("_saved_"):], getattr(fn, a)))
+        except Exception as e:  # noqa: BLE001 - freed, or not unpackable: say so
+            pairs.append((a[len("_saved_"):], _Unavailable(e)))
+    if hasattr(fn, "saved_tensors") and not names:
+        try:
+            pairs.extend((f"saved_tensors[{i}]", t) for i, t in enumerate(fn.saved_tensors))
+        except Exception as e:  # noqa: BLE001
+            pairs.append(("saved_tensors", _Unavailable(e)))
+    for k, v in pairs:
+        out.append((k, _summary(v)))
+    return out
+
+
+class _Unavailable:
+    def __init__(self, e: BaseException) -> None:
+        self.text = f"(unavailable: {str(e).splitlines()[0][:80] if str(e) else type(e).__name__})"
+
+
+def _summary(v: Any) -> str:
+    import torch
+
+    if isinstance(v, _Unavailable):
+        return v.text
+    if isinstance(v, torch.Tensor):
+        if v.layout != torch.strided or v.is_nested:
+            return f"Tensor{list(v.shape)} {str(v.dtype).replace('torch.', '')} {v.layout}"
+        d = v.detach()
+        norm = float(d.double().norm()) if d.is_floating_point() and d.numel() else None
+        tail = f" |x|={norm:.4g}" if norm is not None else ""
+        return f"Tensor{list(v.shape)} {str(v.dtype).replace('torch.', '')}{tail}"
+    if isinstance(v, (tuple, list)) and v and all(isinstance(t, torch.Tensor) for t in v):
+        return f"{len(v)} tensors: " + ", ".join(_summary(t) for t in v[:3]) + (
+            ", ..." if len(v) > 3 else "")
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --- a program: forward under capture, backward on our engine ---------------------------------
+def split_result(out: Any) -> tuple[Any, Any, Any]:
+    """What an entry returns: the loss, ``(loss, grad_outputs[, inputs])`` or a dict with
+    ``loss`` (or ``outputs``), ``grad_outputs``, ``inputs``."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out, None, None
+    if isinstance(out, dict):
+        loss = out.get("loss", out.get("outputs"))
+        return loss, out.get("grad_outputs"), out.get("inputs")
+    if isinstance(out, (tuple, list)) and 1 <= len(out) <= 3:
+        items = list(out) + [None] * (3 - len(out))
+        return items[0], items[1], items[2]
+    from .torch_bridge import TorchBridgeError
+
+    raise TorchBridgeError(f"the entry function returned {type(out).__name__}: it must return "
+                           "the loss (a tensor), (loss, grad_outputs[, inputs]) or a dict")
+
+
+def run_program(entry: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Run ``entry`` (forward) under ``capture()`` and its backward on our engine; return
+    each leaf's ``.grad`` (our Tensor) by parameter name."""
+    from .torch_bridge import TorchAccumulateGrad, from_torch, torch_module
+
+    torch_module()
+    with capture():
+        out = entry(*args, **kwargs)
+    loss, grad_outputs, inputs = split_result(out)
+    g = from_torch(loss, grad_outputs, inputs)
+    g.backward()
+    grads: dict[str, Any] = {}
+    for node in g.nodes.values():
+        if isinstance(node, TorchAccumulateGrad):
+            name = (node.meta or {}).get("tensor") or f"leaf {list(node.variable.var.shape)}"
+            while name in grads:
+                name += "'"
+            grad = node.variable._grad
+            if grad is not None:
+                grads[name] = grad
+    return grads

@@ -1,0 +1,194 @@
+"""The hooks a PyTorch program registered, run by our engine's ``call_function``.
+
+Mirrors ``call_tensor_pre_hooks``, ``call_pre_hooks`` and ``call_post_hooks`` in
+``engine.cpp`` by wrapping each PyTorch hook as a hook of our node (our engine
+then calls it, and emits its ``hook`` event): it gets and returns PyTorch tensors,
+our engine sees NumPy ones.  Where PyTorch keeps the hooks (in C++) and how they
+are found: see ``torch_bridge``'s docstring.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .graph import Node
+from .tensor import Tensor
+from .torch_bridge import _device_str, _torch, to_ours, to_torch
+
+
+class LeafView:
+    """What our engine reads of a leaf: its ``.grad`` and its tensor hooks."""
+
+    def __init__(self, fn: Any) -> None:
+        self.var = fn.variable
+        self.grad_fn = None
+
+    @property
+    def _grad(self) -> Tensor | None:
+        g = self.var.grad
+        return None if g is None else Tensor(g.detach().cpu().numpy(),
+                                             device=_device_str(g.device))
+
+    @property
+    def _backward_hooks(self) -> list[Any]:
+        hooks = getattr(self.var, "_backward_hooks", None) or {}
+        return [TensorHook(h) for h in hooks.values()]
+
+    @property
+    def requires_grad(self) -> bool:
+        return bool(self.var.requires_grad)
+
+
+class TensorHook:
+    """A PyTorch tensor hook ``hook(grad)`` called on our Tensor (named as the hook)."""
+
+    def __init__(self, hook: Any, node: Any = None) -> None:
+        self.hook, self.node = hook, node
+        self.__qualname__ = getattr(hook, "__qualname__", None) or repr(hook)
+
+    def __call__(self, grad: Tensor | None) -> Tensor | None:
+        r = self.hook(to_torch(grad))
+        return None if r is None else to_ours(r, self.node)
+
+
+class NodeHook:
+    """A PyTorch node hook (``pre``: ``hook(grad_outputs)``, ``post``:
+    ``hook(grad_inputs, grad_outputs)``) called on our Tensors."""
+
+    def __init__(self, hook: Any, node: Any) -> None:
+        self.hook, self.node = hook, node
+        self.__qualname__ = getattr(hook, "__qualname__", None) or repr(hook)
+
+    def __call__(self, *lists: Sequence[Tensor | None]) -> Any:
+        r = self.hook(*(tuple(to_torch(g) for g in xs) for xs in lists))
+        if r is None:
+            return None
+        r = (r,) if not isinstance(r, (tuple, list)) else r
+        return tuple(to_ours(g, self.node) for g in r)
+
+
+class RetainGrad:
+    """``retain_grad``'s hook: the tensor's ``.grad`` (a clone, then a sum)."""
+
+    __qualname__ = "retain_grad"
+
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+
+    def __call__(self, grad: Tensor | None) -> None:
+        var = self.ref()
+        if var is None or grad is None:
+            return
+        g = to_torch(grad, copy=True)
+        var.grad = g if var.grad is None else var.grad + g
+
+
+def install_hooks(ours: Node, fn: Any, reg: Any) -> None:
+    """The program's hooks on ``fn`` as hooks of our node (run by our call_function)."""
+    pre, post = node_hook_dicts(fn)
+    ours._pre_hooks.extend(NodeHook(h, fn) for h in pre.values())
+    ours._post_hooks.extend(NodeHook(h, fn) for h in post.values())
+    for nr, d in reg.tensor_hooks(fn):
+        ours._tensor_pre_hooks.setdefault(nr, []).extend(TensorHook(h, fn) for h in d.values())
+    for nr, ref in reg.retained(fn):
+        ours._retains_grad_hooks[nr] = RetainGrad(ref)
+
+
+def node_hook_dicts(fn: Any) -> tuple[dict[Any, Any], dict[Any, Any]]:
+    """The dicts PyTorch keeps a node's Python pre- and post-hooks in.
+
+    ``registerFunctionHook`` (python_hook.cpp) passes the node's existing dict to
+    ``Function._register_hook``, looked up at call time: register a probe with that
+    lookup patched, keep the dict, remove the probe."""
+    torch = _torch()
+    mixin = torch.autograd.function._HookMixin
+    orig = mixin.__dict__["_register_hook"]
+    found: list[Any] = []
+
+    def spy(d: Any, hook: Any) -> Any:
+        found.append(d)
+        return orig.__func__(d, hook)
+
+    out: list[dict[Any, Any]] = []
+    for register in ("register_prehook", "register_hook"):
+        found.clear()
+        mixin._register_hook = staticmethod(spy)
+        try:
+            handle = getattr(fn, register)(_probe)
+        finally:
+            mixin._register_hook = orig
+        handle.remove()
+        d = found[0] if found and found[0] is not None else {}
+        out.append(d if found else {})
+    return out[0], out[1]
+
+
+def _probe(*args: Any) -> None:
+    return None
+
+
+
+
+_lock = threading.Lock()
+
+
+# --- reentrant calls: backward/grad from inside a bridged node ----------------------------
+_reentrant_depth = 0
+
+
+@contextlib.contextmanager
+def reentrant_calls() -> Iterator[None]:
+    """While a bridged backward runs, ``torch.autograd.backward``/``grad`` go to our engine."""
+    global _reentrant_depth
+    import torch
+
+    ag = torch.autograd
+    with _lock:
+        _reentrant_depth += 1
+        if _reentrant_depth == 1:
+            _patched["backward"], _patched["grad"] = ag.backward, ag.grad
+            ag.backward, ag.grad = _backward, _grad
+    try:
+        yield
+    finally:
+        with _lock:
+            _reentrant_depth -= 1
+            if _reentrant_depth == 0:
+                ag.backward, ag.grad = _patched.pop("backward"), _patched.pop("grad")
+
+
+_patched: dict[str, Any] = {}
+
+
+def _backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
+              create_graph: bool = False, grad_variables: Any = None, inputs: Any = None
+              ) -> None:
+    from .torch_bridge import from_torch
+
+    if create_graph:
+        return _patched["backward"](tensors, grad_tensors, retain_graph, create_graph,
+                                    grad_variables, inputs)
+    from_torch(tensors, grad_tensors, inputs).backward(bool(retain_graph))
+
+
+def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any = None,
+          create_graph: bool = False, only_inputs: bool = True, allow_unused: Any = None,
+          is_grads_batched: bool = False, materialize_grads: bool = False) -> Any:
+    from .engine import get_default_engine
+    from .torch_bridge import from_torch, to_torch
+
+    if create_graph or is_grads_batched or materialize_grads:
+        return _patched["grad"](outputs, inputs, grad_outputs, retain_graph, create_graph,
+                                only_inputs, allow_unused, is_grads_batched, materialize_grads)
+    g = from_torch(outputs, grad_outputs, inputs)
+    res = get_default_engine().execute(g.roots, g.grads, bool(retain_graph), False, False,
+                                       g.outputs)
+    for i, r in enumerate(res):
+        if r is None and not allow_unused:
+            raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have "
+                               "been used in the graph. Set allow_unused=True if this is the "
+                               "desired behavior.")
+    return tuple(to_torch(r, copy=True) for r in res)

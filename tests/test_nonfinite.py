@@ -1,0 +1,105 @@
+"""The "first non-finite gradient" breakpoint (autograd_tui/nonfinite.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autograd_tui import engine, scenarios
+from autograd_tui.engine.events import ListObserver, summarize
+from autograd_tui.history import History
+from autograd_tui.nonfinite import explain, first_nonfinite, nonfinite
+from autograd_tui.runner import Run
+from autograd_tui.session import Breakpoint, Session
+
+
+def test_nonfinite_reads_a_summary() -> None:
+    assert nonfinite(summarize(engine.tensor([1.0, 2.0]))) is None
+    assert nonfinite(summarize(engine.tensor([1.0, float("inf")]))) == "Inf"
+    assert nonfinite(summarize(engine.tensor([float("inf"), float("nan")]))) == "NaN"
+    # beyond the four values a summary keeps, the norm still tells
+    assert nonfinite(summarize(engine.tensor([0.0] * 9 + [float("nan")]))) == "NaN"
+    assert nonfinite(None) is None
+    assert nonfinite({"shape": "?", "values": 3}) is None  # damaged: not a finding
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("op", "node", "what"), [("pow", "PowBackward0", "NaN"),
+                                                    ("log", "LogBackward0", "NaN"),
+                                                    ("div", "DivBackward0", "Inf")])
+def test_the_breakpoint_stops_where_anomaly_mode_would(op: str, node: str, what: str) -> None:
+    """A session with the breakpoint stops at the node_end of the node that anomaly mode
+    names, in the first GraphTask, before the AccumulateGrad runs."""
+    run = Run(scenarios.get("anomaly-nan"), params={"op": op})
+    try:
+        s = Session.from_run(run)
+        s.breakpoints = [Breakpoint(nonfinite=True)]
+        r = s.run_until_breakpoint()
+        assert r.status == "breakpoint"
+        hit = r.events[-1]
+        assert hit.kind == "node_end" and hit.graph_task == 1
+        f = first_nonfinite(hit)
+        assert f is not None and f.what == what and f.slot == 0
+        words = explain(f, run.history)
+        assert words.startswith(f"first non-finite gradient: {node}#")
+        assert f"holds {what}" in words and "so this node made it" in words
+        assert "AccumulateGrad" in words
+        state = run.history.state_at(hit.seq)
+        assert all(st.state != "done" for n, st in state.node_states.items()
+                   if state.nodes[n].name == "AccumulateGrad")
+    finally:
+        assert run.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_non_finite_root_gradient_is_passed_on_not_made() -> None:
+    x = engine.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3.0
+    obs = ListObserver()
+    with engine.Engine() as eng, engine.use_engine(eng):
+        eng.add_observer(obs)
+        y.backward(engine.tensor([float("nan"), 1.0]))
+    h = History(sorted(obs.events, key=lambda e: e.seq))
+    found = [f for e in h.events if (f := first_nonfinite(e)) is not None]
+    assert found and found[0].event.node is not None
+    words = explain(found[0], h)
+    assert "MulBackward0" in words and "already non-finite" in words
+
+
+@pytest.mark.timeout(60)
+def test_a_finite_run_never_stops() -> None:
+    run = Run(scenarios.get("linear-relu"))
+    try:
+        s = Session.from_run(run)
+        s.breakpoints = [Breakpoint(nonfinite=True)]
+        assert s.run_until_breakpoint().status == "finished"
+    finally:
+        assert run.close()
+
+
+@pytest.mark.timeout(120)
+def test_the_breakpoint_works_on_pytorchs_nodes(tmp_path) -> None:
+    """A real PyTorch graph through the bridge: the same summaries, the same breakpoint."""
+    pytest.importorskip("torch", reason="the PyTorch bridge needs torch (pip install torch)")
+    from autograd_tui.torch_script import script_scenario
+
+    script = tmp_path / "nan.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "def main():\n"
+        "    torch.manual_seed(0)\n"
+        "    lin = nn.Linear(3, 2).double()\n"
+        "    x = torch.tensor([[0.0, 1.0, 2.0]], dtype=torch.float64)\n"
+        "    return (lin(x).relu().sqrt() * 0).sum() + lin.weight.sum()\n")
+    run = Run(script_scenario(str(script)))
+    try:
+        s = Session.from_run(run)
+        s.breakpoints = [Breakpoint(nonfinite=True)]
+        r = s.run_until_breakpoint()
+        assert r.status == "breakpoint"
+        f = first_nonfinite(r.events[-1])
+        assert f is not None and f.what == "NaN"
+        words = explain(f, run.history)
+        assert words.startswith("first non-finite gradient: SqrtBackward0#")
+        assert "ReluBackward0" in words and "so this node made it" in words
+    finally:
+        assert run.close()
