@@ -208,16 +208,16 @@ class Session:
         if self.finished:
             return StepResult("finished", [])
         preds = [b.predicate() for b in self.breakpoints]
-        hit = False
+        hits: list[Event] = []
 
         def stop_here(e: Event) -> bool:
-            nonlocal hit
-            hit = hit or any(p(e) for p in preds)
-            return hit or self._stop.is_set()
+            if not hits and any(p(e) for p in preds):
+                hits.append(e)
+            return bool(hits) or self._stop.is_set()
 
         r = self._after(self.run.controller.run_until(stop_here))
-        if r.status == "breakpoint" and not hit:
-            return StepResult("stopped", r.events, r.thread)
+        if r.status == "breakpoint":  # the event that matched (not the whole run's)
+            return StepResult("breakpoint" if hits else "stopped", hits, r.thread)
         return r
 
     def stop(self) -> None:
