@@ -288,17 +288,31 @@ class ListObserver:
         return [e.kind for e in self.events]
 
 
+_F64 = np.dtype(np.float64)
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
 def summarize(t: Any, n: int = 4, full: bool = False) -> dict[str, Any] | None:
     """A small, JSON-safe summary of a tensor: shape, dtype, first values, norm
     (and with ``full``, every value as nested lists under ``data``)."""
     if t is None:
         return None
-    data = np.asarray(getattr(t, "data", t))
+    data = getattr(t, "data", t)
+    if type(data) is not np.ndarray:
+        data = np.asarray(data)
     flat = data.reshape(-1)
-    vals = [float(v) if np.isfinite(v) else repr(float(v)) for v in flat[:n].astype(float)]
-    norm = float(np.linalg.norm(flat.astype(float))) if flat.size else 0.0
-    out = {"shape": list(data.shape), "dtype": str(data.dtype), "values": vals,
-           "norm": norm if math.isfinite(norm) else repr(norm)}
+    if flat.dtype != _F64:
+        flat = flat.astype(float)
+    isfinite = math.isfinite
+    vals = [v if isfinite(v) else repr(v) for v in flat[:n].tolist()]
+    # np.linalg.norm of a real vector is sqrt(x.dot(x)) (the same bits, without its checks)
+    norm = math.sqrt(flat.dot(flat)) if flat.size else 0.0
+    dtype = data.dtype
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:  # numpy builds a dtype's name in Python each time: keep it
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    out = {"shape": list(data.shape), "dtype": name, "values": vals,
+           "norm": norm if isfinite(norm) else repr(norm)}
     if full:
         out["data"] = _json_safe(data.astype(float).tolist())
     return out
