@@ -103,3 +103,29 @@ def test_the_breakpoint_works_on_pytorchs_nodes(tmp_path) -> None:
         assert "ReluBackward0" in words and "so this node made it" in words
     finally:
         assert run.close()
+
+
+def test_summaries_are_numpys_norm_and_values_bit_for_bit() -> None:
+    """summarize computes the norm as np.linalg.norm does (sqrt(x.dot(x))) and the first
+    values as floats, non-finite ones as strings: checked against NumPy itself."""
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    arrays = [np.array(0.3), np.zeros((0, 3)), np.array([1e200, 1e200]), np.float32([1.5, 3e38]),
+              np.arange(5), np.array([True, False]), rng.standard_normal((4, 3)).T]
+    for _ in range(200):
+        a = rng.standard_normal(tuple(int(x) for x in rng.integers(0, 4, rng.integers(0, 3))))
+        if a.size and rng.random() < 0.3:
+            a.flat[0] = rng.choice([np.nan, np.inf, -np.inf])
+        arrays.append(a.astype(rng.choice([np.float64, np.float32])))
+    with np.errstate(all="ignore"):
+        for a in arrays:
+            s = summarize(a)
+            flat = np.asarray(a, dtype=float).reshape(-1)
+            norm = float(np.linalg.norm(flat)) if flat.size else 0.0
+            assert s["norm"] == (norm if math.isfinite(norm) else repr(norm))
+            want = [float(v) if math.isfinite(v) else repr(float(v)) for v in flat[:4]]
+            assert s["values"] == want and s["shape"] == list(np.shape(a))
+            assert s["dtype"] == str(np.asarray(a).dtype)
