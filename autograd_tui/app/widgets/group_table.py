@@ -3,9 +3,11 @@ nn.Module group (``module_tree``), collapsed until opened, with the nodes inside
 when open.
 
 A group's row: ``▸`` (closed) or ``▾`` (open), its label, and how many of its nodes are
-in each state.  A node's row: id, badge and name, then the list view's columns.  The
-groups that hold the node the shown event touched are drawn in reverse video, and so
-is that node's row: stepping through a closed group stays visible.
+in each state, by the states' badges (``186 nodes: ▶1 W1 ✓52 ·132``: words would not fit
+the pane), in the colour of its busiest state.  A node's row: id, badge and name, then
+the list view's columns.  The groups that hold the node the shown event touched are
+drawn in reverse video, and so is that node's row: stepping through a closed group
+stays visible.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from autograd_tui.app import render
 from autograd_tui.app.widgets.line_table import LineTable
 from autograd_tui.app.widgets.rows import Row, cells
 from autograd_tui.history.state import EngineState
-from autograd_tui.module_tree import Group, ModuleTree, module_tree, summary
+from autograd_tui.module_tree import STATE_ORDER, Group, ModuleTree, module_tree, state_counts
 from autograd_tui.words import seq_text
 
 GROUP_COLUMNS = ("module / node", "device", "state", "deps", "seq", "where")
@@ -85,7 +87,7 @@ class GroupTable(LineTable):
                 open_ = g.key in self.expanded
                 style = "bold reverse" if g.key in marked else "bold"
                 label = " " * (INDENT * depth) + ("▾ " if open_ else "▸ ") + g.label
-                rows.append(cells((label, style), (summary(state, g.nodes), "dim")))
+                rows.append(cells((label, style), group_summary(state, g.nodes)))
                 keys.append(GROUP_KEY + g.key)
                 if open_:
                     for n in g.own:
@@ -101,6 +103,16 @@ class GroupTable(LineTable):
         does not widen the device column."""
         return super()._measure([r[:-1] if len(r) < len(GROUP_COLUMNS) else r for r in rows],
                                 start)
+
+
+def group_summary(state: EngineState, nodes: list[int]) -> tuple[str, str]:
+    """``186 nodes: ▶1 W1 ✓52 ·132`` and the style of the first state of ``STATE_ORDER``
+    that some node is in (running, then ready, ...)."""
+    counts = state_counts(state, nodes)
+    present = [st for st in STATE_ORDER if counts.get(st)]
+    text = " ".join(f"{render.STATE_STYLE[st][1]}{counts[st]}" for st in present)
+    style = render.STATE_STYLE[present[0]][0] if present else ""
+    return f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}: {text}", style
 
 
 def node_cells(state: EngineState, n: int, depth: int, highlight: bool) -> Row:
