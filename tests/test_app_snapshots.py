@@ -11,6 +11,7 @@ and review the SVGs in ``tests/__snapshots__/test_app_snapshots/``.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import time
 from collections.abc import Callable
@@ -20,6 +21,8 @@ import pytest
 from textual.pilot import Pilot
 
 from autograd_tui.app import AutogradApp
+from autograd_tui.app.widgets import SidePane
+from autograd_tui.app.widgets.group_table import GroupTable
 from autograd_tui.session import Breakpoint
 
 pytestmark = pytest.mark.timeout(120)
@@ -148,3 +151,46 @@ def test_help_screen(snap_compare: Any) -> None:
 def test_small_terminal_message(snap_compare: Any) -> None:
     app = AutogradApp("linear-relu")
     assert snap_compare(app, terminal_size=(60, 20), run_before=finish)
+
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="the torch examples need PyTorch (pip install torch)")
+
+
+async def at_first_split(pilot: Pilot[Any]) -> None:
+    """torch-attention (3 blocks) when its last block's SplitBackward0 (q, k, v) starts."""
+    app = pilot.app
+    assert isinstance(app, AutogradApp) and app.session is not None
+    await finish(pilot)
+    app.session.breakpoints = [Breakpoint(kind="node_start", node="SplitBackward0")]
+    await pilot.press("c")
+    await finish(pilot)
+    # The side panes keep the height of the tallest content drawn during the run, which
+    # depends on which frames the run had time to draw: fit them to this moment's.
+    for pane in app.query(SidePane):
+        pane.reset()
+    app._draw(force=True)
+    await finish(pilot)
+
+
+@needs_torch
+def test_torch_attention_grouped_by_module(snap_compare: Any) -> None:
+    """The blocks folded into one group, marked: it holds the running node."""
+    app = AutogradApp("torch-attention", params={"layers": 3})
+    assert snap_compare(app, terminal_size=SIZE, run_before=at_first_split)
+
+
+@needs_torch
+def test_torch_attention_groups_opened(snap_compare: Any) -> None:
+    """``enter`` on the fold (it opens into the blocks), then on the running block."""
+    app = AutogradApp("torch-attention", params={"layers": 3})
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await at_first_split(pilot)
+        app.query_one(GroupTable).focus()
+        for key in ("enter", "down", "down", "down", "enter"):  # enter's message first
+            await pilot.press(key)
+            await pilot.pause()
+        await finish(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

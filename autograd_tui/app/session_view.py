@@ -14,6 +14,7 @@ from typing import Any
 from textual import events
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.geometry import Size
@@ -45,6 +46,8 @@ class SessionView(App[int]):
 
     A subclass opens the session in ``_open``: it sets ``session`` (after ``_reset``)
     and draws it with ``_tick(force=True)``."""
+
+    BINDINGS = [Binding("f", "find_node", "Find node", show=False)]
 
     # Neither repaints the whole screen when it changes (a reactive of the App does, by
     # default): the panes that show them update themselves.
@@ -265,9 +268,17 @@ class SessionView(App[int]):
 
     # --- actions: views -------------------------------------------------------------------
     def action_toggle_view(self) -> None:
-        pane = self.query_one(GraphPane)
-        pane.list_view = not pane.list_view
+        self.query_one(GraphPane).view_presses += 1
         self._draw(force=True)
+
+    def action_find_node(self) -> None:
+        """The grouped view: open the groups holding the node the shown event touched."""
+        s = self.session
+        last = s.state_at(self.cursor).last_event if s is not None else None
+        node = last.node if last is not None else None
+        if not self.query_one(GraphPane).reveal(node):
+            self.notify("f finds the shown event's node in the grouped view (a PyTorch "
+                        "graph's nodes by module; v switches views)", timeout=3)
 
     def action_details(self) -> None:
         self.query_one(GraphPane).toggle_details()

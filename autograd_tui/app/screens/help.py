@@ -21,6 +21,8 @@ HELP = """\
 | `v` | graph view / compact list view |
 | `d` | node details (of the node the shown event touched, or the selected row) |
 | `shift+arrows` | pan the graph |
+| `enter` / click | grouped view (PyTorch nodes by nn.Module; `v`): open / close a group |
+| `f` | grouped view: open the groups holding the shown event's node, select its row |
 | `r` | restart the scenario |
 | `s` | pick another scenario |
 | `e` | export a Graphviz snapshot of the shown state |

@@ -1,6 +1,7 @@
 """The graph pane: the backward graph drawn as boxes in layers (``#graph``), or, for a
-large graph or on ``v``, the compact list view (``#node-list``), and below either the
-details of one node (``#details``, on ``d``)."""
+large graph or on ``v``, the compact list view (``#node-list``), or for a PyTorch graph
+(``node_meta``) the grouped view (``#group-list``: its nodes by nn.Module); below any of
+them the details of one node (``#details``, on ``d``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from autograd_tui.app import render
+from autograd_tui.app.widgets.group_table import GROUP_KEY, GroupTable
 from autograd_tui.app.widgets.line_table import LineTable
 from autograd_tui.app.widgets.rows import Row, cells
 from autograd_tui.app.widgets.text_view import TextView
@@ -43,7 +45,7 @@ class GraphPane(Vertical):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self.list_view = False  # asked for with v (a large graph is listed anyway)
+        self.view_presses = 0  # v: the next of the views this graph has
         self.details_node: int | None = None  # chosen in the list; else the touched node
         self._list_raw: list[tuple[str, ...]] | None = None  # what the list view shows
         self._list_cells: dict[tuple[str, ...], Row] = {}
@@ -52,6 +54,7 @@ class GraphPane(Vertical):
     def compose(self) -> ComposeResult:
         yield TextView(id="graph")
         yield LineTable(NODE_COLUMNS, zebra=True, grow_only=True, id="node-list")
+        yield GroupTable(id="group-list")
         yield Static("", id="details")
 
     def reset(self) -> None:
@@ -59,6 +62,7 @@ class GraphPane(Vertical):
         self.details_node = None
         self._list_raw = self._lazy_order = None
         self.query_one("#node-list", LineTable).clear()
+        self.query_one(GroupTable).reset()
 
     def toggle_details(self) -> None:
         self.query_one("#details").toggle_class("shown")
@@ -66,22 +70,46 @@ class GraphPane(Vertical):
     def pan(self, dx: int, dy: int) -> None:
         self.query_one("#graph", TextView).scroll_relative(dx, dy, animate=False)
 
-    @on(LineTable.Selected, "#node-list")
+    def reveal(self, node: int | None) -> bool:
+        """The grouped view: open the groups holding ``node`` and select its row."""
+        table = self.query_one(GroupTable)
+        if not self.has_class("groups") or not table.reveal(node):
+            return False
+        table.focus()
+        return True
+
+    @on(LineTable.Selected, "#node-list, #group-list")
     def _chosen(self, event: LineTable.Selected) -> None:
         event.stop()
+        if event.key.startswith(GROUP_KEY):  # a group's row: open or close it
+            self.query_one(GroupTable).toggle(event.key[len(GROUP_KEY):])
+            return
         self.details_node = int(event.key)
         self.query_one("#details").add_class("shown")
         self.post_message(self.NodeChosen(self.details_node))
 
     # --- drawing --------------------------------------------------------------------------
+    def view(self, state: EngineState) -> str:
+        """``graph``, ``list`` or ``groups``: what ``v`` picked among this graph's views
+        (a large graph has no boxes; a graph without ``node_meta``, no groups)."""
+        big = len(state.nodes) > LIST_VIEW_ABOVE
+        if not state.node_meta:
+            return "list" if big or self.view_presses % 2 else "graph"
+        views = ("groups", "list") if big else ("graph", "groups", "list")
+        return views[self.view_presses % len(views)]
+
     def show(self, state: EngineState, highlight: int | None) -> None:
-        listed = self.list_view or len(state.nodes) > LIST_VIEW_ABOVE
-        self.set_class(listed, "list")
-        title = (f"graph: {len(state.nodes)} nodes"
-                 + ("  (list view: v toggles)" if listed else ""))
+        view = self.view(state)
+        self.set_class(view == "list", "list")
+        self.set_class(view == "groups", "groups")
+        title = f"graph: {len(state.nodes)} nodes" + {
+            "graph": "", "list": "  (list view: v toggles)",
+            "groups": "  by module (enter opens, f finds, v view)"}[view]
         if self.border_title != title:  # setting it, even unchanged, repaints the pane
             self.border_title = title
-        if listed:
+        if view == "groups":
+            self.query_one(GroupTable).show(state, highlight)
+        elif view == "list":
             self._show_list(state)
         else:
             self.query_one("#graph", TextView).set_lines(render.graph_lines(state, highlight))
