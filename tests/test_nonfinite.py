@@ -129,3 +129,25 @@ def test_summaries_are_numpys_norm_and_values_bit_for_bit() -> None:
             want = [float(v) if math.isfinite(v) else repr(float(v)) for v in flat[:4]]
             assert s["values"] == want and s["shape"] == list(np.shape(a))
             assert s["dtype"] == str(np.asarray(a).dtype)
+
+
+@pytest.mark.timeout(120)
+def test_run_headless_stop_at_nonfinite(tmp_path, capsys) -> None:
+    """``--stop-at nonfinite``: the trace up to the node that made the NaN, what it found,
+    exit 4; the recording holds the run so far; a finite run ends as usual (exit 0); the
+    app has no such flag (its breakpoints dialog does it)."""
+    from autograd_tui.commands import main
+    from autograd_tui.history import recordings as trace
+
+    rec = tmp_path / "nan.jsonl"
+    assert main(["run", "anomaly-nan", "--headless", "--stop-at", "nonfinite",
+                 "--record", str(rec)]) == 4
+    out = capsys.readouterr().out
+    assert "stopped at a non-finite gradient" in out
+    assert "first non-finite gradient: PowBackward0#3 output 0 holds NaN" in out
+    loaded = trace.load(rec)
+    assert loaded.footer["status"] == "running" and loaded.events[-1].kind == "node_end"
+    assert main(["run", "linear-relu", "--headless", "--quiet", "--stop-at", "nonfinite"]) == 0
+    assert "completed" in capsys.readouterr().out
+    assert main(["run", "anomaly-nan", "--stop-at", "nonfinite"]) == 2
+    assert "--stop-at needs --headless" in capsys.readouterr().err

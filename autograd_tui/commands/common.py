@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 PROG = "autograd-tui"
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
+EXIT_NONFINITE = 4  # --stop-at nonfinite stopped at a NaN or an Inf
 EXIT_INTERRUPTED = 130  # what a shell reports for Ctrl-C
 
 #: a recording this big (bytes) takes seconds to load: say so on stderr
@@ -243,16 +244,41 @@ def make_run(source: str, args: argparse.Namespace, *, full_tensors: bool = Fals
                engine_overrides=pairs(args.engine, "--engine"), full_tensors=full_tensors)
 
 
-def run_to_end(run: Run) -> StepResult:
-    """Run until the end, a deadlock or an error; a schedule that does not fit the run
+def add_stop_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stop-at", choices=["nonfinite"], default=None,
+                   help="--headless: stop at the first non-finite gradient (a node whose "
+                        "output holds NaN or Inf), say where it came from, exit 4")
+
+
+def stop_summary(con: Any, run: Run, result: StepResult) -> int | None:
+    """After ``--stop-at nonfinite`` stopped a run: what it found, and exit 4 (None when
+    the run did not stop there)."""
+    from autograd_tui.nonfinite import explain, first_nonfinite
+
+    found = first_nonfinite(result.events[-1]) if result.status == "breakpoint" else None
+    if found is None:
+        return None
+    con.print("[bold red]stopped at a non-finite gradient[/bold red]")
+    print_text(con, explain(found, run.history))
+    return EXIT_NONFINITE
+
+
+def run_to_end(run: Run, stop_at: str | None = None) -> StepResult:
+    """Run until the end, a deadlock or an error (or with ``stop_at="nonfinite"``, the
+    first non-finite gradient); a schedule that does not fit the run
     (``--policy schedule:...``) is bad usage, and so is a parameter value the program
     refuses: a ``ScenarioError`` it raises (``n`` must be at least 1, see
     ``scenarios``), which no type check before the run can see."""
     from autograd_tui.control import ScheduleDivergence
+    from autograd_tui.nonfinite import first_nonfinite
     from autograd_tui.scenarios import ScenarioError
 
     try:
-        result = run.run()
+        if stop_at == "nonfinite":
+            run.start()
+            result = run.controller.run_until(lambda e: first_nonfinite(e) is not None)
+        else:
+            result = run.run()
     except ScheduleDivergence as e:
         raise UsageError(f"--policy schedule: {e}") from None
     if isinstance(run.error, ScenarioError):

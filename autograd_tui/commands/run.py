@@ -20,6 +20,7 @@ from autograd_tui.commands.common import (
     FORMATTER,
     UsageError,
     add_run_options,
+    add_stop_option,
     check_run_args,
     console,
     examples,
@@ -33,6 +34,7 @@ from autograd_tui.commands.common import (
     program_error_text,
     run_to_end,
     say,
+    stop_summary,
 )
 
 
@@ -49,7 +51,8 @@ def add_parser(sub: Any) -> None:
             "autograd-tui run multi-device --policy schedule:1:40,2:12,1:5 --headless",
             "autograd-tui run reentrant-deep --engine max_recursion_depth=10 --headless",
             "autograd-tui run linear-relu --headless --record run.jsonl.gz",
-            "autograd-tui run ./my_scenario.py --headless"))
+            "autograd-tui run ./my_scenario.py --headless",
+            "autograd-tui run anomaly-nan --headless --stop-at nonfinite"))
     p.add_argument("scenario", metavar="NAME|PATH")
     add_run_options(p)
     p.add_argument("--record", metavar="FILE", help="write a recording (.jsonl or .jsonl.gz)")
@@ -58,6 +61,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--headless", action="store_true", help="no app: print a trace")
     p.add_argument("--quiet", action="store_true", help="--headless: the summary only")
     p.add_argument("--timings", action="store_true", help="also print how long it took")
+    add_stop_option(p)
     p.set_defaults(func=run)
 
 
@@ -66,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.headless:
         if record is not None:  # the app writes no recording: say so rather than drop it
             raise UsageError("--record needs --headless (the app does not write recordings)")
+        if args.stop_at is not None:
+            raise UsageError("--stop-at needs --headless (in the app: b, first non-finite "
+                             "gradient)")
         check_run_args(args.scenario, args)
         return open_app(args.scenario, params=pairs(args.param, "--param"),
                         policy=args.policy, seed=args.seed,
@@ -73,12 +80,16 @@ def run(args: argparse.Namespace) -> int:
     r = make_run(args.scenario, args, full_tensors=args.full_tensors)
     try:
         t0 = time.perf_counter()
-        result = run_to_end(r)
+        result = run_to_end(r, args.stop_at)
         elapsed = time.perf_counter() - t0
         con = console()
         if not args.quiet:
             print_trace(con, r.events)
-        status = _summary(con, r, result)
+        status = stop_summary(con, r, result)
+        if status is not None:
+            con.print(f"schedule: {r.controller.schedule_string()}")
+        else:
+            status = _summary(con, r, result)
         if record is not None:
             r.save(record)
             con.print(f"recorded {len(r.events)} events to {record}")

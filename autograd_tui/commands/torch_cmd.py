@@ -18,6 +18,7 @@ from autograd_tui.commands.common import (
     EXIT_OK,
     FORMATTER,
     UsageError,
+    add_stop_option,
     console,
     examples,
     open_app,
@@ -26,6 +27,7 @@ from autograd_tui.commands.common import (
     print_trace,
     program_error_text,
     run_to_end,
+    stop_summary,
 )
 
 
@@ -45,6 +47,7 @@ def add_parser(sub: Any) -> None:
                    help="the function that returns the loss (default: main)")
     p.add_argument("--headless", action="store_true", help="no app: print a trace")
     p.add_argument("--quiet", action="store_true", help="--headless: the summary only")
+    add_stop_option(p)
     p.add_argument("--record", metavar="FILE", help="write a recording (.jsonl or .jsonl.gz)")
     p.set_defaults(func=run)
 
@@ -56,16 +59,23 @@ def run(args: argparse.Namespace) -> int:
     record = output_file(args.record, "--record")
     if not args.headless and record is not None:
         raise UsageError("--record needs --headless (the app does not write recordings)")
+    if not args.headless and args.stop_at is not None:
+        raise UsageError("--stop-at needs --headless (in the app: b, first non-finite "
+                         "gradient)")
     scenario = script_scenario(args.script, args.entry)
     if not args.headless:
         return open_app(scenario)
     r = Run(scenario)
     try:
-        result = run_to_end(r)
+        result = run_to_end(r, args.stop_at)
         con = console()
         if not args.quiet:
             print_trace(con, r.events)
-        status = _summary(con, r, result)
+        status = stop_summary(con, r, result)
+        if status is not None:
+            con.print(f"schedule: {r.controller.schedule_string()}")
+        else:
+            status = _summary(con, r, result)
         if record is not None:
             r.save(record)
             con.print(f"recorded {len(r.events)} events to {record}")
