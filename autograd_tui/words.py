@@ -111,7 +111,34 @@ def value_summary(value: Any, many: bool = False) -> Any:
 
 
 def short_value(s: Any) -> str:
+    if isinstance(s, msgspec.Raw):  # as a recording keeps it: one text per distinct summary
+        key = bytes(s)
+        text = _SHORT.get(key)
+        if text is None:
+            if len(_SHORT) > 4096:
+                _SHORT.clear()
+            text = _SHORT[key] = _short(value_summary(s))
+        return text
     return _short(value_summary(s))
+
+
+def _outputs_text(outputs: Any) -> str:
+    """A node_end's outputs, each as ``short_value``: the list split without decoding its
+    summaries, each then shown once per distinct summary."""
+    if isinstance(outputs, msgspec.Raw):
+        try:
+            items = _RAW_LIST.decode(outputs)
+        except msgspec.DecodeError:  # not a list: shown as value_summary shows it
+            pass
+        else:
+            return ", ".join(short_value(x) for x in items or ())
+    return ", ".join(_short(o) for o in value_summary(outputs, many=True) or ())
+
+
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw] | None)
+#: raw summary -> its short text (a gradient shows up twice in a trace: as the producer's
+#: output and in the receiver's buffer)
+_SHORT: dict[bytes, str] = {}
 
 
 def _short(s: Any) -> str:
@@ -172,7 +199,7 @@ def event_words(e: Event, names: dict[int, str] | None = None) -> str:
     elif k == "node_start":
         body = f"start {nm(e.node)} (depth {d['depth']})"
     elif k == "node_end":
-        outs = ", ".join(_short(o) for o in value_summary(d["outputs"], many=True) or ())
+        outs = _outputs_text(e.outputs)  # type: ignore[attr-defined]
         body = f"end {nm(e.node)} -> ({outs})"
         if d.get("leaf_grad") is not None:
             body += f" .grad = {short_value(d['leaf_grad'])}"
@@ -221,7 +248,15 @@ def event_words(e: Event, names: dict[int, str] | None = None) -> str:
 def event_line(e: Event, names: dict[int, str] | None = None) -> str:
     """An event without its number: its thread, its GraphTask and its words (the app's
     event log shows the number in a column of its own)."""
-    return f"{plain(e.thread):<18} {where(e):<5} {event_words(e, names)}"
+    thread = _THREADS.get(e.thread)
+    if thread is None:
+        if len(_THREADS) > 1024:
+            _THREADS.clear()
+        thread = _THREADS[e.thread] = f"{plain(e.thread):<18}"
+    return f"{thread} {where(e):<5} {event_words(e, names)}"
+
+
+_THREADS: dict[str, str] = {}  # thread name -> its column, made plain (a few per run)
 
 
 def format_event(e: Event, names: dict[int, str] | None = None) -> str:
