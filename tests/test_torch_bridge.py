@@ -191,6 +191,28 @@ def test_unsupported_graphs_name_the_node() -> None:
         from_torch(nt * 2, grad_outputs=nt)
 
 
+def test_a_node_that_cannot_run_here_is_named() -> None:
+    """A node that cannot be called from Python, or a CUDA graph where PyTorch finds no
+    GPU: one TorchBridgeError naming the node (the CLI prints it, exit 1)."""
+    from autograd_tui.engine.torch_bridge import TorchNode, _check_device
+
+    class OpaqueBackward0:  # what a graph node that Python cannot call looks like to us
+        next_functions = ()
+
+        def _sequence_nr(self) -> int:
+            return 7
+
+    with pytest.raises(TorchBridgeError, match=r"OpaqueBackward0 \(sequence_nr 7\) cannot "
+                       "be called from Python"):
+        TorchNode(OpaqueBackward0())
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: a CUDA graph runs")
+    fn = (torch.ones(2, requires_grad=True) * 2).sum().grad_fn
+    with pytest.raises(TorchBridgeError, match=r"SumBackward0 \(sequence_nr \d+\) runs on "
+                       "cuda:0, but PyTorch finds no GPU here"):
+        _check_device(torch.device("cuda"), fn)
+
+
 def test_cli_torch_headless_record_and_check_order(tmp_path: Path) -> None:
     script = ROOT / "scenarios" / "torch_cnn.py"
     rec = tmp_path / "cnn.jsonl"
