@@ -7,7 +7,7 @@ each with ``--quiet`` (record only) and the chain also printing every event into
 For each it prints the time per event (the whole command, less the time and memory of
 the same command on a 2-leaf graph: the interpreter's start-up and imports), the
 recording's bytes per event and the peak memory per event (peak RSS above that baseline).
-The goal (issue 20): at w=4,000 each of the three is within 1.5x of its
+The goal: at w=4,000 each of the three is within 1.5x of its
 value at w=250, and a recorded chain costs at most 20 us per event.
 
 ``BENCH_SCALE_SIZES=small`` runs smaller sizes (a quick look); ``BENCH_SCALE_TIMEOUT``
