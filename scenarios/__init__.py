@@ -49,6 +49,11 @@ class ScenarioError(Exception):
         self.usage = usage
 
 
+class ImportsTorch(ScenarioError):
+    """A file that imports torch, run as a scenario: it is a script for ``autograd-tui
+    torch`` (``replay --reexecute --scenario`` runs it as one)."""
+
+
 @dataclass(frozen=True)
 class Param:
     default: Any
@@ -133,7 +138,7 @@ def _from_module(mod: ModuleType, source: str) -> Scenario:
     missing = [a for a in ("NAME", "program") if not hasattr(mod, a)]
     requires = tuple(getattr(mod, "REQUIRES", ()))
     if "torch" not in requires and _imports_torch(mod):
-        raise ScenarioError(
+        raise ImportsTorch(
             f"{source}: it imports torch, so its backward would run on PyTorch's engine, with "
             f"nothing for us to show: run it with `autograd-tui torch {source}` (its main() "
             "builds the model, runs the forward pass and returns the loss; see docs/torch.md)")

@@ -237,6 +237,18 @@ def test_cli_torch_headless_record_and_check_order(tmp_path: Path) -> None:
     assert p.returncode == 2 and "defines no function 'nope'" in p.stderr
 
 
+def test_a_script_recording_reexecutes_identically(tmp_path: Path) -> None:
+    """replay --reexecute --scenario SCRIPT runs the script's main() and our backward under
+    the recorded schedule: the same events."""
+    rec = tmp_path / "cnn.jsonl"
+    script = str(ROOT / "scenarios" / "torch_cnn.py")
+    p = cli("torch", script, "--headless", "--quiet", "--record", str(rec))
+    assert p.returncode == 0, p.stderr
+    p = cli("replay", str(rec), "--reexecute", "--scenario", script)
+    assert p.returncode == 0, p.stderr
+    assert "identical to the recording" in p.stdout
+
+
 def test_a_torch_program_run_as_a_scenario_is_told_where_to_go(tmp_path: Path) -> None:
     f = tmp_path / "prog.py"
     f.write_text("import torch\nNAME = 'x'\ndef program():\n    return {}\n")

@@ -86,13 +86,12 @@ def _grad_line(name: str, v: Any) -> str:
 
 
 def _reexecute(rec: Any, scenario: str | None) -> int:
-    from autograd_tui import scenarios
     from autograd_tui.control import ScheduleDivergence
     from autograd_tui.runner import reexecute
 
     # Only a scenario the person names on the command line may be a file.
     try:
-        r, divergence = reexecute(rec, scenarios.load(scenario) if scenario else None)
+        r, divergence = reexecute(rec, _named(scenario) if scenario else None)
     except ScheduleDivergence as e:  # the file's schedule is data, and may not fit
         raise Failure(f"the recorded schedule does not fit the run: {e}") from None
     try:
@@ -107,3 +106,16 @@ def _reexecute(rec: Any, scenario: str | None) -> int:
         return EXIT_ERROR
     finally:
         r.close()
+
+
+def _named(source: str) -> Any:
+    """The scenario ``--scenario`` names: a built-in, a scenario file, or a PyTorch script
+    (a file that imports torch: its ``main()``, as ``autograd-tui torch`` runs it)."""
+    from autograd_tui import scenarios
+
+    try:
+        return scenarios.load(source)
+    except scenarios.ImportsTorch:
+        from autograd_tui.torch_script import script_scenario
+
+        return script_scenario(source)
