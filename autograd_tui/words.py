@@ -178,33 +178,42 @@ def event_words(e: Event, names: dict[int, str] | None = None) -> str:
         return "-" if i is None else f"{names.get(i) or 'node'}#{i}"
 
     k = e.kind
+    x: Any = e  # the kinds of nearly every line read their (typed) fields directly
+    if k == "push":
+        what = "dummy" if x.dummy else "shutdown" if x.shutdown else nm(e.node)
+        body = (f"push {what} -> {e.queue} (depth {x.depth}, seq {seq_text(x.seq_nr)}, "
+                f"size {x.size})")
+    elif k == "pop":
+        what = "dummy" if x.dummy else "shutdown" if x.shutdown else nm(e.node)
+        body = f"pop {what} <- {e.queue} (size {x.size}{', expired' if x.expired else ''})"
+    elif k == "dependency_decrement":
+        body = (f"dependencies[{nm(e.node)}] -> {x.remaining} "
+                f"(from {nm(x.from_node)}, input {x.input_nr})")
+    elif k == "buffer_accumulate":
+        body = f"buffer {nm(e.node)}[{x.slot}] {x.mode} = {short_value(x.value)}"
+    elif k == "node_start":
+        body = f"start {nm(e.node)} (depth {x.depth})"
+    elif k == "outstanding_decrement":
+        body = f"outstanding_tasks -> {x.outstanding}"
+    else:
+        body = _rare_words(e, nm)
+    return plain(body)  # names, queues and messages may come from a file
+
+
+def _rare_words(e: Event, nm: Callable[[int | None], str]) -> str:
+    """``event_words`` of the other kinds, reading fields through ``_Fields``."""
+    k = e.kind
     attrs = _ATTRS.get(k)
     d: Any = _Fields(e, attrs) if attrs is not None else e.data
-    if k == "push":
-        what = "dummy" if d["dummy"] else "shutdown" if d["shutdown"] else nm(e.node)
-        seq = seq_text(d["seq"])
-        body = f"push {what} -> {e.queue} (depth {d['depth']}, seq {seq}, size {d['size']})"
-    elif k == "pop":
-        what = "dummy" if d["dummy"] else "shutdown" if d["shutdown"] else nm(e.node)
-        body = f"pop {what} <- {e.queue} (size {d['size']}{', expired' if d['expired'] else ''})"
-    elif k == "dependency_decrement":
-        body = (f"dependencies[{nm(e.node)}] -> {d['remaining']} "
-                f"(from {nm(d['from_node'])}, input {d['input_nr']})")
-    elif k == "buffer_accumulate":
-        body = (f"buffer {nm(e.node)}[{d['slot']}] {d['mode']} = {short_value(d['value'])}")
-    elif k == "not_ready_insert":
+    if k == "not_ready_insert":
         body = f"not_ready += {nm(e.node)} slots {d['slots']}"
     elif k == "not_ready_remove":
         body = f"not_ready -= {nm(e.node)}"
-    elif k == "node_start":
-        body = f"start {nm(e.node)} (depth {d['depth']})"
     elif k == "node_end":
         outs = _outputs_text(e.outputs)  # type: ignore[attr-defined]
         body = f"end {nm(e.node)} -> ({outs})"
         if d.get("leaf_grad") is not None:
             body += f" .grad = {short_value(d['leaf_grad'])}"
-    elif k == "outstanding_decrement":
-        body = f"outstanding_tasks -> {d['outstanding']}"
     elif k == "node_skipped":
         body = f"skip {nm(e.node)} ({d['reason']})"
     elif k == "hook":
@@ -242,7 +251,7 @@ def event_words(e: Event, names: dict[int, str] | None = None) -> str:
     else:
         data = e.data
         body = k + (" " + str(data) if data else "")
-    return plain(body)  # names, queues and messages may come from a file
+    return body
 
 
 def event_line(e: Event, names: dict[int, str] | None = None) -> str:
