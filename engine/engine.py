@@ -73,7 +73,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errstate import ignore_errors
-from .events import Event, Observer, make_event, summarize
+from .events import Event, NodeInfo, Observer, make_event, summarize
 from .grad_mode import _anomaly
 from .grad_mode import _tls as grad_tls
 from .graph import AccumulateGrad, Edge, GraphRoot, Node
@@ -480,14 +480,14 @@ class Engine:
     def _emit_dependencies(self, root: Node, task: GraphTask, min_topo_nr: int) -> None:
         nodes = []
         order = [root, *sorted(task.nodes_in_graph - {root}, key=self.node_id)]
-        for n in order:
-            nodes.append({
-                "id": self.node_id(n), "name": n.name(), "device": n.device(),
-                "seq": int(n._sequence_nr), "topo": n._topological_nr,
-                "num_inputs": n.num_inputs(), "leaf": isinstance(n, AccumulateGrad),
-                "next": [[self.node_id(e.function) if e.function is not None else None,
-                          e.input_nr] for e in n._next_edges],
-            })
+        node_id = self.node_id
+        for n in order:  # NodeInfo tuples, as the event keeps them (no dict to convert)
+            nodes.append(NodeInfo(
+                node_id(n), n.name(), n.device(), int(n._sequence_nr), n._topological_nr,
+                n.num_inputs(),
+                tuple((node_id(e.function) if e.function is not None else None, e.input_nr)
+                      for e in n._next_edges),
+                isinstance(n, AccumulateGrad)))
         deps = sorted([self.node_id(n), c] for n, c in task.dependencies.items())
         self._emit("dependencies_computed", task, root, None,
                    dependencies=deps, nodes=nodes,
