@@ -89,6 +89,9 @@ def add_parser(sub: Any) -> None:
                    help="show gradient values in slots and .grad (default: shown)")
     p.add_argument("--collapse-leaves", action="store_true",
                    help="draw the AccumulateGrad leaves of each device as one node")
+    p.add_argument("--unfold", action="store_true",
+                   help="a PyTorch graph: draw every repeated block (blocks.0..N) in full, "
+                        "not only the one holding the shown node")
     add_run_options(p, what="for a scenario: ")
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                    help="how long one `dot` run may take (default 60)")
@@ -111,6 +114,7 @@ class _Options:
     values: bool
     collapse_leaves: bool
     timeout: float
+    unfold: bool
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     state = _state_at(src, "end" if args.at is None else str(args.at).strip())
     print(gx.export_state(state, opt.output, fmt=opt.fmt, rankdir=opt.rankdir,
                           values=opt.values, collapse_leaves=opt.collapse_leaves,
-                          title=src.title, timeout=opt.timeout))
+                          title=src.title, timeout=opt.timeout, unfold=opt.unfold))
     return EXIT_OK
 
 
@@ -151,7 +155,7 @@ def _options(args: argparse.Namespace) -> _Options:
     if not args.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
     return _Options(Path(args.output), frames, fmt, rankdir, args.values,
-                    args.collapse_leaves, float(args.timeout))
+                    args.collapse_leaves, float(args.timeout), args.unfold)
 
 
 def _load(source: str, args: argparse.Namespace) -> _Source:
@@ -203,7 +207,8 @@ def _export_frames(src: _Source, args: argparse.Namespace, opt: _Options) -> int
         raise Failure(f"{src.title}: {what}: no frames to write")
     frames, index = gx.write_frames(src.events, ks, opt.output, fmt=opt.fmt, title=src.title,
                                     rankdir=opt.rankdir, values=opt.values,
-                                    collapse_leaves=opt.collapse_leaves, timeout=opt.timeout)
+                                    collapse_leaves=opt.collapse_leaves, timeout=opt.timeout,
+                                    unfold=opt.unfold)
     print(f"wrote {len(frames)} frames to {opt.output}/ ({frames[0].file} … "
           f"{frames[-1].file}) and {index}: open it in a browser and step with ←/→ (Home/End)")
     return EXIT_OK

@@ -6,6 +6,7 @@ Not in PyTorch.  Modules, one job each:
 - ``labels``: what each box says (a node's table, collapsed leaves, the side
   table, the title and ``event_text``);
 - ``dot``: ``to_dot(state)``, the layout of one state as DOT text;
+- ``modules``: a PyTorch graph's nn.Module clusters, nested, repeated blocks folded;
 - ``render``: running Graphviz ``dot``, output formats, and ``ExportError``;
 - ``frames``: which events get a frame, the states after them, ``index.html``;
 - ``write``: ``export_state`` (one file; the app's export dialog uses it) and

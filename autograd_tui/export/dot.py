@@ -11,7 +11,8 @@ draws exactly like a live run:
   event's ``from_node -> node``, for ``dependency_decrement`` and
   ``buffer_accumulate``) is bold and blue;
 * one cluster per device; in a PyTorch graph (``node_meta``), inside it one per
-  ``nn.Module`` that made nodes;
+  ``nn.Module`` that made nodes, nested by module path, repeated blocks folded
+  (``export/modules.py``; ``unfold`` draws every block);
 * with ``collapse_leaves``, the AccumulateGrad leaves of each device in one
   node (a grid); the edges into them are not drawn (edges from all over the
   graph into one node make ``dot`` very slow on large graphs) but listed: each
@@ -37,6 +38,7 @@ from autograd_tui.export.labels import (
     side_table,
     title_html,
 )
+from autograd_tui.export.modules import ModuleClusters
 from autograd_tui.export.render import ExportError
 from autograd_tui.export.style import (
     CLUSTER_COLOR,
@@ -88,18 +90,9 @@ def _deadlock_nodes(state: EngineState) -> dict[int, list[tuple[int, str]]]:
     return out
 
 
-def _by_module(state: EngineState, nodes: list[int]) -> list[tuple[str | None, list[int]]]:
-    """Nodes grouped by the nn.Module that made them (``node_meta``; None: no module)."""
-    groups: dict[str | None, list[int]] = {}
-    for n in nodes:
-        meta = state.node_meta.get(n)
-        module = meta.get("module") if isinstance(meta, dict) else None
-        groups.setdefault(module if isinstance(module, str) else None, []).append(n)
-    return sorted(groups.items(), key=lambda kv: (kv[0] is not None, kv[0] or ""))
-
-
 def to_dot(state: EngineState, *, rankdir: str = "TB", values: bool = True,
-           collapse_leaves: bool = False, title: str | None = None) -> str:
+           collapse_leaves: bool = False, title: str | None = None,
+           unfold: bool = False) -> str:
     """The DOT text of one state (deterministic: the same state gives the same bytes)."""
     if rankdir not in RANKDIRS:
         raise ExportError(f"rankdir must be one of {', '.join(RANKDIRS)}, not {rankdir!r}")
@@ -122,6 +115,14 @@ def to_dot(state: EngineState, *, rankdir: str = "TB", values: bool = True,
                 parents.setdefault(dst, []).append((n, inr))
     ctx = LabelContext(state, values, flow, frozenset(collapsed), parents, frozenset(dl_nodes))
 
+    modules = ModuleClusters(state, unfold)
+
+    def node_line(n: int, indent: str) -> str:
+        info = state.nodes[n]
+        ns = state.node_states.get(n, NodeState("not_reached"))
+        return f"{indent}n{n} " + attrs(id=f"n{n}", label=node_table(ctx, info, ns),
+                                        tooltip=f"{info.name} #{n} ({ns.state})") + ";"
+
     out = ["digraph autograd {"]
     out.append("  graph " + attrs(
         id="autograd", rankdir=rankdir, fontname=FONT, fontsize=12, labelloc="t",
@@ -138,24 +139,8 @@ def to_dot(state: EngineState, *, rankdir: str = "TB", values: bool = True,
                                           style="rounded,dashed", color=CLUSTER_COLOR,
                                           fontcolor=CLUSTER_COLOR) + ";")
         leaves = [n for n in by_device[dev] if n in collapsed]
-        for module, ns_ in _by_module(state, [n for n in by_device[dev] if n not in collapsed]):
-            indent = "    "
-            if module is not None:  # a PyTorch graph: the nn.Module that made these nodes
-                mid = f"cluster_m_{did}_{ident(module)}"
-                typ = state.node_meta[ns_[0]].get("module_type") or ""
-                out.append(f"    subgraph {mid} {{")
-                out.append("      graph " + attrs(
-                    id=mid, label=Html(f"{esc(module)} <I>{esc(typ)}</I>"), style="rounded",
-                    color=CLUSTER_COLOR, fontcolor=CLUSTER_COLOR) + ";")
-                indent = "      "
-            for n in ns_:
-                info = state.nodes[n]
-                ns = state.node_states.get(n, NodeState("not_reached"))
-                out.append(f"{indent}n{n} " + attrs(
-                    id=f"n{n}", label=node_table(ctx, info, ns),
-                    tooltip=f"{info.name} #{n} ({ns.state})") + ";")
-            if module is not None:
-                out.append("    }")
+        out.extend(modules.lines(dev, [n for n in by_device[dev] if n not in collapsed],
+                                 node_line))
         if leaves:
             leaves.sort()
             name = f"leaves_{did}"
@@ -166,21 +151,37 @@ def to_dot(state: EngineState, *, rankdir: str = "TB", values: bool = True,
             # invisible edge from the deepest other node of the device keeps it below
             others = [m for m in by_device[dev] if m not in collapsed]
             if others:
-                out.append(f"    n{others[-1]} -> {name} " + attrs(style="invis") + ";")
+                last = modules.rep.get(others[-1], f"n{others[-1]}")
+                out.append(f"    {last} -> {name} " + attrs(style="invis") + ";")
         out.append("  }")
 
-    # edges, in the direction the gradient flows (not into collapsed leaves)
+    # edges, in the direction the gradient flows (not into collapsed leaves); the edges
+    # of folded blocks go to their summary nodes, one edge per pair of ends
+    rep = modules.rep
+    folded: dict[tuple[str, str], tuple[str, int, int, bool]] = {}  # ends -> id, in, count, flowed
     for n in order:
         for k, (dst, inr) in enumerate(state.nodes[n].next):
             if dst is None or dst not in state.nodes or dst in collapsed:
                 continue
             tail = f"{collapsed[n]}:n{n}" if n in collapsed else f"n{n}"
             head = f"n{dst}"
+            just = flow is not None and flow == (n, dst, inr)
+            if n in rep or dst in rep:
+                ends = (rep.get(n, tail), rep.get(dst, head))
+                if ends[0] != ends[1]:
+                    eid, first, count, was = folded.get(ends, (f"e{n}_{k}", inr, 0, False))
+                    folded[ends] = (eid, first, count + 1, was or just)
+                continue
             edge: dict[str, Any] = {"id": f"e{n}_{k}", "label": f"in {inr}"}
-            if flow is not None and flow == (n, dst, inr):
+            if just:
                 edge.update(style="bold", penwidth=3, color=FLOW_COLOR, fontcolor=FLOW_COLOR,
                             label=f"in {inr} (just flowed)")
             out.append(f"  {tail} -> {head} " + attrs(**edge) + ";")
+    for (tail, head), (eid, inr, count, just) in folded.items():
+        edge = {"id": eid, "label": f"in {inr}" if count == 1 else f"{count} edges"}
+        if just:
+            edge.update(style="bold", penwidth=3, color=FLOW_COLOR, fontcolor=FLOW_COLOR)
+        out.append(f"  {tail} -> {head} " + attrs(**edge) + ";")
 
     # side table and legend
     out.append("  side " + attrs(id="side", label=side_table(state)) + ";")
@@ -213,7 +214,8 @@ def to_dot(state: EngineState, *, rankdir: str = "TB", values: bool = True,
                 id=f"dl{i}_{j}", color=DEADLOCK_COLOR, fontcolor=DEADLOCK_COLOR, penwidth=2.5,
                 label="waits for") + ";")
         for n in sorted(dl_nodes):
-            target = f"{collapsed[n]}:n{n}" if n in collapsed else f"n{n}"
+            target = (f"{collapsed[n]}:n{n}" if n in collapsed
+                      else modules.rep.get(n, f"n{n}"))
             for i, why in dl_nodes[n]:
                 out.append(f"  dl{i} -> {target} " + attrs(
                     id=f"dl{i}_n{n}", color=DEADLOCK_COLOR, fontcolor=DEADLOCK_COLOR,

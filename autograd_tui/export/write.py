@@ -68,7 +68,7 @@ def check_output(out: Path, frames: bool) -> None:
 
 def export_state(state: EngineState, path: str | Path, *, fmt: str | None = None,
                  rankdir: str = "TB", values: bool = True, collapse_leaves: bool = False,
-                 title: str | None = None, timeout: float = 60.0) -> str:
+                 title: str | None = None, timeout: float = 60.0, unfold: bool = False) -> str:
     """Draw ``state`` into ``path`` (format from ``fmt`` or the suffix); return a message.
 
     Without ``dot`` (or if it fails) the DOT source is written next to ``path``
@@ -80,7 +80,7 @@ def export_state(state: EngineState, path: str | Path, *, fmt: str | None = None
     if out.is_dir():
         raise ExportError(f"{out}: cannot write: it is a directory")
     text = to_dot(state, rankdir=rankdir, values=values, collapse_leaves=collapse_leaves,
-                  title=title)
+                  title=title, unfold=unfold)
     if f == "dot":
         write_bytes(out, text.encode())
     else:
@@ -98,7 +98,7 @@ def export_state(state: EngineState, path: str | Path, *, fmt: str | None = None
 
 def write_frames(events: Sequence[Event], ks: Sequence[int], out: Path, *, fmt: str,
                  title: str, rankdir: str = "TB", values: bool = True,
-                 collapse_leaves: bool = False, timeout: float = 60.0
+                 collapse_leaves: bool = False, timeout: float = 60.0, unfold: bool = False
                  ) -> tuple[list[Frame], Path]:
     """One frame per k in ``ks`` (the state after events 1..k) into the folder ``out``
     (``frame-0000.svg``, ...), and ``index.html``; returns the frames and the index.
@@ -133,7 +133,7 @@ def write_frames(events: Sequence[Event], ks: Sequence[int], out: Path, *, fmt: 
             for i, (k, state) in enumerate(states_after(events, ks)):
                 stem = f"frame-{i:0{width}d}"
                 text = to_dot(state, rankdir=rankdir, values=values,
-                              collapse_leaves=collapse_leaves, title=title)
+                              collapse_leaves=collapse_leaves, title=title, unfold=unfold)
                 frames.append(Frame(f"{stem}.{used}", k, event_text(state)))
                 if used == "dot":
                     write_bytes(out / f"{stem}.dot", text.encode())
