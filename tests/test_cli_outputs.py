@@ -201,3 +201,46 @@ def test_the_batched_trace_is_what_rich_prints_line_by_line(options) -> None:
         con.print("summary")
     assert got.getvalue() == want.getvalue()
     assert ("\x1b[" in got.getvalue()) == options.get("force_terminal", False)  # bold at least
+
+
+# --- stdout: a closed pipe, no terminal ---------------------------------------------------------
+def _cli() -> list[str]:
+    import sys
+    return [sys.executable, "-m", "autograd_tui"]
+
+
+def test_a_closed_pipe_ends_quietly_and_keeps_the_recording(tmp_path: Path) -> None:
+    """``run ... | head -1``: the reader goes away after one line; the command ends with
+    exit 0 and no message, and the recording it was asked for is complete."""
+    import subprocess
+
+    rec = tmp_path / "r.jsonl"
+    for argv in (["run", "chain", "--headless", "--param", "n=2000", "--record", str(rec)],
+                 ["show", "linear-relu"], ["list"]):
+        p = subprocess.Popen([*_cli(), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert p.stdout is not None and p.stdout.readline()
+        p.stdout.close()  # what head does after its line
+        err = p.stderr.read() if p.stderr else b""
+        assert p.wait(timeout=100) == 0, err
+        assert err == b"", err
+    assert len(recordings.load(rec).events) == 28_008
+
+
+def _recording(tmp_path: Path) -> Path:
+    assert main([*RUN, "--record", str(tmp_path / "lr.jsonl")]) == 0
+    return tmp_path / "lr.jsonl"
+
+
+def test_the_app_without_a_terminal_says_use_headless(tmp_path: Path) -> None:
+    """stdout a pipe: the commands that would open the app stop at once, exit 2."""
+    import importlib.util
+    import subprocess
+
+    argvs = [[], ["run", "linear-relu"], ["replay", str(_recording(tmp_path))]]
+    if importlib.util.find_spec("torch") is not None:
+        argvs.append(["torch", str(Path(__file__).parent.parent / "scenarios" / "torch_mlp.py")])
+    for argv in argvs:
+        p = subprocess.run([*_cli(), *argv], capture_output=True, text=True, timeout=100)
+        assert p.returncode == 2, (argv, p.stderr)
+        assert "needs a terminal" in p.stderr and "--headless" in p.stderr
+        assert "Traceback" not in p.stderr and p.stdout == ""

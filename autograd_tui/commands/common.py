@@ -89,11 +89,31 @@ def pairs(items: Sequence[str] | None, what: str) -> dict[str, str]:
 
 
 # --- output -------------------------------------------------------------------------------------
+class PipeClosed(Exception):
+    """The reader of stdout went away (``| head``): the command stops, quietly, exit 0."""
+
+
+def _stdout_to_devnull() -> None:
+    """After a closed pipe: what is still buffered or printed goes nowhere (Python's own
+    flush at exit would otherwise fail on the pipe too)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's capture)
+        pass
+
+
 def console(soft_wrap: bool = True) -> Any:
     """A rich console on stdout (colour only on a terminal, and not under NO_COLOR)."""
     from rich.console import Console
 
-    return Console(file=sys.stdout, highlight=False, soft_wrap=soft_wrap)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # Rich's own exits with 1
+            self.quiet = True
+            _stdout_to_devnull()
+            raise PipeClosed
+
+    return _Console(file=sys.stdout, highlight=False, soft_wrap=soft_wrap)
 
 
 def say(message: str) -> None:
@@ -287,7 +307,13 @@ def run_to_end(run: Run, stop_at: str | None = None) -> StepResult:
 
 
 def open_app(*args: Any, **kwargs: Any) -> int:
-    """Open the app (``AutogradApp(*args, **kwargs)``) and return its exit code."""
+    """Open the app (``AutogradApp(*args, **kwargs)``) and return its exit code.  Without
+    a terminal on stdout (a pipe, a file, a CI job) the app cannot draw: bad usage, with
+    the flag that prints instead."""
+    if not sys.stdout.isatty():
+        raise UsageError("the app needs a terminal, and stdout is not one: add --headless "
+                         "to print a trace instead (run, replay, torch), or run the command "
+                         "in a terminal")
     # Imported here: the app (Textual) is the slowest import, and most commands never
     # need it.
     from autograd_tui.app import AutogradApp

@@ -27,11 +27,14 @@ from autograd_tui.commands import (
 from autograd_tui.commands.common import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
+    EXIT_OK,
     EXIT_USAGE,
     FORMATTER,
     PROG,
     Failure,
+    PipeClosed,
     UsageError,
+    _stdout_to_devnull,
     examples,
     exit_call,
     open_app,
@@ -68,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             return open_app()
         return args.func(args)
+    except (PipeClosed, BrokenPipeError):  # the reader went away (``| head``): as asked
+        _stdout_to_devnull()
+        return EXIT_OK
     except KeyboardInterrupt:
         say("interrupted")
         return EXIT_INTERRUPTED

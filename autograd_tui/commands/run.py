@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         result = run_to_end(r, args.stop_at)
         elapsed = time.perf_counter() - t0
+        if record is not None:  # first: a reader that goes away (``| head``) loses nothing
+            r.save(record)
         con = console()
         if not args.quiet:
             print_trace(con, r.events)
@@ -91,7 +93,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             status = _summary(con, r, result)
         if record is not None:
-            r.save(record)
             con.print(f"recorded {len(r.events)} events to {record}")
         if isinstance(r.error, SystemExit):  # a message where the shell sees it, not only a code
             say(f"{r.scenario.source}: the scenario's program called {exit_call(r.error)}")

@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     r = Run(scenario)
     try:
         result = run_to_end(r, args.stop_at)
+        if record is not None:  # first: a reader that goes away (``| head``) loses nothing
+            r.save(record)
         con = console()
         if not args.quiet:
             print_trace(con, r.events)
@@ -77,7 +79,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             status = _summary(con, r, result)
         if record is not None:
-            r.save(record)
             con.print(f"recorded {len(r.events)} events to {record}")
         return status
     finally:
