@@ -314,3 +314,27 @@ def test_graphviz_clusters_and_details_show_modules(tmp_path: Path) -> None:
     assert "module: conv (Conv2d)" in text
     assert "torch_cnn.py" in text and "self.conv(" in text
     assert "saved tensors:" in text and "weight: Tensor[3, 3, 3, 3] float64" in text
+
+
+def test_node_meta_events_are_no_steps() -> None:
+    """A step does not stop at each node's node_meta (a model has thousands): the step after
+    dependencies_computed holds every node_meta and ends at the engine's next event."""
+    from autograd_tui import scenarios
+    from autograd_tui.runner import Run
+    from autograd_tui.session import Session
+
+    run = Run(scenarios.get("torch-attention"), {"layers": 2})
+    try:
+        s = Session.from_run(run)
+        kinds = []
+        while not kinds or kinds[-1] != "dependencies_computed":
+            kinds = [e.kind for e in s.step_any().events]
+        step = [e.kind for e in s.step_any().events]
+        assert step[:-1] == ["node_meta"] * (len(step) - 1) and len(step) > 100
+        assert step[-1] != "node_meta"
+        s.run_until_breakpoint()
+        metas = sum(e.kind == "node_meta" for e in run.events)
+        runs = run.controller.schedule_string().split(",")
+        assert sum(int(r.split(":")[1]) for r in runs) == len(run.events) - metas + 1
+    finally:
+        assert run.close()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from autograd_tui.control.primitives import TrackedLock
 from autograd_tui.control.threads import ThreadInfo
-from autograd_tui.engine.events import Event
+from autograd_tui.engine.events import EVENT_TYPES, Event
 from autograd_tui.engine.sync import ThreadAborted, Waitable
 
 if TYPE_CHECKING:
@@ -41,6 +41,9 @@ class AutoRun:
     start: int = 0  # len(events) when it was granted: the step's events follow
     hit: bool = False  # an event of the current step matched the predicate
     error: BaseException | None = None  # raised at a gate, re-raised by the driver
+
+
+_NODE_META = EVENT_TYPES["node_meta"]
 
 
 class Gates:
@@ -155,6 +158,11 @@ class Gates:
         info = self._by_ident.get(threading.get_ident())
         auto = self._auto
         asks = auto is not None and auto.predicate is not None
+        if type(event) is _NODE_META:
+            # Not a step of the engine but a note on a node, one per node of a PyTorch graph
+            # (thousands for a model), right after dependencies_computed: no gate, so a step
+            # does not stop at each.  The thread runs on to its next event's gate.
+            info = None
         if info is not None and not asks and not self._subscribers:
             self._park(info, event, store=True)  # one lock round trip a gate
             return
