@@ -126,6 +126,8 @@ def _not_ready_remove(s: EngineState, e: Any) -> None:
         raise StateError(f"event {e.seq}: {s.node_name(node)} removed from not_ready, where "
                          "it is not")
     del s.not_ready[key]
+    if s.node_states[node][0] == "not_ready":  # all its inputs are in: on its way to a queue
+        s.node_states[node] = _new(NodeState, ("ready", None, e.graph_task))
 
 
 def _finish_node(s: EngineState, e: Any, state: str) -> None:
@@ -355,6 +357,12 @@ def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
                                      f"{s.node_name(fn.id if fn is not None else None)}")
                 if e.thread not in threads:
                     threads[e.thread] = ThreadState(e.thread, "running")
+                node = e.node
+                if node is not None and node_states[node][:2] == ("ready", q):
+                    # out of the queue, not yet started: ready, at no queue (the queue
+                    # pane no longer lists it, so its box must not name the queue)
+                    node_states[node] = c_states[node] = \
+                        _new(NodeState, ("ready", None, e.graph_task))
             elif t is _START:  # evaluate_function begins: push on the thread's stack
                 node = e.node
                 if node not in nodes:
