@@ -11,8 +11,6 @@ backward with PyTorch's engine and with ours and compares.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from autograd_tui.scenarios import Scenario, ScenarioError
+from autograd_tui.scenarios import Scenario, ScenarioError, import_file
 
 INSTALL = "pip install 'autograd-tui[torch]' (or: pip install torch)"
 
@@ -36,24 +34,8 @@ def need_torch() -> Any:
 def load_entry(path: str, entry: str = "main") -> tuple[Callable[..., Any], Any]:
     """Import the script and return its entry function (and the module)."""
     need_torch()
+    mod = import_file(path, "Python script")
     p = Path(path)
-    if not p.exists():
-        raise ScenarioError(f"{p}: no such file", usage=True)
-    if p.is_dir():
-        raise ScenarioError(f"{p}: is a directory, not a Python script")
-    modname = f"_torch_script_{abs(hash(str(p.resolve())))}"
-    spec = importlib.util.spec_from_file_location(modname, p)
-    if spec is None or spec.loader is None:
-        raise ScenarioError(f"{p}: cannot be imported as Python (use a .py file)")
-    mod = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(mod)
-    except SyntaxError as e:
-        raise ScenarioError(f"{p}:{e.lineno}: syntax error: {e.msg}") from None
-    except Exception as e:  # noqa: BLE001 - a user file: report, don't crash
-        raise ScenarioError(f"{p}: importing it raised {type(e).__name__}: {e}") from None
-    finally:
-        sys.modules.pop(modname, None)
     fn = getattr(mod, entry, None)
     if not callable(fn):
         raise ScenarioError(f"{p}: defines no function {entry!r} (the entry: it builds the "

@@ -207,12 +207,18 @@ def get(name: str) -> Scenario:
 
 def load_path(path: str | Path) -> Scenario:
     """Import a scenario file written by a person (its errors become one message)."""
+    return _from_module(import_file(path, "scenario file"), str(Path(path)))
+
+
+def import_file(path: str | Path, what: str) -> ModuleType:
+    """Import a Python file a person wrote (a scenario file, a PyTorch script): each way it
+    can fail is one ScenarioError naming the file; nothing of it stays in sys.modules."""
     p = Path(path)
     if not p.exists():
         raise ScenarioError(f"{p}: no such file", usage=True)
     if p.is_dir():
-        raise ScenarioError(f"{p}: is a directory, not a scenario file")
-    modname = f"_user_scenario_{abs(hash(str(p.resolve())))}"
+        raise ScenarioError(f"{p}: is a directory, not a {what}")
+    modname = f"_user_file_{abs(hash(str(p.resolve())))}"
     spec = importlib.util.spec_from_file_location(modname, p)
     if spec is None or spec.loader is None:
         raise ScenarioError(f"{p}: cannot be imported as Python (use a .py file)")
@@ -223,8 +229,9 @@ def load_path(path: str | Path) -> Scenario:
         raise ScenarioError(f"{p}:{e.lineno}: syntax error: {e.msg}") from None
     except Exception as e:  # noqa: BLE001 - a user file: report, don't crash
         raise ScenarioError(f"{p}: importing it raised {type(e).__name__}: {e}") from None
-    sys.modules.pop(modname, None)
-    return _from_module(mod, str(p))
+    finally:
+        sys.modules.pop(modname, None)
+    return mod
 
 
 def load(name_or_path: str) -> Scenario:

@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -268,6 +268,34 @@ def add_stop_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop-at", choices=["nonfinite"], default=None,
                    help="--headless: stop at the first non-finite gradient (a node whose "
                         "output holds NaN or Inf), say where it came from, exit 4")
+
+
+def app_only_options(args: argparse.Namespace, record: str | None) -> None:
+    """Without --headless (the app): the options that only a headless run can honour."""
+    if record is not None:  # the app writes no recording: say so rather than drop it
+        raise UsageError("--record needs --headless (the app does not write recordings)")
+    if args.stop_at is not None:
+        raise UsageError("--stop-at needs --headless (in the app: b, first non-finite "
+                         "gradient)")
+
+
+def report_headless(con: Any, run: Run, result: StepResult, args: argparse.Namespace,
+                    record: str | None, summary: Callable[[Any, Run, StepResult], int]) -> int:
+    """What ``run``/``torch --headless`` print after the run: the trace (unless --quiet),
+    what --stop-at found or ``summary``'s lines, the recording; returns the exit code.
+    The recording is written first: a reader that goes away (``| head``) loses nothing."""
+    if record is not None:
+        run.save(record)
+    if not args.quiet:
+        print_trace(con, run.events)
+    status = stop_summary(con, run, result)
+    if status is not None:
+        con.print(f"schedule: {run.controller.schedule_string()}")
+    else:
+        status = summary(con, run, result)
+    if record is not None:
+        con.print(f"recorded {len(run.events)} events to {record}")
+    return status
 
 
 def stop_summary(con: Any, run: Run, result: StepResult) -> int | None:

@@ -18,9 +18,9 @@ from autograd_tui.commands.common import (
     EXIT_ERROR,
     EXIT_OK,
     FORMATTER,
-    UsageError,
     add_run_options,
     add_stop_option,
+    app_only_options,
     check_run_args,
     console,
     examples,
@@ -30,11 +30,10 @@ from autograd_tui.commands.common import (
     output_file,
     pairs,
     print_text,
-    print_trace,
     program_error_text,
+    report_headless,
     run_to_end,
     say,
-    stop_summary,
 )
 
 
@@ -68,11 +67,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     record = output_file(args.record, "--record")
     if not args.headless:
-        if record is not None:  # the app writes no recording: say so rather than drop it
-            raise UsageError("--record needs --headless (the app does not write recordings)")
-        if args.stop_at is not None:
-            raise UsageError("--stop-at needs --headless (in the app: b, first non-finite "
-                             "gradient)")
+        app_only_options(args, record)
         check_run_args(args.scenario, args)
         return open_app(args.scenario, params=pairs(args.param, "--param"),
                         policy=args.policy, seed=args.seed,
@@ -82,18 +77,8 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         result = run_to_end(r, args.stop_at)
         elapsed = time.perf_counter() - t0
-        if record is not None:  # first: a reader that goes away (``| head``) loses nothing
-            r.save(record)
         con = console()
-        if not args.quiet:
-            print_trace(con, r.events)
-        status = stop_summary(con, r, result)
-        if status is not None:
-            con.print(f"schedule: {r.controller.schedule_string()}")
-        else:
-            status = _summary(con, r, result)
-        if record is not None:
-            con.print(f"recorded {len(r.events)} events to {record}")
+        status = report_headless(con, r, result, args, record, _summary)
         if isinstance(r.error, SystemExit):  # a message where the shell sees it, not only a code
             say(f"{r.scenario.source}: the scenario's program called {exit_call(r.error)}")
         if args.timings:

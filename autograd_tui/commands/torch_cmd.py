@@ -17,17 +17,16 @@ from autograd_tui.commands.common import (
     EXIT_ERROR,
     EXIT_OK,
     FORMATTER,
-    UsageError,
     add_stop_option,
+    app_only_options,
     console,
     examples,
     open_app,
     output_file,
     print_text,
-    print_trace,
     program_error_text,
+    report_headless,
     run_to_end,
-    stop_summary,
 )
 
 
@@ -57,30 +56,15 @@ def run(args: argparse.Namespace) -> int:
     from autograd_tui.torch_script import script_scenario
 
     record = output_file(args.record, "--record")
-    if not args.headless and record is not None:
-        raise UsageError("--record needs --headless (the app does not write recordings)")
-    if not args.headless and args.stop_at is not None:
-        raise UsageError("--stop-at needs --headless (in the app: b, first non-finite "
-                         "gradient)")
+    if not args.headless:
+        app_only_options(args, record)
     scenario = script_scenario(args.script, args.entry)
     if not args.headless:
         return open_app(scenario)
     r = Run(scenario)
     try:
         result = run_to_end(r, args.stop_at)
-        if record is not None:  # first: a reader that goes away (``| head``) loses nothing
-            r.save(record)
-        con = console()
-        if not args.quiet:
-            print_trace(con, r.events)
-        status = stop_summary(con, r, result)
-        if status is not None:
-            con.print(f"schedule: {r.controller.schedule_string()}")
-        else:
-            status = _summary(con, r, result)
-        if record is not None:
-            con.print(f"recorded {len(r.events)} events to {record}")
-        return status
+        return report_headless(console(), r, result, args, record, _summary)
     finally:
         r.close()
 
