@@ -351,3 +351,27 @@ def test_a_port_in_use_is_one_message() -> None:
                                 "server, or another `autograd-tui serve`): choose another "
                                 "with --port")
     assert p.stdout == ""
+
+
+def test_the_page_points_its_websocket_at_the_address_the_browser_used(tmp_path: Path) -> None:
+    """With --host 0.0.0.0 a student's browser reaches the server by its name: the page's
+    websocket must go there too, not to 127.0.0.1; a Host header that is not a plain name
+    and port is not put in the page."""
+    import urllib.request
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+
+    def ws_url(host: str) -> str:
+        req = urllib.request.Request(url, headers={"Host": host})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            page = r.read().decode()
+        m = re.search(r'data-session-websocket-url="([^"]*)"', page)
+        assert m is not None, page
+        return m.group(1)
+
+    with process_group([CLI, "serve", "--port", str(port)], tmp_path / "server.log"):
+        wait_http(url, 60)
+        assert ws_url(f"class-pc.lan:{port}") == f"ws://class-pc.lan:{port}/ws"
+        assert ws_url(f"[::1]:{port}") == f"ws://[::1]:{port}/ws"
+        assert ws_url(f'x"><b>:{port}') == f"ws://127.0.0.1:{port}/ws"
