@@ -16,9 +16,7 @@ a server is meant to end.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import errno
-import logging
 import os
 import re
 import shlex
@@ -35,6 +33,7 @@ from autograd_tui.commands.common import (
     add_run_options,
     check_run_args,
     examples,
+    say,
 )
 
 DEFAULT_SCENARIO = "linear-relu"
@@ -68,20 +67,22 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: a port is a number from 1 to 65535")
-    check_run_args(args.scenario, args)
+    name = check_run_args(args.scenario, args).name
     check_address(args.host, args.port)
-    command = app_command(args)
-    url = f"http://{_url_host(args.host)}:{args.port}"
+    # Imported here: aiohttp and textual-serve are needed by this command only.
     from aiohttp.web_runner import GracefulExit
 
-    server = _server(command, args.host, args.port, url, args.scenario)
+    from autograd_tui.words import plain
+
+    url = f"http://{_url_host(args.host)}:{args.port}"
+    server = _server(app_command(args), args.host, args.port, url, plain(name))
     try:
         server.serve()
     except OSError as e:  # lost the port between the check and the bind
         raise Failure(_address_error(args.host, args.port, e)) from None
     except GracefulExit:  # a second Ctrl-C while the first one waits for the apps
         pass
-    print(f"{PROG}: stopped", file=sys.stderr, flush=True)
+    say("stopped")
     return EXIT_OK
 
 
@@ -140,8 +141,11 @@ def _url_host(host: str) -> str:
 
 
 def _server(command: str, host: str, port: int, url: str, scenario: str) -> Any:
-    """textual-serve's Server, saying what it serves in our words rather than its banner."""
-    # Imported here: aiohttp and textual-serve are needed by this command only.
+    """textual-serve's Server, saying what it serves in our words rather than its banner,
+    and ending the apps of open pages promptly on Ctrl-C."""
+    import asyncio
+    import logging
+
     from textual_serve.server import Server
 
     class _Server(Server):
