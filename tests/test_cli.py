@@ -24,7 +24,8 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 
 
 def test_help_on_every_command_has_examples():
-    for cmd in ([], ["list"], ["show"], ["run"], ["replay"], ["chrome-trace"], ["export"]):
+    for cmd in ([], ["list"], ["show"], ["run"], ["replay"], ["chrome-trace"], ["export"],
+                ["serve"]):
         p = cli(*cmd, "--help")
         assert p.returncode == 0, p.stderr
         assert "usage: autograd-tui" in p.stdout

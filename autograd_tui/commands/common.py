@@ -377,8 +377,10 @@ def run_to_end(run: Run, stop_at: str | None = None) -> StepResult:
 def open_app(*args: Any, **kwargs: Any) -> int:
     """Open the app (``AutogradApp(*args, **kwargs)``) and return its exit code.  Without
     a terminal on stdout (a pipe, a file, a CI job) the app cannot draw: bad usage, with
-    the flag that prints instead."""
-    if not sys.stdout.isatty():
+    the flag that prints instead.  A Textual driver named in ``TEXTUAL_DRIVER`` draws
+    elsewhere (textual-serve's web driver, for ``serve``: a page in a browser, through a
+    pipe), and needs no terminal."""
+    if not sys.stdout.isatty() and not os.environ.get("TEXTUAL_DRIVER"):
         raise UsageError("the app needs a terminal, and stdout is not one: add --headless "
                          "to print a trace instead (run, replay, torch), or run the command "
                          "in a terminal")

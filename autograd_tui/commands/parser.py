@@ -21,6 +21,7 @@ from autograd_tui.commands import (
     list_cmd,
     replay,
     run,
+    serve,
     show,
     torch_cmd,
 )
@@ -41,7 +42,7 @@ from autograd_tui.commands.common import (
     say,
 )
 
-COMMANDS = (list_cmd, show, run, replay, chrome_trace, export, torch_cmd, check_order)
+COMMANDS = (list_cmd, show, run, replay, chrome_trace, export, torch_cmd, check_order, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=examples("autograd-tui", "autograd-tui list",
                         "autograd-tui run linear-relu --headless",
                         "autograd-tui run deadlock-reentrant-block --headless",
-                        "autograd-tui replay run.jsonl"),
+                        "autograd-tui replay run.jsonl",
+                        "autograd-tui serve linear-relu    # the app in a web browser"),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
