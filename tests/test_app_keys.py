@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_app import App, graph_matches, press, run_app, settle, shown
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
@@ -26,7 +27,6 @@ from autograd_tui.app.widgets import LineTable
 from autograd_tui.history import recordings as trace
 from autograd_tui.runner import Run
 from autograd_tui.words import format_event
-from test_app import App, graph_matches, press, run_app, settle, shown
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -162,6 +162,7 @@ class AutogradApp(ReplayView):
         if s.finished:
             self._say_finished()
             return
+        self._stop_play()  # the view follows the engine again
         self._follow = True
         self._drive("step")
 
@@ -173,6 +174,7 @@ class AutogradApp(ReplayView):
         if not 1 <= k <= len(names):
             self.notify(f"there is no thread {k} (threads 1..{len(names)})", severity="warning")
             return
+        self._stop_play()  # the view follows the engine again
         self._follow = True
         self._drive("thread", names[k - 1])
 
@@ -198,6 +200,7 @@ class AutogradApp(ReplayView):
         # Set on the UI thread, so that space pressed again before the worker starts stops it.
         s.arm()
         self._auto_running = True
+        self._stop_play()  # the view follows the engine again
         self._follow = True
         self._drive("run")
 

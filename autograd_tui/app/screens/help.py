@@ -18,6 +18,13 @@ HELP = """\
 | `left` / `right` | step back / forward through the history |
 | `home` / `end` | first / last event |
 | `g` | go to an event index |
+| `space` | in a replay, or behind the newest event: play / pause the history (stops at the end) |
+| `+` / `-` | play faster / slower (events per second, shown in the title while playing) |
+| `/` | jump to the next event of a kind or node: `push`, `#5`, `MulBackward0`, `push #5` |
+| `]` / `[` | repeat the last jump: the next / previous matching event |
+| `y` | copy the shown event's line to the clipboard |
+| `Y` | copy the node details (`d`) to the clipboard |
+| `ctrl+p` | command palette: every key's command, by name |
 | `v` | graph view / compact list view |
 | `d` | node details (of the node the shown event touched, or the selected row) |
 | `shift+arrows` | pan the graph |
