@@ -302,6 +302,16 @@ def test_the_palette_lists_every_described_binding_with_its_key() -> None:
         for c in cmds.values():
             assert any(p.startswith(f"{c.name}  {c.key}") for p in prompts), c
         await press(pilot, "escape")
+        # over a dialog the app's keys do nothing, and the palette offers none of them
+        await press(pilot, "question_mark", "ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"quit")
+        listed = app.screen.query_one(CommandList)
+        await until(pilot, lambda: listed.option_count > 0)  # Textual's own Quit
+        await pilot.pause(0.2)
+        prompts = [str(listed.get_option_at_index(i).prompt)
+                   for i in range(listed.option_count)]
+        assert prompts and not any(p.startswith(f"{cmds['quit'].name}  q") for p in prompts)
 
     run_app(app, script)
 

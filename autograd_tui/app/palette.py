@@ -17,6 +17,7 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.dom import DOMNode
+from textual.screen import ModalScreen
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,11 @@ def commands(app: App[object]) -> list[Command]:
 class BindingCommands(Provider):
     """The app's key bindings as palette commands."""
 
+    def _commands(self) -> list[Command]:
+        # Over a dialog, none: the app's keys do nothing there either (a step would
+        # move the engine behind the breakpoints dialog).
+        return [] if isinstance(self.screen, ModalScreen) else commands(self.app)
+
     def _prompt(self, c: Command, name: Content) -> Content:
         # Content, not markup: a key such as [ would be read as a markup tag
         return Content.assemble(name, ("  " + c.key, "dim"))
@@ -65,13 +71,13 @@ class BindingCommands(Provider):
         return partial(self.app.run_action, c.action)
 
     async def discover(self) -> Hits:
-        for c in commands(self.app):
+        for c in self._commands():
             yield DiscoveryHit(self._prompt(c, Content(c.name)), self._run(c), text=c.name,
                                help=Content(c.help) if c.help else None)  # type: ignore[arg-type]
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for c in commands(self.app):
+        for c in self._commands():
             score = max(matcher.match(c.name), 0.9 * matcher.match(c.help))
             if score > 0:
                 name = matcher.highlight(c.name) if matcher.match(c.name) else Content(c.name)
