@@ -43,7 +43,8 @@ HELP = """\
 in reverse video.
 
 **Live runs keep their history**: step back with `left` while the engine waits;
-`n` or `space` moves the engine on and jumps back to the newest event.
+`n` moves the engine on and jumps back to the newest event; `space` plays the
+history up to the newest event, and there runs the engine.
 """
 
 
