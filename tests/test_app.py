@@ -811,11 +811,12 @@ def test_replay_of_a_recording(tmp_path: Path) -> None:
         assert s.count() == total  # nothing runs in a replay
         # keys that only make sense live say which keys walk a recording, and do nothing
         await press(pilot, "home")
-        for key in ("space", "c", "p", "1", "9"):
+        for key in ("c", "p", "1", "9"):  # (space plays it: test_app_keys.py)
             app.notes.clear()
             await press(pilot, key)
             assert shown(app) == (0, total), key
-            assert app.said("replay: use left/right/home/end/g"), (key, app.notes)
+            assert app.said("replay: space plays; left/right/home/end/g and / walk it"), \
+                (key, app.notes)
 
     run_app(app, script)
 

@@ -1,5 +1,6 @@
 """``AutogradApp``: the debugger's keys (step, run, pause a thread, breakpoints, restart,
-scenarios, export) on top of ``SessionView``, which shows the session.
+scenarios, export; every binding of the app, in ``BINDINGS`` here) on top of
+``ReplayView`` (play, jumps, copy) and ``SessionView``, which shows the session.
 
 Steps and runs go through the controller from worker threads, so the UI never waits
 on the engine.  The panes are in ``widgets/``, the dialogs in ``screens/``.
@@ -17,6 +18,8 @@ from textual import work
 from textual.binding import Binding
 
 from autograd_tui.app import render
+from autograd_tui.app.palette import BindingCommands
+from autograd_tui.app.replay_view import ReplayView
 from autograd_tui.app.screens import (
     BreakpointsScreen,
     ExportScreen,
@@ -24,46 +27,69 @@ from autograd_tui.app.screens import (
     ScenarioScreen,
     TextScreen,
 )
-from autograd_tui.app.session_view import SessionView
 from autograd_tui.app.widgets import ThreadsPane
 from autograd_tui.nonfinite import explain, first_nonfinite
 from autograd_tui.session import Breakpoint, Session
 
 
-class AutogradApp(SessionView):
-    """The debugger: ``SessionView`` with the keys that drive a live run."""
+class AutogradApp(ReplayView):
+    """The debugger: ``ReplayView`` (``SessionView`` with play, jumps and copy) with the keys
+    that drive a live run."""
 
     TITLE = "autograd-tui"
     CSS_PATH = "app.tcss"
     # Nothing has the focus at start (Textual would focus the first table, even the hidden
     # list view); focusing re-composes the footer, a third of the time to the first frame.
     AUTO_FOCUS = None
+    COMMANDS = ReplayView.COMMANDS | {BindingCommands}  # ctrl+p: every key below, too
+    # A tooltip is the command palette's help line for the key (and the footer's on hover).
     BINDINGS = [
-        Binding("space", "toggle_run", "Run/Pause"),
-        Binding("n", "step", "Step"),
-        Binding("left", "back", "Back"),
-        Binding("right", "forward", "Fwd"),
-        Binding("c", "continue", "Continue"),
-        Binding("b", "breakpoints", "Breakpts"),
-        Binding("p", "pause_thread", "Pause thr"),
-        Binding("g", "goto", "Go to"),
+        Binding("space", "toggle_run", "Run/Pause",
+                tooltip="Run the engine to a breakpoint or the end, or pause it; in a replay "
+                        "or behind the newest event, play or pause the history"),
+        Binding("n", "step", "Step", tooltip="The scheduler picks a thread; it moves one event"),
+        Binding("left", "back", "Back", tooltip="Step back one event in the history"),
+        Binding("right", "forward", "Fwd", tooltip="Step forward one event in the history"),
+        Binding("c", "continue", "Continue", tooltip="Run to the next breakpoint"),
+        Binding("b", "breakpoints", "Breakpts", tooltip="Add, list or clear breakpoints"),
+        Binding("p", "pause_thread", "Pause thr",
+                tooltip="Pause or resume the thread selected in the threads pane"),
+        Binding("g", "goto", "Go to", tooltip="Go to an event index"),
         # priority: a focused table (the threads pane, once a row is clicked; the list
         # view) would take home/end for scrolling.
-        Binding("home", "first", "First", show=False, priority=True),
-        Binding("end", "last", "Last", show=False, priority=True),
-        Binding("v", "toggle_view", "View"),
-        Binding("d", "details", "Details"),
-        Binding("r", "restart", "Restart"),
-        Binding("s", "scenarios", "Scenarios"),
-        Binding("e", "export", "Export"),
-        Binding("t", "notes", "Notes"),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("q", "quit", "Quit"),
-        *[Binding(str(k), f"step_thread({k})", f"Step {k}", show=False) for k in range(1, 10)],
+        Binding("home", "first", "First", show=False, priority=True,
+                tooltip="The first event (before any: at 0)"),
+        Binding("end", "last", "Last", show=False, priority=True, tooltip="The newest event"),
+        Binding("v", "toggle_view", "View", tooltip="Graph view, grouped view, list view"),
+        Binding("d", "details", "Details", tooltip="Show or hide the node details"),
+        Binding("r", "restart", "Restart", tooltip="Run the scenario again from the start"),
+        Binding("s", "scenarios", "Scenarios", tooltip="Open another scenario (a filtered list)"),
+        Binding("e", "export", "Export", tooltip="Export a Graphviz snapshot of the shown state"),
+        Binding("t", "notes", "Notes", tooltip="The scenario's teaching notes"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key"),
+        Binding("q", "quit", "Quit", tooltip="Quit (tears down every engine thread)"),
+        *[Binding(str(k), f"step_thread({k})", f"Step {k}", show=False,
+                  tooltip=f"Step thread {k} only (its number in the threads pane)")
+          for k in range(1, 10)],
         Binding("shift+left", "pan(-8, 0)", show=False),
         Binding("shift+right", "pan(8, 0)", show=False),
         Binding("shift+up", "pan(0, -4)", show=False),
         Binding("shift+down", "pan(0, 4)", show=False),
+        # replay.py, replay_view.py: play speed, jumps, copy
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+", show=False,
+                tooltip="Play faster (more events per second)"),
+        Binding("minus", "slower", "Slower", key_display="-", show=False,
+                tooltip="Play slower (fewer events per second)"),
+        Binding("slash", "jump", "Jump", key_display="/",
+                tooltip="Jump to the next event of a kind or a node (push, #5, MulBackward0)"),
+        Binding("right_square_bracket", "jump_next", "Next match", key_display="]",
+                show=False, tooltip="Repeat the last jump: the next matching event"),
+        Binding("left_square_bracket", "jump_prev", "Prev match", key_display="[",
+                show=False, tooltip="Repeat the last jump backwards: the previous match"),
+        Binding("y", "copy_event", "Copy event",
+                tooltip="Copy the shown event's line to the clipboard"),
+        Binding("Y", "copy_node", "Copy node", show=False,
+                tooltip="Copy the node details (d) to the clipboard"),
     ]
 
     def __init__(self, scenario: Any = None, *, params: dict[str, Any] | None = None,
@@ -124,7 +150,8 @@ class AutogradApp(SessionView):
             if forward_in_replay:
                 self.action_forward()
             else:
-                self.notify("replay: use left/right/home/end/g", timeout=3)
+                self.notify("replay: space plays; left/right/home/end/g and / walk it",
+                            timeout=3)
             return None
         return s
 
@@ -135,6 +162,7 @@ class AutogradApp(SessionView):
         if s.finished:
             self._say_finished()
             return
+        self._stop_play()  # the view follows the engine again
         self._follow = True
         self._drive("step")
 
@@ -146,12 +174,19 @@ class AutogradApp(SessionView):
         if not 1 <= k <= len(names):
             self.notify(f"there is no thread {k} (threads 1..{len(names)})", severity="warning")
             return
+        self._stop_play()  # the view follows the engine again
         self._follow = True
         self._drive("thread", names[k - 1])
 
     def action_toggle_run(self) -> None:
-        s = self._live()
+        """Run or pause the engine; play or pause the history in a replay, or when the
+        cursor is behind the newest event (and the engine is not running)."""
+        s = self.session
         if s is None:
+            return
+        if not self._auto_running and (self.player.playing or not s.live
+                                       or self.cursor < self._seen):
+            self.action_play()
             return
         if self._auto_running:
             s.stop()
@@ -165,6 +200,7 @@ class AutogradApp(SessionView):
         # Set on the UI thread, so that space pressed again before the worker starts stops it.
         s.arm()
         self._auto_running = True
+        self._stop_play()  # the view follows the engine again
         self._follow = True
         self._drive("run")
 

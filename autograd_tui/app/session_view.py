@@ -205,10 +205,14 @@ class SessionView(App[int]):
         if s is None:
             self.sub_title = "no scenario"
         else:
-            mode = "live" if s.live else "replay"
+            mode = ("live" if s.live else "replay") + self._play_label()
             self.sub_title = (f"{s.scenario_name} | {mode} | event {self.cursor}/{self._seen}"
                               f" | {s.policy} | {s.devices}")
         self.query_one(Header).show(self.title, self.sub_title)
+
+    def _play_label(self) -> str:
+        """Said after live or replay in the title (``ReplayView``: the play speed)."""
+        return ""
 
     # --- size -----------------------------------------------------------------------------
     def on_resize(self, event: events.Resize) -> None:

@@ -18,6 +18,13 @@ HELP = """\
 | `left` / `right` | step back / forward through the history |
 | `home` / `end` | first / last event |
 | `g` | go to an event index |
+| `space` | in a replay, or behind the newest event: play / pause the history (stops at the end) |
+| `+` / `-` | play faster / slower (events per second, shown in the title while playing) |
+| `/` | jump to the next event of a kind or node: `push`, `#5`, `MulBackward0`, `push #5` |
+| `]` / `[` | repeat the last jump: the next / previous matching event |
+| `y` | copy the shown event's line to the clipboard |
+| `Y` | copy the node details (`d`) to the clipboard |
+| `ctrl+p` | command palette: every key's command, by name |
 | `v` | graph view / compact list view |
 | `d` | node details (of the node the shown event touched, or the selected row) |
 | `shift+arrows` | pan the graph |
@@ -36,7 +43,8 @@ HELP = """\
 in reverse video.
 
 **Live runs keep their history**: step back with `left` while the engine waits;
-`n` or `space` moves the engine on and jumps back to the newest event.
+`n` moves the engine on and jumps back to the newest event; `space` plays the
+history up to the newest event, and there runs the engine.
 """
 
 
