@@ -24,7 +24,7 @@ from textual.widgets._footer import FooterKey
 from autograd_tui.app import AutogradApp
 from autograd_tui.app.screens.help import HELP
 from autograd_tui.app.session_view import SessionView
-from autograd_tui.app.widgets import KeyFooter
+from autograd_tui.app.widgets import KeyFooter, PaneTabs
 from autograd_tui.app.widgets.key_footer import FOOTER_KEYS, footer_actions
 from autograd_tui.app.widgets.pane_tabs import PANES, TALL_HEIGHT
 
@@ -172,6 +172,23 @@ def test_a_resize_switches_the_layout_and_the_footer() -> None:
             await finish(pilot)
             assert [k.key for k in footer_keys(app)] == wide
             assert all(fully_shown(app, app.query_one(f"#{p.id}")) for p in PANES)
+
+    asyncio.run(main())
+
+
+def test_a_click_on_a_tab_shows_its_pane() -> None:
+    async def main() -> None:
+        app = AutogradApp("linear-relu")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await at_not_ready(pilot)
+            tabs = app.query_one(PaneTabs)
+            for pane in reversed(PANES):
+                x = screen_text(app).splitlines()[tabs.region.y].index(
+                    f" {pane.short} ", tabs.region.x)
+                await pilot.click(PaneTabs, offset=(x - tabs.region.x + 2, 0))
+                await finish(pilot)
+                assert fully_shown(app, app.query_one(f"#{pane.id}")), pane.name
+                assert tabs.current == pane.name
 
     asyncio.run(main())
 
