@@ -52,8 +52,13 @@ class SessionView(App[int]):
 
     BINDINGS = [
         Binding("f", "find_node", "Find node", show=False),
-        Binding("w", "next_pane", "Pane"),  # shown (check_action) while the panes are tabs
-        *[Binding(p.key, f"show_pane('{p.name}')", f"Show the {p.label} pane", show=False)
+        # w shows (check_action) only while the side panes are tabs: a short terminal
+        Binding("w", "next_pane", "Pane",
+                tooltip="Show the next side pane (they are tabs in a terminal under "
+                        f"{TALL_HEIGHT} rows)"),
+        *[Binding(p.key, f"show_pane('{p.name}')", f"Show the {p.label} pane", show=False,
+                  tooltip=f"Show the {p.label} pane (the side panes are tabs in a terminal "
+                          f"under {TALL_HEIGHT} rows)")
           for p in PANES],
     ]
     # A short terminal: the side panes become tabs (app.tcss, PaneTabs); a very tall one:
