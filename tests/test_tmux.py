@@ -1,4 +1,5 @@
-"""The app in a real terminal: tmux runs ``autograd-tui run linear-relu`` at 120x40.
+"""The app in a real terminal: tmux runs ``autograd-tui run linear-relu`` at 120x40, and
+at 80x24 (the side panes as tabs, each shown by its key; the footer's keys).
 
 Keys go in with ``tmux send-keys``; what a person would see comes back with
 ``tmux capture-pane -p``.  Skipped when tmux is not installed (CI installs it).
@@ -98,30 +99,50 @@ def expected_leaf_grads() -> set[str]:
         return {short_value(summarize(g)) for g in run.gradients().values()}
 
 
-def test_linear_relu_to_completion_in_a_real_terminal(session: str, tmp_path: Path) -> None:
+def start(session: str, status_file: Path, width: int, height: int) -> str:
+    """``autograd-tui run linear-relu`` in a tmux session of this size; its first screen."""
     assert CLI.exists(), f"{CLI}: the console script is not installed in this environment"
-    status_file = tmp_path / "exit-status"
     # env -u: a tmux server started without a terminal can hand its panes COLUMNS=80 and
     # LINES=24, which Textual would take over the pane's real size.  The shell writes the
     # app's exit status to a file (tmux 3.3 leaves #{pane_dead_status} empty).
     command = (f"env -u COLUMNS -u LINES {shlex.quote(str(CLI))} run linear-relu; "
                f"echo $? > {shlex.quote(str(status_file))}")
-    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", "-c", str(REPO),
-         command)
+    tmux("new-session", "-d", "-s", session, "-x", str(width), "-y", str(height),
+         "-c", str(REPO), command)
     tmux("set-option", "-t", session, "remain-on-exit", "on")  # the last screen stays
-    screen = wait_for(session, lambda s: "graph: 0 nodes" in s and "event 0/0" in s)
+    return wait_for(session, lambda s: "graph: 0 nodes" in s and "event 0/0" in s)
+
+
+def step(session: str, screen: str) -> str:
+    """``n``, and the screen once the timeline has moved."""
+    before = timeline(screen)
+    tmux("send-keys", "-t", session, "n")
+    return wait_for(session, lambda s: timeline(s) not in (None, before), timeout=10)
+
+
+def quit_app(session: str, status_file: Path) -> None:
+    """``q``: the app exits with status 0, without a traceback."""
+    tmux("send-keys", "-t", session, "q")
+    deadline = time.monotonic() + 20
+    while not pane_dead(session) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pane_dead(session), f"the app did not exit after q:\n{capture(session)}"
+    assert status_file.read_text().strip() == "0", capture(session)
+    assert "Traceback" not in capture(session)
+
+
+def test_linear_relu_to_completion_in_a_real_terminal(session: str, tmp_path: Path) -> None:
+    status_file = tmp_path / "exit-status"
+    screen = start(session, status_file, 120, 40)
     assert "No graph yet" in screen
 
     # n, one at a time (each waits for the screen to change), until the run has ended: the
     # timeline then says "82/82  completed"
     last = timeline(screen)
     for _ in range(300):
-        tmux("send-keys", "-t", session, "n")
-        before = last
-        screen = wait_for(session, lambda s, b=before: timeline(s) not in (None, b),
-                          timeout=10)
+        screen = step(session, screen)
         last = timeline(screen)
-        if last[2] == "completed":
+        if last is not None and last[2] == "completed":
             break
     assert last is not None and last[2] == "completed" and last[0] == last[1] > 0, screen
     m = _SHOWN.search(screen)
@@ -142,10 +163,48 @@ def test_linear_relu_to_completion_in_a_real_terminal(session: str, tmp_path: Pa
     assert set(shown_grads) == expected_leaf_grads()
     assert "#9=[0.35]" in screen  # input.grad = w1 * (relu' + w2) = 0.5 * 0.7
 
-    tmux("send-keys", "-t", session, "q")
-    deadline = time.monotonic() + 20
-    while not pane_dead(session) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert pane_dead(session), f"the app did not exit after q:\n{capture(session)}"
-    assert status_file.read_text().strip() == "0", capture(session)
-    assert "Traceback" not in capture(session)
+    # the footer shows the keys that used to be cut off at 120 columns
+    footer = screen.splitlines()[-1]
+    for key in ("n Step", "space Run/Pause", "← Back", "→ Fwd", "s Scenarios", "e Export",
+                "t Notes", "? Help", "q Quit"):
+        assert key in footer, footer
+    quit_app(session, status_file)
+
+
+# the side panes at 80x24: (key, the pane's title, what it shows with Linear1 in not_ready)
+PANE_KEYS = [("T", "threads (1-9 step, p pause)", "cpu (owner)"),
+             ("Q", "ready queues (pop order)", "ReluBackward0#4"),
+             ("N", "not_ready", "LinearBackward0#6 GT1 deps 1"),
+             ("G", "GraphTasks", "GT1 owner cpu (owner)")]
+
+
+def test_80x24_every_pane_one_key_away(session: str, tmp_path: Path) -> None:
+    """At 80x24 the side panes are tabs: each key shows its pane (whole, with its text),
+    ``w`` the next; the graph, the event log and the timeline stay; the footer shows the
+    keys a class needs most, whole."""
+    status_file = tmp_path / "exit-status"
+    screen = start(session, status_file, 80, 24)
+    for _ in range(100):  # to Linear1's not_ready_insert (event 33)
+        if "not_ready += LinearBackward0#6" in screen:
+            break
+        screen = step(session, screen)
+    assert "not_ready += LinearBackward0#6" in screen, screen
+    footer = screen.splitlines()[-1]
+    for key in ("n Step", "space Run/Pause", "← Back", "→ Fwd", "w Pane", "? Help", "q Quit"):
+        assert key in footer, footer
+
+    def shown(title: str) -> list[str]:
+        return [t for _, t, _ in PANE_KEYS if f"╭─ {t} " in capture(session)]
+
+    for key, title, text in PANE_KEYS:
+        tmux("send-keys", "-t", session, key)
+        screen = wait_for(session, lambda s, t=title: f"╭─ {t} " in s)
+        assert shown(title) == [title], screen  # one side pane at a time
+        assert text in pane_text(screen, title), screen
+        assert "graph: 11 nodes" in screen and "╭─ events " in screen, screen
+        assert timeline(screen) is not None, screen
+    for _, title, _ in PANE_KEYS:  # from GraphTasks, w: threads, ..., GraphTasks again
+        tmux("send-keys", "-t", session, "w")
+        screen = wait_for(session, lambda s, t=title: f"╭─ {t} " in s)
+        assert shown(title) == [title], screen
+    quit_app(session, status_file)

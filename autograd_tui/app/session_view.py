@@ -20,7 +20,7 @@ from textual.css.query import NoMatches
 from textual.geometry import Size
 from textual.reactive import Reactive, var
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from autograd_tui.app import render
 from autograd_tui.app.screens import GotoScreen
@@ -29,10 +29,13 @@ from autograd_tui.app.widgets import (
     EventLog,
     GraphPane,
     Header,
+    KeyFooter,
+    PaneTabs,
     SidePane,
     ThreadsPane,
     Timeline,
 )
+from autograd_tui.app.widgets.pane_tabs import PANE_NAMES, PANES, TALL_HEIGHT
 from autograd_tui.history.state import EngineState
 from autograd_tui.session import Session
 from autograd_tui.words import plain
@@ -47,7 +50,20 @@ class SessionView(App[int]):
     A subclass opens the session in ``_open``: it sets ``session`` (after ``_reset``)
     and draws it with ``_tick(force=True)``."""
 
-    BINDINGS = [Binding("f", "find_node", "Find node", show=False)]
+    BINDINGS = [
+        Binding("f", "find_node", "Find node", show=False),
+        # w shows (check_action) only while the side panes are tabs: a short terminal
+        Binding("w", "next_pane", "Pane",
+                tooltip="Show the next side pane (they are tabs in a terminal under "
+                        f"{TALL_HEIGHT} rows)"),
+        *[Binding(p.key, f"show_pane('{p.name}')", f"Show the {p.label} pane", show=False,
+                  tooltip=f"Show the {p.label} pane (the side panes are tabs in a terminal "
+                          f"under {TALL_HEIGHT} rows)")
+          for p in PANES],
+    ]
+    # A short terminal: the side panes become tabs (app.tcss, PaneTabs); a very tall one:
+    # a longer event log.
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (TALL_HEIGHT, "-tall"), (60, "-very-tall")]
 
     # Neither repaints the whole screen when it changes (a reactive of the App does, by
     # default): the panes that show them update themselves.
@@ -63,6 +79,8 @@ class SessionView(App[int]):
         self._announced_deadlock = False
         self._announced_fold_error = False
         self._mounted = False
+        self.pane = PANES[0].name  # the side pane shown while they are tabs
+        self._tabbed: bool | None = None  # the side panes are tabs (a short terminal)
 
     # --- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -71,7 +89,8 @@ class SessionView(App[int]):
         with Horizontal(id="main"):
             yield GraphPane(id="graph-pane")
             with Vertical(id="side"):
-                yield ThreadsPane(id="threads-pane", classes="pane")
+                yield PaneTabs(id="pane-tabs")
+                yield ThreadsPane(id="threads-pane", classes="pane -current")
                 yield SidePane("ready queues (pop order)", id="queues")
                 yield SidePane("not_ready", id="not-ready")
                 yield SidePane("GraphTasks", id="graph-tasks")
@@ -79,7 +98,7 @@ class SessionView(App[int]):
             yield EventLog(id="events")
             yield Timeline(id="timeline")
         yield Static("", id="too-small")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._check_size()
@@ -222,12 +241,39 @@ class SessionView(App[int]):
 
     def _check_size(self, size: Size | None = None) -> None:
         w, h = size or self.size
+        tabbed = h < TALL_HEIGHT  # as VERTICAL_BREAKPOINTS: the screen's class "-short"
+        if tabbed != self._tabbed:
+            self._tabbed = tabbed
+            self.refresh_bindings()  # w shows in the footer only while the panes are tabs
         small = w < MIN_WIDTH or h < MIN_HEIGHT
         self.default_screen.set_class(small, "too-small")  # not a dialog shown on top
         if small:
             self.query_one("#too-small", Static).update(
                 f"The terminal is {w}x{h}; autograd-tui needs at least {MIN_WIDTH}x{MIN_HEIGHT}."
                 "\nEnlarge the window (q quits).")
+
+    # --- the side panes --------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "next_pane":
+            return bool(self._tabbed)  # with every pane shown there is no next one to show
+        return super().check_action(action, parameters)
+
+    def action_next_pane(self) -> None:
+        """The next side pane (tabs, in a short terminal)."""
+        self.action_show_pane(PANE_NAMES[(PANE_NAMES.index(self.pane) + 1) % len(PANES)])
+
+    def action_show_pane(self, name: str) -> None:
+        """Show this side pane: in a short terminal the others are hidden (class
+        ``-current``; app.tcss); in a tall one every pane is shown anyway."""
+        if name not in PANE_NAMES:
+            return
+        self.pane = name
+        for p in PANES:
+            self.query_one(f"#{p.id}").set_class(p.name == name, "-current")
+        self.query_one(PaneTabs).show(name)
+
+    def on_pane_tabs_chosen(self, event: PaneTabs.Chosen) -> None:
+        self.action_show_pane(event.name)
 
     # --- messages from the panes ----------------------------------------------------------
     def on_event_log_event_chosen(self, event: EventLog.EventChosen) -> None:

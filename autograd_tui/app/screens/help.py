@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from autograd_tui.app.screens.text import TextScreen
+from autograd_tui.app.widgets.pane_tabs import TALL_HEIGHT
 
-HELP = """\
+HELP = f"""\
 # autograd-tui: keys
 
 | key | what it does |
@@ -28,6 +29,8 @@ HELP = """\
 | `v` | graph view / compact list view |
 | `d` | node details (of the node the shown event touched, or the selected row) |
 | `shift+arrows` | pan the graph |
+| `w` | the next side pane, where they are tabs (a terminal under {TALL_HEIGHT} rows) |
+| `T` / `Q` / `N` / `G` | show the threads / ready queues / not_ready / GraphTasks pane |
 | `enter` / click | grouped view (PyTorch nodes by nn.Module; `v`): open / close a group |
 | `f` | grouped view: open the groups holding the shown event's node, select its row |
 | `r` | restart the scenario |
@@ -41,6 +44,10 @@ HELP = """\
 `·` not reached, `W` waiting in not_ready, `R` ready in a queue, `▶` running,
 `✓` done, `S` skipped, `E` errored.  The node the shown event touched is drawn
 in reverse video.
+
+**Small terminals**: under {TALL_HEIGHT} rows the side column shows one pane at a time (the tabs
+above it; `w` or the pane's key, or a click on a tab, shows another); the footer shows
+the keys that fit its width, the most used first.  Every key is in this list.
 
 **Live runs keep their history**: step back with `left` while the engine waits;
 `n` moves the engine on and jumps back to the newest event; `space` plays the

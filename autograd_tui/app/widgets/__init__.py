@@ -5,7 +5,9 @@ from autograd_tui.app.widgets.banner import Banner
 from autograd_tui.app.widgets.event_log import EventLog
 from autograd_tui.app.widgets.graph_pane import GraphPane
 from autograd_tui.app.widgets.header import Header
+from autograd_tui.app.widgets.key_footer import KeyFooter
 from autograd_tui.app.widgets.line_table import LineTable
+from autograd_tui.app.widgets.pane_tabs import PaneTabs
 from autograd_tui.app.widgets.rows import Cell, LazyRows, Row, cells
 from autograd_tui.app.widgets.side_pane import SidePane
 from autograd_tui.app.widgets.text_line import TextLine
@@ -14,6 +16,7 @@ from autograd_tui.app.widgets.threads_pane import ThreadsPane, ThreadsTable
 from autograd_tui.app.widgets.timeline import Timeline
 
 __all__ = [
-    "Banner", "Cell", "EventLog", "GraphPane", "Header", "LazyRows", "LineTable", "Row",
+    "Banner", "Cell", "EventLog", "GraphPane", "Header", "KeyFooter", "LazyRows", "LineTable",
+    "PaneTabs", "Row",
     "SidePane", "TextLine", "TextView", "ThreadsPane", "ThreadsTable", "Timeline", "cells",
 ]

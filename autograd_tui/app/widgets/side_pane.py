@@ -24,6 +24,12 @@ class SidePane(Static):
         must grow: a layout costs more than all the rest of a step."""
         if self.content == text:
             return
+        height = self.styles.height
+        if not self.display or (height is not None and not height.is_auto):
+            # Hidden (a tab not shown) or of a fixed height (a short terminal): its size
+            # does not follow the text, and a layout here would come at every step.
+            self.update(text, layout=False)
+            return
         size, container = self.size, self.container_size
         if not size.width:
             self.update(text)  # not laid out yet
