@@ -32,6 +32,8 @@ FOOTER_KEYS: tuple[tuple[str, int], ...] = (
     ("toggle_view", 5),
     ("details", 5),
     ("restart", 5),
+    ("jump", 6),  # replay: / finds the next event of a kind or a node
+    ("copy_event", 6),
     ("scenarios", 2),
     ("export", 2),
     ("notes", 2),
