@@ -278,7 +278,7 @@ def _need(g: Group, width: int, titles: bool, level: int = 0) -> int:
     of its boxes (and ``titles``: its title whole): each level of nesting takes 4 columns
     (two borders, two spaces)."""
     rows = max((3 + len(layer) * (width + 1) - 1 for layer in g.layers),
-               default=len(g.note))
+               default=width)  # a note ("no graph yet") is cut, as a title is
     own = max(rows + 2, cell_len(g.title) + 5 if titles else 0)
     return max([own + NEST * level] + [_need(c, width, titles, level + 1)
                                        for c in g.children])

@@ -149,15 +149,21 @@ class GraphPane(Vertical):
         if details.has_class("shown") and node is not None:
             details.update(render.node_details(state, node, forward=self.forward))
 
+    def drawing(self, state: EngineState, highlight: int | None) -> graph_draw.Block:
+        """The boxes view of ``state`` as this pane draws it: its palette, the scenario's
+        forward ops, frames as wide as the pane less a vertical scrollbar's room (there
+        or not: it comes and goes with the graph's height, and must not make the lines
+        too wide)."""
+        view = self.query_one("#graph", TextView)
+        fill = view.size.width - view.styles.scrollbar_size_vertical
+        return graph_draw.draw(state, highlight, palette=self.palette, forward=self.forward,
+                               fill=fill)
+
     def _show_boxes(self, state: EngineState, highlight: int | None) -> None:
         """The boxes; when the touched node changes, scroll (as little as needed) so that
         its box is in view."""
         view = self.query_one("#graph", TextView)
-        # the frames fill the pane, less a vertical scrollbar's room (there or not: it
-        # comes and goes with the graph's height, and must not make the lines too wide)
-        fill = view.size.width - view.styles.scrollbar_size_vertical
-        drawing = graph_draw.draw(state, highlight, palette=self.palette,
-                                  forward=self.forward, fill=fill)
+        drawing = self.drawing(state, highlight)
         view.set_lines(drawing.lines)
         if highlight == self._scrolled_to:
             return
