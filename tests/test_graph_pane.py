@@ -134,6 +134,22 @@ def test_the_pane_draws_the_groups_and_scrolls_to_the_touched_node() -> None:
     run(app, script)
 
 
+def test_a_new_graph_task_scrolls_its_frame_into_view() -> None:
+    app = AutogradApp("deadlock-pool-exhausted")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await step_until(pilot, lambda a: last_kind_is(a, "graph_task_created") and
+                         last_graph_task(a) == 5)
+        await pilot.pause()
+        view = app.query_one("#graph", TextView)
+        top = view.scroll_offset.y
+        shown = [view._lines[y].plain
+                 for y in range(top, top + view.scrollable_content_region.height)]
+        assert top > 0 and any("╭─ GraphTask 5 " in line for line in shown)
+
+    run(app, script)
+
+
 def last_graph_task(app: AutogradApp) -> int | None:
     s = app.session
     assert s is not None

@@ -238,12 +238,17 @@ def _draw_box(n: int, info: NodeInfo, status: tuple[str, str, str], highlight: b
 
 
 # --- the drawing ----------------------------------------------------------------------------
+Place = tuple[int, int, int]  # (line, column, height) of a box or a frame
+
+
 class Block(NamedTuple):
-    """Lines and, per node, where its box is in them: (line, column, height)."""
+    """Lines and where each node's box (``where``) and GraphTask's frame (``tasks``) is
+    in them."""
 
     lines: list[Text]
-    where: dict[int, tuple[int, int, int]]
+    where: dict[int, Place]
     width: int
+    tasks: dict[int, Place] | None = None
 
 
 #: (layer depth, ids of its boxes) -> (those boxes, the row's block); the entry holds
@@ -317,11 +322,14 @@ def _frame(g: Group, parts: list[Block], rows: int, palette: Palette, outer: int
     top.append(f" {title} ", style=palette.style("errored") if g.error else palette.title)
     top.append("─" * (inner - cell_len(title) - 3) + "╮", style=frame)
     lines, where = [top], {}
+    tasks: dict[int, Place] = {}
     body = [(Block([note], {}, note.cell_len), 0)] if note else []
     body += [(p, 1 if i >= rows else 0) for i, p in enumerate(parts)]
     for part, indent in body:
         for n, (y, x, h) in part.where.items():
             where[n] = (len(lines) + y, 1 + indent + x, h)
+        for gid, (y, x, h) in (part.tasks or {}).items():
+            tasks[gid] = (len(lines) + y, 1 + indent + x, h)
         for line in part.lines:
             t = Text("│", style=frame)
             if indent:
@@ -331,7 +339,8 @@ def _frame(g: Group, parts: list[Block], rows: int, palette: Palette, outer: int
             t.append("│", style=frame)
             lines.append(t)
     lines.append(Text("╰" + "─" * inner + "╯", style=frame))
-    return Block(lines, where, outer)
+    tasks[g.gid] = (0, 0, len(lines))
+    return Block(lines, where, outer, tasks)
 
 
 NO_GRAPH = "No graph yet: step the engine (n) until dependencies_computed."
@@ -346,7 +355,8 @@ def draw(state: EngineState, highlight: int | None = None, width: int = BOX_WIDT
         return Block([Text(NO_GRAPH, style="italic")], {}, len(NO_GRAPH))
     labels = cached_labels(state, forward)
     lines: list[Text] = []
-    where: dict[int, tuple[int, int, int]] = {}
+    where: dict[int, Place] = {}
+    tasks: dict[int, Place] = {}
     widest = 0
     forest = groups(state)
     outer = max([fill] + [_need(g, width, not fill) for g in forest])
@@ -354,6 +364,8 @@ def draw(state: EngineState, highlight: int | None = None, width: int = BOX_WIDT
         b = _group(state, g, highlight, width, labels, palette, outer)
         for n, (y, x, h) in b.where.items():
             where[n] = (len(lines) + y, x, h)
+        for gid, (y, x, h) in (b.tasks or {}).items():
+            tasks[gid] = (len(lines) + y, x, h)
         lines.extend(b.lines)
         widest = max(widest, b.width)
-    return Block(lines, where, widest)
+    return Block(lines, where, widest, tasks)

@@ -161,18 +161,25 @@ class GraphPane(Vertical):
 
     def _show_boxes(self, state: EngineState, highlight: int | None) -> None:
         """The boxes; when the touched node changes, scroll (as little as needed) so that
-        its box is in view."""
+        its box is in view.  An event of no node brings its GraphTask's frame to the top
+        of the pane (of no GraphTask either: the one its thread is inside, else the
+        newest that runs), so that where a run stops decides what is shown."""
         view = self.query_one("#graph", TextView)
         drawing = self.drawing(state, highlight)
         view.set_lines(drawing.lines)
-        if highlight == self._scrolled_to:
+        target = highlight if highlight is not None else _task_of(state)
+        if target == self._scrolled_to:
             return
-        self._scrolled_to = highlight
-        at = drawing.where.get(highlight) if highlight is not None else None
-        if at is not None:
-            y, x, h = at
-            view.scroll_to_region(Region(x, y, graph_draw.BOX_WIDTH, h), animate=False,
-                                  immediate=True)
+        self._scrolled_to = target
+        height = view.scrollable_content_region.height
+        if highlight is not None:
+            at = drawing.where.get(highlight)
+            region = Region(at[1], at[0], graph_draw.BOX_WIDTH, at[2]) if at else None
+        else:
+            at = (drawing.tasks or {}).get(-target) if target is not None else None
+            region = Region(0, at[0], 1, height) if at else None
+        if region is not None:
+            view.scroll_to_region(region, animate=False, immediate=True)
 
     def _show_list(self, state: EngineState) -> None:
         table = self.query_one("#node-list", LineTable)
@@ -203,3 +210,19 @@ class GraphPane(Vertical):
                 row = made[r] = list_cells(r, self.palette)
             rows.append(row)
         table.set_rows(rows, [r[0] for r in raw])
+
+
+def _task_of(state: EngineState) -> int | None:
+    """The GraphTask an event of no node concerns, as a scroll target (its id, negated:
+    node ids are the other targets)."""
+    last = state.last_event
+    if last is None:
+        return None
+    gid = last.graph_task
+    if gid is None:
+        th = state.threads.get(last.thread)
+        gid = th.nodes[-1][0] if th is not None and th.nodes else None
+    if gid is None:
+        running = [g for g in state.graph_tasks.values() if not g.completed]
+        gid = max(running, key=lambda g: (g.created, g.id)).id if running else None
+    return -gid if gid is not None else None
