@@ -204,6 +204,21 @@ def test_linear_relu_boxes_say_which_linear_is_which() -> None:
     assert graph_draw.forward_labels(state, {}) == {}
 
 
+def test_a_pytorch_graphs_nodes_are_labelled_by_module_and_parameter() -> None:
+    """node_meta (a recording's, so checked for its types) names a node's module, or an
+    AccumulateGrad's parameter; the scenario's FORWARD, where it names one, comes first."""
+    _, state = final_state("linear-relu")
+    op, other = [n for n, i in state.nodes.items() if not i.leaf][:2]
+    leaf = next(n for n, i in state.nodes.items() if i.leaf)
+    state.node_meta[op] = {"module": "blocks.0.attn", "module_type": "Attention"}
+    state.node_meta[leaf] = {"tensor": "fc.weight", "module": "fc", "module_type": "Linear"}
+    state.node_meta[other] = {"module": ["not", "a", "string"], "tensor": 7}
+    labels = graph_draw.forward_labels(state)
+    assert labels == {op: "blocks.0.attn: Attention", leaf: "fc.weight"}
+    seq = state.nodes[op].seq
+    assert graph_draw.forward_labels(state, {seq: ("Mine",)})[op] == "Mine"
+
+
 def test_a_cut_name_ends_with_an_ellipsis_and_details_have_it_whole() -> None:
     _, state = final_state("linear-relu")
     long = "ScaledDotProductEfficientAttentionBackward0"

@@ -69,21 +69,24 @@ def forward_labels(state: EngineState, forward: Forward | None = None) -> dict[i
     for n, meta in state.node_meta.items():
         if not isinstance(meta, dict) or n in out:
             continue
-        name = meta.get("tensor") or meta.get("module")
-        if isinstance(name, str) and name:
-            out[n] = name
+        tensor, module, typ = meta.get("tensor"), meta.get("module"), meta.get("module_type")
+        if isinstance(tensor, str) and tensor:
+            out[n] = tensor
+        elif isinstance(module, str) and module:
+            out[n] = f"{module}: {typ}" if isinstance(typ, str) and typ else module
     return out
 
 
-_LABELS: list[Any] = [None, None]  # the last (key, labels): they change with the graph
+_LABELS: list[Any] = [None, None, None]  # the last (key, forward, labels)
 
 
 def cached_labels(state: EngineState, forward: Forward | None) -> dict[int, str]:
-    key = (len(state.nodes), next(reversed(state.nodes), None), len(state.node_meta),
-           id(forward))
-    if _LABELS[0] != key:
-        _LABELS[:] = [key, forward_labels(state, forward)]
-    return _LABELS[1]  # type: ignore[no-any-return]
+    """``forward_labels``, made again only when the graph, its node_meta or ``forward``
+    changes (the pane asks at every step)."""
+    key = (len(state.nodes), next(reversed(state.nodes), None), len(state.node_meta))
+    if _LABELS[0] != key or _LABELS[1] is not forward:
+        _LABELS[:] = [key, forward, forward_labels(state, forward)]
+    return _LABELS[2]  # type: ignore[no-any-return]
 
 
 # --- groups ---------------------------------------------------------------------------------
