@@ -153,10 +153,9 @@ def groups(state: EngineState) -> list[Group]:
         if not own:  # its graph is not counted yet, or a later GraphTask took it
             root = state.node_states.get(gt.graph_root)
             later = state.graph_tasks.get(root.graph_task) if root is not None else None
-            note = (f"(its nodes are drawn in GraphTask {later.id}'s group, which counted "
-                    "their dependencies again)" if later is not None and
-                    (later.created, later.id) > (gt.created, gt.id)
-                    else "(no graph yet: dependencies_computed comes next)")
+            note = (f"(its nodes are in GraphTask {later.id} now: it counted them again)"
+                    if later is not None and (later.created, later.id) > (gt.created, gt.id)
+                    else "(no graph yet: dependencies_computed is next)")
         g = made[gt.id] = Group(gt.id, task_title(state, gt, pools), gt.error is not None,
                                 layers_of(state, own), [], note)
         parent = made.get(gt.parent) if gt.parent is not None else None
