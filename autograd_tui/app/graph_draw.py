@@ -256,8 +256,12 @@ class Block(NamedTuple):
 #: (layer depth, ids of its boxes) -> (those boxes, the row's block); the entry holds
 #: the boxes, so their ids cannot be reused while it lives
 _ROWS: dict[tuple[int, ...], tuple[list[list[Text]], Block]] = {}
-#: (title, error, note, palette, ids of the rows and child blocks) -> (them, the framed
-#: block)
+#: (title, error, note, palette, width, ids of the rows and child blocks) -> (them, the
+#: framed block), for the frames of the last drawing only (``_USED``: this one's): a
+#: frame holds a copy of every line inside it, and thousands kept made the garbage
+#: collector's full passes take 0.2-0.4 s; a step reuses the frames that did not change
+#: since the step before
+_USED: dict[tuple[Any, ...], tuple[list[Block], Block]] = {}
 _FRAMES: dict[tuple[Any, ...], tuple[list[Block], Block]] = {}
 
 
@@ -305,11 +309,10 @@ def _group(state: EngineState, g: Group, highlight: int | None, width: int,
     parts += [_group(state, c, highlight, width, labels, palette, outer - NEST)
               for c in g.children]
     key = (g.title, g.error, g.note, palette, outer, *map(id, parts))
-    hit = _FRAMES.get(key)
+    hit = _FRAMES.get(key) or _USED.get(key)
     if hit is None:
-        if len(_FRAMES) > 2048:
-            _FRAMES.clear()
-        hit = _FRAMES[key] = (parts, _frame(g, parts, len(g.layers), palette, outer))
+        hit = (parts, _frame(g, parts, len(g.layers), palette, outer))
+    _USED[key] = hit
     return hit[1]
 
 
@@ -362,6 +365,8 @@ def draw(state: EngineState, highlight: int | None = None, width: int = BOX_WIDT
     widest = 0
     forest = groups(state)
     outer = max([fill] + [_need(g, width, not fill) for g in forest])
+    global _FRAMES, _USED
+    _USED = {}
     for g in forest:
         b = _group(state, g, highlight, width, labels, palette, outer)
         for n, (y, x, h) in b.where.items():
@@ -370,4 +375,5 @@ def draw(state: EngineState, highlight: int | None = None, width: int = BOX_WIDT
             tasks[gid] = (len(lines) + y, x, h)
         lines.extend(b.lines)
         widest = max(widest, b.width)
+    _FRAMES = _USED
     return Block(lines, where, widest, tasks)
