@@ -10,6 +10,7 @@ worker thread by the app.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -108,6 +109,20 @@ class Session:
         if isinstance(name, str) and name in scenarios.names():
             return scenarios.get(name).notes
         return "_No teaching notes: this recording's scenario is not installed._"
+
+    @functools.cached_property
+    def forward(self) -> dict[int, tuple[str, ...]]:
+        """The scenario's ``FORWARD`` (which forward op made each node, by sequence_nr):
+        a recording's only if it names a built-in scenario, as for ``notes`` (looked up
+        once: the graph pane reads it at every step)."""
+        if self.run is not None:
+            return self.run.scenario.forward
+        from autograd_tui import scenarios
+
+        name = self.recording.scenario if self.recording else None
+        if isinstance(name, str) and name in scenarios.names():
+            return scenarios.get(name).forward
+        return {}
 
     @property
     def policy(self) -> str:

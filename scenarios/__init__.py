@@ -16,6 +16,11 @@ path) that declares:
   gradients that matter as ``{name: Tensor}``.  It checks the values of its
   parameters first and raises ``ScenarioError`` for one it cannot take (``n``
   must be at least 1): the command line reports that as bad usage (exit 2);
+- optionally ``FORWARD``: the forward op that made each node, by the node's
+  ``sequence_nr`` (``{0: "Linear1"}``), so that the graph pane can say which Linear is
+  which (``LinearBackward0 (Linear1)``); a tuple ``(op, input, ...)`` also names the
+  leaves its inputs are (``""`` for an input that is not a leaf): their AccumulateGrads
+  show those names;
 - optionally ``torch_program(torch, **params)``: the same with real PyTorch,
   returning ``{name: torch.Tensor}``, so tests can check our gradients.
 
@@ -32,7 +37,7 @@ import math
 import pkgutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -79,6 +84,7 @@ class Scenario:
     torch_program: Callable[..., Any] | None
     source: str  # module name or file path
     requires: tuple[str, ...] = ()  # modules it needs beyond ours (REQUIRES: "torch")
+    forward: dict[int, tuple[str, ...]] = field(default_factory=dict)  # FORWARD, as tuples
 
     def missing(self) -> str | None:
         """Why it cannot run here (a module it needs is not installed), else None."""
@@ -209,8 +215,23 @@ def _from_module(mod: ModuleType, source: str) -> Scenario:
         params=dict(params), engine=dict(getattr(mod, "ENGINE", {})),
         threads=tuple(getattr(mod, "THREADS", ("cpu (owner)",))), expect=expect,
         program=mod.program, torch_program=getattr(mod, "torch_program", None), source=source,
-        requires=requires,
+        requires=requires, forward=_forward(getattr(mod, "FORWARD", {}), source),
     )
+
+
+def _forward(value: Any, source: str) -> dict[int, tuple[str, ...]]:
+    """``FORWARD`` checked: sequence_nr -> (op, leaf input names...)."""
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{source}: FORWARD must be a dict of sequence_nr -> name")
+    out = {}
+    for seq, names in value.items():
+        names = (names,) if isinstance(names, str) else names
+        if type(seq) is not int or not isinstance(names, tuple) or not names or \
+                not all(isinstance(n, str) for n in names):
+            raise ScenarioError(f"{source}: FORWARD[{seq!r}] must be a name or a tuple of "
+                                "names, keyed by a sequence_nr")
+        out[seq] = names
+    return out
 
 
 def _imports_torch(mod: ModuleType) -> bool:

@@ -20,6 +20,13 @@ PARAMS = {
     "w2": Param(-0.3, "Linear2's weight"),
     "b2": Param(0.2, "Linear2's bias"),
 }
+#: which forward op made each node (by sequence_nr), and the leaves its inputs are: the
+#: graph pane's boxes say ``LinearBackward0 (Linear1)``, ``AccumulateGrad (linear1.weight)``
+FORWARD = {
+    0: ("Linear1", "input", "linear1.weight", "linear1.bias"),
+    1: "ReLU",
+    2: ("Linear2", "", "linear2.weight", "linear2.bias"),
+}
 NOTES = """\
 # The worked example
 

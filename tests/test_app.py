@@ -29,7 +29,7 @@ from autograd_tui import scenarios
 from autograd_tui.app import AutogradApp, render
 from autograd_tui.app.screens import HELP, BreakpointsScreen, GotoScreen, ScenarioScreen, TextScreen
 from autograd_tui.app.widgets import LineTable, Row, TextLine, TextView, ThreadsTable, cells
-from autograd_tui.app.widgets.graph_pane import LAZY_LIST_ABOVE, list_cells
+from autograd_tui.app.widgets.graph_pane import LAZY_LIST_ABOVE, GraphPane, list_cells
 from autograd_tui.history import recordings as trace
 from autograd_tui.runner import Run
 from autograd_tui.words import KIND_STYLE
@@ -121,7 +121,8 @@ def graph_matches(app: AutogradApp, i: int) -> None:
     state = app.session.state_at(i)
     last = state.last_event
     graph = app.query_one("#graph", TextView).content
-    assert graph == render.graph_text(state, last.node if last is not None else None)
+    drawn = app.query_one(GraphPane).drawing(state, last.node if last is not None else None)
+    assert graph == Text("\n").join(drawn.lines)
     assert app.query_one("#queues", Static).content == render.queues_text(state)
     assert app.query_one("#not-ready", Static).content == render.not_ready_text(state)
     assert app.query_one("#graph-tasks", Static).content == render.graph_tasks_text(state)
@@ -632,7 +633,8 @@ def test_v_and_d_switch_views() -> None:
         details = app.query_one("#details", Static)
         assert details.has_class("shown")
         state = s.state_at(s.count())
-        assert details.content == render.node_details(state, state.last_event.node)
+        node = state.last_event.node
+        assert details.content == render.node_details(state, node, forward=s.forward)
         await press(pilot, "d")
         assert not details.has_class("shown")
 
@@ -640,7 +642,7 @@ def test_v_and_d_switch_views() -> None:
 
 
 def test_shift_arrows_pan_a_graph_wider_than_its_pane() -> None:
-    app = App("reentrant-deep", params={"depth": 5})
+    app = App("mlp")  # 5 boxes in a layer
 
     async def script(pilot: Pilot[Any]) -> None:
         s = app.session
@@ -676,13 +678,14 @@ def test_selecting_a_node_in_the_list_view_shows_its_details() -> None:
         details = app.query_one("#details", Static)
         assert details.has_class("shown")
         state = s.state_at(s.count())
-        assert details.content == render.node_details(state, 4)  # ReluBackward0 is #4
+        # ReluBackward0 is #4
+        assert details.content == render.node_details(state, 4, forward=s.forward)
         assert nodes.key(nodes.cursor_row) == "4"
         # keyboard: down then enter selects the next row's node
         nodes.focus()
         await press(pilot, "down", "enter")
         key = int(nodes.key(nodes.cursor_row))
-        assert key != 4 and details.content == render.node_details(state, key)
+        assert key != 4 and details.content == render.node_details(state, key, forward=s.forward)
 
     run_app(app, script)
 
@@ -897,7 +900,8 @@ def test_a_recording_with_a_big_graph_makes_only_the_rows_on_screen(
         assert log.cursor_row == total - 1
         assert log.scroll_offset.y <= total - 1 < log.scroll_offset.y + visible
         order = state.topological_order()
-        first = list_cells(list_row(state, order[0]))
+        palette = app.query_one(GraphPane).palette  # the theme's colours
+        first = list_cells(list_row(state, order[0]), palette)
         assert nodes.row(0) == first and nodes.key(0) == str(order[0])
         e = s.event(total - 1)
         assert log.row(total - 1)[1][0] == engine_format(e, state)
@@ -905,7 +909,7 @@ def test_a_recording_with_a_big_graph_makes_only_the_rows_on_screen(
         assert shown(app) == (2, total)
         state2 = s.state_at(2)
         assert nodes.row(0) == list_cells(
-            list_row(state2, state2.topological_order()[0]))
+            list_row(state2, state2.topological_order()[0]), palette)
         assert len(made) <= 240
 
     run_app(app, script)

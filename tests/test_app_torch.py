@@ -11,6 +11,7 @@ import pytest
 from test_app import App, press, run_app, settle, shown
 from textual.pilot import Pilot
 
+from autograd_tui.app.widgets.graph_pane import GraphPane
 from autograd_tui.app.widgets.group_table import GROUP_KEY, GroupTable
 from autograd_tui.session import Breakpoint
 
@@ -46,7 +47,8 @@ def test_repeated_blocks_fold_and_open_by_key_and_by_click() -> None:
         assert pane.has_class("groups") and "by module" in str(pane.border_title)
         assert [r for _, r in rows(app)] == ["▸ blocks.0..2 (Block) ×3", "▸ (no module)"]
         table = app.query_one(GroupTable)
-        assert table.row(0)[1] == ("186 nodes: ✓186", "blue")  # badges: every node done
+        done = app.query_one(GraphPane).palette.style("done")  # the theme's graph-done
+        assert table.row(0)[1] == ("186 nodes: ✓186", done)  # badges: every node done
         table.focus()
         await press(pilot, "enter")  # the cursor is on the fold: it opens into the blocks
         assert [r for _, r in rows(app)][:4] == [

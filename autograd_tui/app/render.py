@@ -9,26 +9,18 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-import networkx as nx
 from rich.text import Text
 
-from autograd_tui.history.state import EngineState, NodeInfo
+from autograd_tui.app import graph_draw
+from autograd_tui.app.theme import ANSI, BADGES, Palette
+from autograd_tui.history.state import EngineState
 from autograd_tui.words import node_label, plain, seq_text, short_value, value_summary
 
-#: state -> (style, one-letter badge); the letter keeps meaning without colour
-STATE_STYLE = {
-    "not_reached": ("grey50", "·"),
-    "not_ready": ("bold magenta", "W"),
-    "ready": ("bold green", "R"),
-    "running": ("bold yellow", "▶"),
-    "done": ("blue", "✓"),
-    "skipped": ("grey50", "S"),
-    "errored": ("bold red", "E"),
-}
-
-# 20 wide, one space apart: three boxes fit the graph pane of a 120-column terminal
-# (with 24 and two spaces, linear-relu's Linear1 was cut off in not_ready).
-BOX_WIDTH = 20
+#: state -> (style, one-letter badge) without a theme (the app draws with its theme's
+#: ``theme.Palette``); the letter keeps meaning without colour
+STATE_STYLE = {st: ANSI.state(st) for st in BADGES}
+BOX_WIDTH = graph_draw.BOX_WIDTH
+node_status = graph_draw.node_status
 
 
 def label_of(state: EngineState, node: int | None) -> str:
@@ -44,128 +36,18 @@ def report_field(report: Any, name: str, default: Any = None) -> Any:
     return report.get(name, default) if isinstance(report, dict) else default
 
 
-_LAYERS: list[Any] = [None, None]  # the last graph's (nodes, layers): it rarely changes
+def graph_text(state: EngineState, highlight: int | None = None, width: int = BOX_WIDTH,
+               palette: Palette = ANSI, forward: graph_draw.Forward | None = None) -> Text:
+    """The graph: a framed group of boxes in layers per GraphTask (``graph_draw``)."""
+    return Text("\n").join(graph_lines(state, highlight, width, palette, forward))
 
 
-def layers(state: EngineState) -> list[list[int]]:
-    """Nodes in layers from the roots (top) to the leaves, each layer by sequence number."""
-    nodes = tuple(state.nodes.items())
-    if nodes == _LAYERS[0]:
-        return _LAYERS[1]  # type: ignore[no-any-return]
-    _LAYERS[:] = [nodes, _layers(state)]
-    return _LAYERS[1]  # type: ignore[no-any-return]
-
-
-def _layers(state: EngineState) -> list[list[int]]:
-    g = nx.DiGraph()
-    for n, info in state.nodes.items():
-        g.add_node(n)
-        for child, _ in info.next:
-            if child is not None and child in state.nodes:
-                g.add_edge(n, child)
-    depth: dict[int, int] = {}
-    for n in nx.topological_sort(g):
-        preds = list(g.predecessors(n))
-        depth[n] = max((depth[p] + 1 for p in preds), default=0)
-    out: dict[int, list[int]] = {}
-    for n, d in depth.items():
-        out.setdefault(d, []).append(n)
-    return [sorted(out[d], key=lambda n: (-state.nodes[n].seq, n)) for d in sorted(out)]
-
-
-def node_status(state: EngineState, n: int) -> tuple[str, str, str]:
-    """(state, where, remaining-deps text) for node ``n``."""
-    ns = state.node_states.get(n)
-    st = ns.state if ns else "not_reached"
-    where = (ns.where or "") if ns else ""
-    rem = state.remaining(n)
-    return st, where, "-" if rem is None else str(rem)
-
-
-#: (node info, state, where, deps, highlight, width) -> the box's lines: a step changes a
-#: few boxes, and drawing every box of the graph again was most of graph_text's time
-_BOXES: dict[tuple[Any, ...], list[Text]] = {}
-
-
-def _box(state: EngineState, n: int, highlight: bool, width: int) -> list[Text]:
-    """Four lines: the name in the top border, id/device/seq, deps/state/where, and the
-    next edges (node.input) in the bottom border.  Callers must not modify them."""
-    info: NodeInfo = state.nodes[n]
-    status = node_status(state, n)
-    key = (n, info, *status, highlight, width)
-    try:
-        box = _BOXES.get(key)
-    except TypeError:  # an unhashable NodeInfo: draw it every time
-        return _draw_box(n, info, status, highlight, width)
-    if box is None:
-        if len(_BOXES) > 8192:
-            _BOXES.clear()
-        box = _BOXES[key] = _draw_box(n, info, status, highlight, width)
-    return box
-
-
-def _draw_box(n: int, info: NodeInfo, status: tuple[str, str, str], highlight: bool,
-              width: int) -> list[Text]:
-    st, where, rem = status
-    style, badge = STATE_STYLE.get(st, ("", "?"))
-    border = "bold reverse " + style if highlight else style
-    inner = width - 2
-    title = plain(f" {badge} {info.name} ")[:inner]
-    body = [
-        plain(f"#{n} {info.device} seq {seq_text(info.seq)}")[:inner],
-        plain(f"deps {rem} {st.replace('_', ' ')}" + (f" @{where}" if where else ""))[:inner],
-    ]
-    edges = (" → " + " ".join(f"#{c}.{i}" for c, i in info.next if c is not None) + " "
-             if info.next else " leaf ")[:inner]
-    top = Text("╭", style=border)
-    top.append(title, style=border + " bold")
-    top.append("─" * (inner - len(title)) + "╮", style=border)
-    out = [top]
-    for line in body:
-        t = Text("│", style=border)
-        t.append(line.ljust(inner))
-        t.append("│", style=border)
-        out.append(t)
-    out.append(Text("╰" + edges + "─" * (inner - len(edges)) + "╯", style=border))
-    return out
-
-
-def graph_text(state: EngineState, highlight: int | None = None,
-               width: int = BOX_WIDTH, cycle_nodes: set[int] | None = None) -> Text:
-    """The graph drawn in layers: one row of boxes per layer, roots at the top."""
-    return Text("\n").join(graph_lines(state, highlight, width))
-
-
-#: (layer depth, ids of its boxes' lines) -> (those boxes, the layer's lines); the entry
-#: holds the boxes, so their ids cannot be reused while it lives
-_ROWS: dict[tuple[int, ...], tuple[list[list[Text]], list[Text]]] = {}
-
-
-def graph_lines(state: EngineState, highlight: int | None = None,
-                width: int = BOX_WIDTH) -> list[Text]:
-    """``graph_text``'s lines.  A layer's lines are kept while none of its boxes changes
-    (callers must not modify them)."""
-    if not state.nodes:
-        return [Text("No graph yet: step the engine (n) until dependencies_computed.",
-                     style="italic")]
-    lines: list[Text] = []
-    for depth, layer in enumerate(layers(state)):
-        boxes = [_box(state, n, n == highlight, width) for n in layer]
-        key = (depth, *map(id, boxes))  # an unchanged box is the same (cached) list
-        hit = _ROWS.get(key)
-        if hit is None:
-            rows = []
-            for r in range(len(boxes[0])):
-                line = Text(f"{depth:>2} " if r == 0 else "   ", style="dim")
-                for b in boxes:
-                    line.append_text(b[r])
-                    line.append(" ")
-                rows.append(line)
-            if len(_ROWS) > 4096:
-                _ROWS.clear()
-            hit = _ROWS[key] = (boxes, rows)
-        lines.extend(hit[1])
-    return lines
+def graph_lines(state: EngineState, highlight: int | None = None, width: int = BOX_WIDTH,
+                palette: Palette = ANSI, forward: graph_draw.Forward | None = None
+                ) -> list[Text]:
+    """``graph_text``'s lines (kept while nothing in them changes: callers must not
+    modify them)."""
+    return graph_draw.draw(state, highlight, width, palette, forward).lines
 
 
 def list_rows(state: EngineState) -> list[tuple[str, ...]]:
@@ -304,13 +186,21 @@ def threads_rows(state: EngineState, live: dict[str, Any]) -> list[tuple[str, st
     return rows
 
 
-def node_details(state: EngineState, n: int, values: bool = True) -> Text:
+def node_details(state: EngineState, n: int, values: bool = True,
+                 forward: graph_draw.Forward | None = None) -> Text:
+    """Everything known of node ``n``; its name whole (a box may cut it) and the forward
+    op it came from (``graph_draw.forward_labels``)."""
     info = state.nodes.get(n)
     if info is None:
         return Text("Select a node (click a row of the list view, or an event).", style="dim")
     st, where, rem = node_status(state, n)
     t = Text()
-    t.append(plain(f"{info.name} #{n}") + "\n", style="bold")
+    t.append(plain(f"{info.name} #{n}"), style="bold")
+    label = graph_draw.cached_labels(state, forward).get(n)
+    if label:
+        t.append(plain(f"   from {label}"))
+    gid = state.node_states[n].graph_task if n in state.node_states else None
+    t.append(f"   GraphTask {gid}\n" if gid is not None else "\n")
     t.append(plain(f"device {info.device}   sequence_nr {seq_text(info.seq)}   "
                    f"topological_nr {info.topo}   inputs {info.num_inputs}") + "\n")
     t.append(plain(f"state {st}{' @ ' + where if where else ''}   remaining dependencies "

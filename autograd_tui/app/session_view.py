@@ -23,6 +23,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from autograd_tui.app import render
+from autograd_tui.app.theme import theme_defaults
 from autograd_tui.app.screens import GotoScreen
 from autograd_tui.app.widgets import (
     Banner,
@@ -81,6 +82,10 @@ class SessionView(App[int]):
         self._mounted = False
         self.pane = PANES[0].name  # the side pane shown while they are tabs
         self._tabbed: bool | None = None  # the side panes are tabs (a short terminal)
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """The graph's colours (``graph-ready``, ...: ``palette``) for the current theme."""
+        return {**super().get_theme_variable_defaults(), **theme_defaults(self.current_theme)}
 
     # --- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -171,7 +176,8 @@ class SessionView(App[int]):
         self._last_drawn = key
         state = s.state_at(self.cursor)
         last = state.last_event
-        self.query_one(GraphPane).show(state, last.node if last is not None else None)
+        self.query_one(GraphPane).show(state, last.node if last is not None else None,
+                                       s.forward)
         self.query_one("#queues", SidePane).show(render.queues_text(state))
         self.query_one("#not-ready", SidePane).show(render.not_ready_text(state))
         self.query_one("#graph-tasks", SidePane).show(render.graph_tasks_text(state))

@@ -41,7 +41,7 @@ def _graph_task_created(s: EngineState, e: Any) -> None:
     parent = owner.nodes[-1][0] if owner.nodes else None
     s.graph_tasks[gid] = GraphTaskState(
         gid, e.thread, e.reentrant_depth, e.keep_graph, e.create_graph, e.accumulate_grad,
-        tuple(e.roots), e.graph_root, parent=parent)
+        tuple(e.roots), e.graph_root, parent=parent, created=e.seq)
     s.depth_priority = e.depth_priority
 
 

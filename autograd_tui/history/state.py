@@ -63,6 +63,7 @@ class GraphTaskState(NamedTuple):
     needed: tuple[int, ...] | None = None  # exec_info (grad(), backward(inputs=...))
     parent: int | None = None  # the GraphTask whose node started this reentrant one
     handoff: str | None = None  # nested | pool | block
+    created: int = 0  # its graph_task_created event (k): the views list GraphTasks by it
     outstanding: int = 0  # last: the fold replaces it with gt[:-1] + (n,)
 
 

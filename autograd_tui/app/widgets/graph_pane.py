@@ -1,7 +1,9 @@
-"""The graph pane: the backward graph drawn as boxes in layers (``#graph``), or, for a
-large graph or on ``v``, the compact list view (``#node-list``), or for a PyTorch graph
-(``node_meta``) the grouped view (``#group-list``: its nodes by nn.Module); below any of
-them the details of one node (``#details``, on ``d``)."""
+"""The graph pane: the backward graph drawn as boxes in layers, a framed group per
+GraphTask (``#graph``, ``graph_draw``), or, for a large graph or on ``v``, the compact
+list view (``#node-list``), or for a PyTorch graph (``node_meta``) the grouped view
+(``#group-list``: its nodes by nn.Module); below any of them the details of one node
+(``#details``, on ``d``).  Its colours are the theme's ``graph-*`` variables
+(``palette``), read again when the theme changes."""
 
 from __future__ import annotations
 
@@ -10,10 +12,13 @@ from dataclasses import dataclass
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.geometry import Region
 from textual.message import Message
+from textual.theme import Theme
 from textual.widgets import Static
 
-from autograd_tui.app import render
+from autograd_tui.app import graph_draw, render
+from autograd_tui.app.theme import ANSI, Palette
 from autograd_tui.app.widgets.group_table import GROUP_KEY, GroupTable
 from autograd_tui.app.widgets.line_table import LineTable
 from autograd_tui.app.widgets.rows import Row, cells
@@ -25,10 +30,10 @@ LAZY_LIST_ABOVE = 2000  # nodes: the list view makes only the rows on screen
 NODE_COLUMNS = ("id", "node", "device", "state", "deps", "seq", "where")
 
 
-def list_cells(r: tuple[str, ...]) -> Row:
+def list_cells(r: tuple[str, ...], palette: Palette = ANSI) -> Row:
     """A row of ``render.list_rows`` as the list view's cells: the name and the state in
     the state's colour."""
-    style = render.STATE_STYLE.get(r[3].replace(" ", "_"), ("", ""))[0]
+    style = palette.style(r[3].replace(" ", "_"))
     return cells(r[0], (r[1], style), r[2], (r[3], style), *r[4:])
 
 
@@ -50,6 +55,28 @@ class GraphPane(Vertical):
         self._list_raw: list[tuple[str, ...]] | None = None  # what the list view shows
         self._list_cells: dict[tuple[str, ...], Row] = {}
         self._lazy_order: tuple[object, list[int], list[int]] | None = None  # big graphs
+        self.palette = ANSI  # the theme's (on mount, and when the theme changes)
+        self.forward: graph_draw.Forward = {}  # the scenario's FORWARD (Session.forward)
+        self._shown: tuple[EngineState, int | None] | None = None
+        self._scrolled_to: int | None = None  # the node the boxes view last scrolled to
+
+    def on_mount(self) -> None:
+        self._theme_changed(self.app.current_theme)
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def on_resize(self) -> None:
+        if self._shown is not None:  # the frames fill the pane's width
+            self.show(*self._shown)
+
+    def _theme_changed(self, theme: Theme) -> None:
+        """Read the graph's colours again and redraw with them."""
+        palette = Palette.of(self.app.theme_variables, theme)
+        if palette == self.palette:
+            return
+        self.palette = palette
+        self._list_raw, self._list_cells = None, {}
+        if self._shown is not None:
+            self.show(*self._shown)
 
     def compose(self) -> ComposeResult:
         yield TextView(id="graph")
@@ -60,7 +87,7 @@ class GraphPane(Vertical):
     def reset(self) -> None:
         """A new run: nothing of the last one's graph is kept."""
         self.details_node = None
-        self._list_raw = self._lazy_order = None
+        self._list_raw = self._lazy_order = self._shown = self._scrolled_to = None
         self.query_one("#node-list", LineTable).clear()
         self.query_one(GroupTable).reset()
 
@@ -98,7 +125,11 @@ class GraphPane(Vertical):
         views = ("groups", "list") if big else ("graph", "groups", "list")
         return views[self.view_presses % len(views)]
 
-    def show(self, state: EngineState, highlight: int | None) -> None:
+    def show(self, state: EngineState, highlight: int | None,
+             forward: graph_draw.Forward | None = None) -> None:
+        if forward is not None:
+            self.forward = forward
+        self._shown = (state, highlight)
         view = self.view(state)
         self.set_class(view == "list", "list")
         self.set_class(view == "groups", "groups")
@@ -108,15 +139,47 @@ class GraphPane(Vertical):
         if self.border_title != title:  # setting it, even unchanged, repaints the pane
             self.border_title = title
         if view == "groups":
-            self.query_one(GroupTable).show(state, highlight)
+            self.query_one(GroupTable).show(state, highlight, self.palette)
         elif view == "list":
             self._show_list(state)
         else:
-            self.query_one("#graph", TextView).set_lines(render.graph_lines(state, highlight))
+            self._show_boxes(state, highlight)
         node = self.details_node if self.details_node is not None else highlight
         details = self.query_one("#details", Static)
         if details.has_class("shown") and node is not None:
-            details.update(render.node_details(state, node))
+            details.update(render.node_details(state, node, forward=self.forward))
+
+    def drawing(self, state: EngineState, highlight: int | None) -> graph_draw.Block:
+        """The boxes view of ``state`` as this pane draws it: its palette, the scenario's
+        forward ops, frames as wide as the pane less a vertical scrollbar's room (there
+        or not: it comes and goes with the graph's height, and must not make the lines
+        too wide)."""
+        view = self.query_one("#graph", TextView)
+        fill = view.size.width - view.styles.scrollbar_size_vertical
+        return graph_draw.draw(state, highlight, palette=self.palette, forward=self.forward,
+                               fill=fill)
+
+    def _show_boxes(self, state: EngineState, highlight: int | None) -> None:
+        """The boxes; when the touched node changes, scroll (as little as needed) so that
+        its box is in view.  An event of no node brings its GraphTask's frame to the top
+        of the pane (of no GraphTask either: the one its thread is inside, else the
+        newest that runs), so that where a run stops decides what is shown."""
+        view = self.query_one("#graph", TextView)
+        drawing = self.drawing(state, highlight)
+        view.set_lines(drawing.lines)
+        target = highlight if highlight is not None else _task_of(state)
+        if target == self._scrolled_to:
+            return
+        self._scrolled_to = target
+        height = view.scrollable_content_region.height
+        if highlight is not None:
+            at = drawing.where.get(highlight)
+            region = Region(at[1], at[0], graph_draw.BOX_WIDTH, at[2]) if at else None
+        else:
+            at = (drawing.tasks or {}).get(-target) if target is not None else None
+            region = Region(0, at[0], 1, height) if at else None
+        if region is not None:
+            view.scroll_to_region(region, animate=False, immediate=True)
 
     def _show_list(self, state: EngineState) -> None:
         table = self.query_one("#node-list", LineTable)
@@ -129,7 +192,7 @@ class GraphPane(Vertical):
             order, widths = self._lazy_order[1], self._lazy_order[2]
 
             def fetch(i: int) -> Row:
-                return list_cells(render.list_row(state, order[i]))
+                return list_cells(render.list_row(state, order[i]), self.palette)
 
             table.set_lazy_rows(len(order), fetch, widths, key=lambda i: str(order[i]))
             return
@@ -144,6 +207,22 @@ class GraphPane(Vertical):
         for r in raw:
             row = made.get(r)
             if row is None:
-                row = made[r] = list_cells(r)
+                row = made[r] = list_cells(r, self.palette)
             rows.append(row)
         table.set_rows(rows, [r[0] for r in raw])
+
+
+def _task_of(state: EngineState) -> int | None:
+    """The GraphTask an event of no node concerns, as a scroll target (its id, negated:
+    node ids are the other targets)."""
+    last = state.last_event
+    if last is None:
+        return None
+    gid = last.graph_task
+    if gid is None:
+        th = state.threads.get(last.thread)
+        gid = th.nodes[-1][0] if th is not None and th.nodes else None
+    if gid is None:
+        running = [g for g in state.graph_tasks.values() if not g.completed]
+        gid = max(running, key=lambda g: (g.created, g.id)).id if running else None
+    return -gid if gid is not None else None

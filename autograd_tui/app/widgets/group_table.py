@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from autograd_tui.app import render
+from autograd_tui.app.theme import ANSI, Palette
 from autograd_tui.app.widgets.line_table import LineTable
 from autograd_tui.app.widgets.rows import Row, cells
 from autograd_tui.history.state import EngineState
@@ -34,7 +35,7 @@ class GroupTable(LineTable):
         super().__init__(GROUP_COLUMNS, id=id, classes=classes)
         self.expanded: set[str] = set()  # the keys of the open groups
         self._tree: tuple[object, ModuleTree] | None = None
-        self._shown: tuple[EngineState, int | None] | None = None
+        self._shown: tuple[EngineState, int | None, Palette] | None = None
 
     def reset(self) -> None:
         self.expanded.clear()
@@ -75,8 +76,9 @@ class GroupTable(LineTable):
             self.show(*self._shown)
 
     # --- drawing ------------------------------------------------------------------------
-    def show(self, state: EngineState, highlight: int | None) -> None:
-        self._shown = (state, highlight)
+    def show(self, state: EngineState, highlight: int | None, palette: Palette = ANSI
+             ) -> None:
+        self._shown = (state, highlight, palette)
         tree = self.tree(state)
         marked = set(tree.where.get(highlight, ())) if highlight is not None else set()
         rows: list[Row] = []
@@ -87,11 +89,12 @@ class GroupTable(LineTable):
                 open_ = g.key in self.expanded
                 style = "bold reverse" if g.key in marked else "bold"
                 label = " " * (INDENT * depth) + ("▾ " if open_ else "▸ ") + g.label
-                rows.append(cells((label, style), group_summary(state, g.nodes)))
+                rows.append(cells((label, style), group_summary(state, g.nodes, palette)))
                 keys.append(GROUP_KEY + g.key)
                 if open_:
                     for n in g.own:
-                        rows.append(node_cells(state, n, depth + 1, n == highlight))
+                        rows.append(node_cells(state, n, depth + 1, n == highlight,
+                                               palette))
                         keys.append(str(n))
                     add(g.children, depth + 1)
 
@@ -105,21 +108,23 @@ class GroupTable(LineTable):
                                 start)
 
 
-def group_summary(state: EngineState, nodes: list[int]) -> tuple[str, str]:
+def group_summary(state: EngineState, nodes: list[int], palette: Palette = ANSI
+                  ) -> tuple[str, str]:
     """``186 nodes: ▶1 W1 ✓52 ·132`` and the style of the first state of ``STATE_ORDER``
     that some node is in (running, then ready, ...)."""
     counts = state_counts(state, nodes)
     present = [st for st in STATE_ORDER if counts.get(st)]
-    text = " ".join(f"{render.STATE_STYLE[st][1]}{counts[st]}" for st in present)
-    style = render.STATE_STYLE[present[0]][0] if present else ""
+    text = " ".join(f"{palette.state(st)[1]}{counts[st]}" for st in present)
+    style = palette.style(present[0]) if present else ""
     return f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}: {text}", style
 
 
-def node_cells(state: EngineState, n: int, depth: int, highlight: bool) -> Row:
+def node_cells(state: EngineState, n: int, depth: int, highlight: bool,
+               palette: Palette = ANSI) -> Row:
     """A node's row inside its group: the list view's columns, the name indented."""
     info = state.nodes[n]
     st, where, rem = render.node_status(state, n)
-    style, badge = render.STATE_STYLE.get(st, ("", "?"))
+    style, badge = palette.state(st)
     name = f"{' ' * (INDENT * depth)}#{n} {badge} {info.name}"
     return cells((name, ("bold reverse " + style) if highlight else style), info.device,
                  (st.replace("_", " "), style), rem, seq_text(info.seq), where)
