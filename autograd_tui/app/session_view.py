@@ -23,8 +23,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from autograd_tui.app import render
-from autograd_tui.app.theme import theme_defaults
 from autograd_tui.app.screens import GotoScreen
+from autograd_tui.app.theme import theme_defaults
 from autograd_tui.app.widgets import (
     Banner,
     EventLog,
