@@ -376,10 +376,11 @@ def test_y_copies_the_shown_event_line_and_shift_y_the_node_details() -> None:
         node = s.event(k - 1).node
         assert node is not None
         await press(pilot, "Y")
-        details = render.node_details(s.state_at(k), node).plain.rstrip()
+        details = render.node_details(s.state_at(k), node,
+                                      forward=s.forward).plain.rstrip()
         assert app.clipboard == details
         name = s.state_at(k).nodes[node].name
-        assert details.startswith(f"{name} #{node}\n") and "[" not in details.split("\n")[0]
+        assert details.startswith(f"{name} #{node}") and "[" not in details.split("\n")[0]
         assert app.said("copied node details")
         await press(pilot, "left", "y")  # the shown event, not the newest
         assert app.clipboard == format_event(s.event(k - 2), app._names()).strip()

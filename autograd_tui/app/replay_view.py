@@ -160,13 +160,14 @@ class ReplayView(SessionView):
         if s is None:
             return
         state = s.state_at(self.cursor)
-        node = self.query_one(GraphPane).details_node
+        pane = self.query_one(GraphPane)
+        node = pane.details_node
         if node is None and state.last_event is not None:
             node = state.last_event.node
         if node is None or node not in state.nodes:
             self.notify("no node to copy: the shown event touches none (choose one in the "
                         "list view, v)", timeout=3)
             return
-        text = render.node_details(state, node).plain.rstrip()
+        text = render.node_details(state, node, forward=pane.forward).plain.rstrip()
         self.copy_to_clipboard(text)
         self.notify(text.splitlines()[0], title="copied node details", timeout=4)
