@@ -75,6 +75,7 @@ class ScheduleResult:
     preemptions: int
     events: int
     gradients: dict[str, np.ndarray] = field(default_factory=dict)
+    cycle: list[str] = field(default_factory=list)  # a deadlock's wait-for cycle
 
 
 @dataclass
@@ -181,8 +182,11 @@ def run_schedule(make_run: Callable[[], Any],
             return None, policy
         policy.end()
         if result.status == "deadlock" and result.report is not None:
-            outcome = Outcome("deadlock", " -> ".join(result.report.cycle))
-        elif run.error is not None:
+            cycle = list(result.report.cycle)
+            return ScheduleResult(run.controller.schedule_string(),
+                                  Outcome("deadlock", " -> ".join(cycle)),
+                                  policy.preemptions(), len(run.events), cycle=cycle), policy
+        if run.error is not None:
             outcome = Outcome("error", f"{type(run.error).__name__}: {run.error}")
         elif result.status == "finished":
             grads = run.gradients()
@@ -223,6 +227,7 @@ class BoundedDFS:
         self.bound, self.reduce = bound, reduce
         self.frames: list[_Frame] = []
         self.pruned = 0
+        self.capped = False  # a choice was left out for the bound: a larger one adds some
 
     def decide(self, j: int, eligible: tuple[int, ...], prev_fp: Footprint | None) -> int:
         frames = self.frames
@@ -254,7 +259,7 @@ class BoundedDFS:
             raise _Cut()  # every thread's next step was explored from an equivalent state
         frame = _Frame(eligible, prev, preempt, sleep, pick)
         if preempt + frame.cost(pick) > self.bound:
-            self.pruned += 1
+            self.capped = True
             raise _Cut()  # going on needs a preemption (the thread that could is asleep)
         frames.append(frame)
         return pick
@@ -266,7 +271,10 @@ class BoundedDFS:
             f = frames[i]
             f.done.setdefault(f.chosen, EVERYTHING)
             for t in f.eligible:
-                if t in f.done or t in f.sleep or f.preempt + f.cost(t) > self.bound:
+                if t in f.done or t in f.sleep:
+                    continue
+                if f.preempt + f.cost(t) > self.bound:
+                    self.capped = True
                     continue
                 f.chosen = t
                 del frames[i + 1:]
@@ -378,6 +386,9 @@ class Explorer:
             report.pruned += search.pruned
             report.per_bound[bound] = report.explored - before
             report.complete = True
+            if not search.capped:  # nothing was left out for the bound: larger ones add none
+                report.bound = self.budget.preemptions
+                return
 
     def _random(self, report: Report, seen: set[str]) -> None:
         walk = 0
