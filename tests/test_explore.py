@@ -257,3 +257,16 @@ def test_bad_usage_is_one_message(argv: list[str], message: str, capsys):
 def test_an_unknown_scenario_is_bad_usage(capsys):
     assert main(["explore", "race-lock-ordr"]) == 2
     assert "did you mean race-lock-order" in capsys.readouterr().err
+
+
+def test_help_has_examples_and_docs_cover_the_command(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["explore", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: autograd-tui explore" in out and "examples:" in out
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    assert "## `explore NAME|PATH`" in (docs / "cli.md").read_text()
+    for option in ("--strategy", "--preemptions", "--schedules", "--seconds", "--depth",
+                   "--no-reduction", "--json"):
+        assert option in out and option in (docs / "cli.md").read_text(), option

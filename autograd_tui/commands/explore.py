@@ -185,11 +185,13 @@ def show(con: Any, report: Any, replay: dict[Any, str]) -> None:
     from rich.table import Table
 
     table = Table(title=f"explore {report.scenario} ({report.strategy})")
-    for col in ("outcome", "schedules", "preemptions", "events", "shortest schedule"):
+    for col in ("outcome", "schedules", "first found", "preemptions", "events",
+                "shortest schedule"):
         table.add_column(col, overflow="fold")
     for o, s in sorted(report.outcomes.items(), key=lambda kv: (kv[0].kind, -kv[1].count)):
-        table.add_row(o.kind, str(s.count), str(s.shortest.preemptions),
-                      str(s.shortest.events), _text(s.shortest.schedule))
+        table.add_row(o.kind, str(s.count), f"#{s.first_after}, {s.first_seconds:.1f} s",
+                      str(s.shortest.preemptions), str(s.shortest.events),
+                      _text(s.shortest.schedule))
     con.print(table)
     for o, _ in sorted(report.outcomes.items(), key=lambda kv: (kv[0].kind, -kv[1].count)):
         what = "gradients " + o.detail if o.kind == "completed" else o.detail
@@ -246,7 +248,8 @@ def to_json(report: Any, replay: dict[Any, str]) -> dict[str, Any]:
         r = s.shortest
         item: dict[str, Any] = {
             "kind": o.kind, "detail": o.detail, "count": s.count, "schedule": r.schedule,
-            "preemptions": r.preemptions, "events": r.events, "replay": replay[o]}
+            "preemptions": r.preemptions, "events": r.events, "replay": replay[o],
+            "first_after": s.first_after, "first_seconds": round(s.first_seconds, 3)}
         if o.kind == "completed":
             item["gradients"] = {k: np.asarray(v).tolist() for k, v in r.gradients.items()}
         if o.kind == "deadlock":

@@ -83,6 +83,8 @@ class OutcomeStats:
     outcome: Outcome
     count: int
     shortest: ScheduleResult  # the shortest schedule string that gave it
+    first_after: int = 0  # how many schedules the search had covered when it first saw it
+    first_seconds: float = 0.0  # and how long it had searched
 
 
 @dataclass
@@ -352,6 +354,10 @@ class Explorer:
             seen.add(result.schedule)
             report.explored += 1
             report.add(result)
+            stats = report.outcomes[result.outcome]
+            if stats.count == 1:
+                stats.first_after = report.explored
+                stats.first_seconds = time.perf_counter() - self._t0
         if self.on_schedule is not None:
             self.on_schedule(report, result)
 
