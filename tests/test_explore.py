@@ -270,3 +270,15 @@ def test_help_has_examples_and_docs_cover_the_command(capsys):
     for option in ("--strategy", "--preemptions", "--schedules", "--seconds", "--depth",
                    "--no-reduction", "--json"):
         assert option in out and option in (docs / "cli.md").read_text(), option
+
+
+def test_a_program_that_does_not_run_the_same_way_twice_is_reported():
+    from autograd_tui.control.explore import Nondeterministic
+
+    names = iter(["race-lock-order", "multi-device"] * 50)
+    before = set(threading.enumerate())
+    ex = Explorer(lambda: Run(scenarios.get(next(names))), "flaky",
+                  budget=Budget(None, None, 1))
+    with pytest.raises(Nondeterministic, match="does not run the same way twice"):
+        ex.run("dfs")
+    assert not [t for t in threading.enumerate() if t not in before and t.is_alive()]

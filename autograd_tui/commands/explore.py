@@ -24,6 +24,7 @@ from autograd_tui.commands.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     FORMATTER,
+    Failure,
     UsageError,
     check_run_args,
     console,
@@ -93,7 +94,7 @@ def replay_command(scenario: str, schedule: str, params: dict[str, str],
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograd_tui.control.explore import Budget, Explorer
+    from autograd_tui.control.explore import Budget, Explorer, Nondeterministic
     from autograd_tui.runner import Run
 
     _check(args)
@@ -109,7 +110,10 @@ def run(args: argparse.Namespace) -> int:
     with _Progress(args.json, budget) as progress:
         explorer = Explorer(make_run, name, budget=budget, reduce=not args.no_reduction,
                             seed=args.seed, pct_depth=args.depth, on_schedule=progress.update)
-        report = explorer.run(args.strategy)
+        try:
+            report = explorer.run(args.strategy)
+        except Nondeterministic as e:
+            raise Failure(f"{args.scenario}: {e}") from None
     replay = {o: replay_command(name, s.shortest.schedule, params, engine)
               for o, s in report.outcomes.items()}
     if args.json:
@@ -251,8 +255,18 @@ def to_json(report: Any, replay: dict[Any, str]) -> dict[str, Any]:
             "preemptions": r.preemptions, "events": r.events, "replay": replay[o],
             "first_after": s.first_after, "first_seconds": round(s.first_seconds, 3)}
         if o.kind == "completed":
-            item["gradients"] = {k: np.asarray(v).tolist() for k, v in r.gradients.items()}
+            item["gradients"] = {k: _plain(np.asarray(v).tolist())
+                                 for k, v in r.gradients.items()}
         if o.kind == "deadlock":
             item["cycle"] = list(r.cycle)
         out["outcomes"].append(item)
     return out
+
+
+def _plain(v: Any) -> Any:
+    """JSON has no NaN or Infinity: a non-finite float is written as its name."""
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, float) and not np.isfinite(v):
+        return str(v)
+    return v

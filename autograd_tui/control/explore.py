@@ -48,6 +48,12 @@ class _Cut(Exception):
     """Raised from a policy to end a run early: every way on is redundant or over budget."""
 
 
+class Nondeterministic(RuntimeError):
+    """A replayed prefix of choices met other movable threads than the first time: the
+    scenario does not run the same way twice under the same schedule (it reads a clock,
+    a random number without a seed, the set of running threads...)."""
+
+
 # --- outcomes ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Outcome:
@@ -121,10 +127,11 @@ class _Policy:
 
     name = "explore"
 
-    def __init__(self, ctl: Any, decide: Callable[[int, tuple[int, ...], Footprint | None], int]
-                 ) -> None:
+    def __init__(self, ctl: Any, decide: Callable[[int, tuple[int, ...], Footprint | None], int],
+                 footprints: bool = True) -> None:
         self.ctl = ctl
         self.decide = decide
+        self.want_footprints = footprints
         self.steps: list[tuple[int, tuple[int, ...], int, int]] = []  # pick, eligible, start, n
         self.footprints: list[Footprint] = []
 
@@ -142,7 +149,7 @@ class _Policy:
 
     def choose(self, eligible: list[Any]) -> Any:
         now = len(self.ctl.history.events)
-        prev = self._finish_step(now) if self.steps else None
+        prev = self._finish_step(now) if self.steps and self.want_footprints else None
         indices = tuple(t.index for t in eligible)
         pick = self.decide(len(self.steps), indices, prev)
         self.steps.append((pick, indices, now, len(self.ctl._threads)))
@@ -154,7 +161,7 @@ class _Policy:
     def end(self) -> None:
         """After the run: the last step's footprint (the controller's own deadlock event
         is not part of it)."""
-        if self.steps and len(self.footprints) < len(self.steps):
+        if self.want_footprints and self.steps and len(self.footprints) < len(self.steps):
             events = self.ctl.history.events
             end = len(events) - (1 if events and events[-1].kind == "deadlock" else 0)
             self._finish_step(end)
@@ -169,12 +176,13 @@ class _Policy:
 
 
 def run_schedule(make_run: Callable[[], Any],
-                 decide: Callable[[int, tuple[int, ...], Footprint | None], int]
-                 ) -> tuple[ScheduleResult | None, _Policy]:
-    """One run of a fresh ``Run`` (``make_run()``) whose choices ``decide`` makes; None
-    when ``decide`` cut it short (raised ``_Cut``).  The run is always closed."""
+                 decide: Callable[[int, tuple[int, ...], Footprint | None], int],
+                 footprints: bool = True) -> tuple[ScheduleResult | None, _Policy]:
+    """One run of a fresh ``Run`` (``make_run()``) whose choices ``decide`` makes (given
+    each step's footprint when ``footprints``); None when ``decide`` cut it short (raised
+    ``_Cut``).  The run is always closed."""
     run = make_run()
-    policy = _Policy(run.controller, decide)
+    policy = _Policy(run.controller, decide, footprints)
     run.controller.policy = policy
     try:
         run.start()
@@ -238,8 +246,10 @@ class BoundedDFS:
         if j < len(frames):  # replaying the prefix
             f = frames[j]
             if f.eligible != eligible:
-                raise RuntimeError(f"the run is not deterministic: at step {j + 1} threads "
-                                   f"{eligible} could move, before {f.eligible}")
+                raise Nondeterministic(
+                    f"the scenario does not run the same way twice: at step {j + 1} of the "
+                    f"same schedule, threads {list(eligible)} could move, the first time "
+                    f"{list(f.eligible)}; the explorer needs a deterministic program")
             return f.chosen
         sleep: dict[int, Footprint] = {}
         prev, preempt = None, 0
@@ -385,7 +395,7 @@ class Explorer:
                     report.pruned += search.pruned
                     report.per_bound[bound] = report.explored - before
                     return
-                result, _ = run_schedule(self.make_run, search.decide)
+                result, _ = run_schedule(self.make_run, search.decide, self.reduce)
                 self._record(report, result, seen)
                 if not search.backtrack():
                     break
@@ -399,7 +409,8 @@ class Explorer:
     def _random(self, report: Report, seen: set[str]) -> None:
         walk = 0
         while (over := self._over(report)) is None:
-            result, _ = run_schedule(self.make_run, RandomWalk(self.seed + walk).decide)
+            result, _ = run_schedule(self.make_run, RandomWalk(self.seed + walk).decide,
+                                     False)
             walk += 1
             self._record(report, result, seen)
             if self.budget.schedules is None and walk >= 100_000:
@@ -409,8 +420,8 @@ class Explorer:
     def _pct(self, report: Report, seen: set[str]) -> None:
         k, walk = 1, 0
         while (over := self._over(report)) is None:
-            result, policy = run_schedule(self.make_run,
-                                          PCT(self.seed + walk, self.pct_depth, k).decide)
+            result, policy = run_schedule(
+                self.make_run, PCT(self.seed + walk, self.pct_depth, k).decide, False)
             k = max(k, len(policy.steps))
             walk += 1
             self._record(report, result, seen)
