@@ -195,14 +195,19 @@ class Gates:
                 info.gates += 1
             if self.serialized:
                 info.state = "paused"
+                auto = self._auto
                 if self._turn == info.name:
                     self._turn = None
-                    auto = self._auto
                     if auto is not None and auto.thread is info:
                         self._step_on(auto)
-                        if self._turn == info.name:  # the policy picked this thread again
-                            info.state = "running"
-                            return
+                elif self._turn is None and auto is not None and auto.thread is not None:
+                    # A thread woken from a wait by the last step arrives at its gate after
+                    # that step's thread parked: the run may be quiescent only now, and this
+                    # gate takes the next step rather than hand it to the driver and back.
+                    self._step_on(auto)
+                if self._turn == info.name:  # the policy picked this thread (again)
+                    info.state = "running"
+                    return
                 turn = self._turn
                 if turn is not None:
                     # Handed on at this gate: wake the one thread picked, not every thread
