@@ -13,16 +13,17 @@ $(BIN)/python:
 
 $(VENV): | $(BIN)/python
 
-# Install the project (editable) with its dev and torch extras; re-run only when
-# pyproject.toml changes.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,torch]'
+# Install the project (editable) with its dev and torch extras, at the exact versions of
+# constraints.txt; re-run only when either file changes.
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,torch]'
 	touch $@
 
 install: $(STAMP)
 
+# make run ARGS="run multi-device": any autograd-tui command line without typing .venv/bin/
 run: $(STAMP)
-	$(BIN)/autograd-tui
+	$(BIN)/autograd-tui $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

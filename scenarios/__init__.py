@@ -27,6 +27,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import inspect
 import math
 import pkgutil
 import sys
@@ -134,7 +135,51 @@ def _convert(value: Any, typ: type, what: str) -> Any:
     raise ScenarioError(f"{what} must be {typ.__name__}, not {value!r}", usage=True)
 
 
+#: the names a scenario module may define (docs/scenarios.md)
+CONSTANTS = ("NAME", "TITLE", "SUMMARY", "NOTES", "PARAMS", "ENGINE", "THREADS", "EXPECT",
+             "REQUIRES")
+
+
+def _misspelled(mod: ModuleType, source: str) -> None:
+    """A module constant that is almost one of ours (``PARAM``, ``SUMARY``) would be
+    ignored without a word: it is an error with a "did you mean"."""
+    for name in vars(mod):
+        if name.isupper() and name not in CONSTANTS and not name.startswith("_"):
+            # one slip (a letter missing, extra, wrong or two swapped); two in a long name:
+            # an author's own HEADS or SIZE is not THREADS or TITLE
+            close = [c for c in CONSTANTS if _slips(name, c) <= (1 if len(c) < 8 else 2)]
+            if close:
+                raise ScenarioError(f"{source}: {name} is not a name a scenario defines (it "
+                                    f"would be ignored); did you mean {close[0]}? (see "
+                                    "docs/scenarios.md)")
+
+
+def _slips(a: str, b: str) -> int:
+    """Edit distance with swaps of neighbours (optimal string alignment)."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+def _check_signature(mod: ModuleType, source: str, params: dict[str, Param]) -> None:
+    """``program`` is called with one keyword argument per PARAMS entry."""
+    try:
+        inspect.signature(mod.program).bind(**{k: p.default for k, p in params.items()})
+    except TypeError as e:
+        names = ", ".join(params) or "none"
+        raise ScenarioError(f"{source}: program() is called with one keyword argument per "
+                            f"PARAMS entry ({names}), and {e}") from None
+    except ValueError:  # a builtin or C function: no signature to check
+        pass
+
+
 def _from_module(mod: ModuleType, source: str) -> Scenario:
+    _misspelled(mod, source)
     missing = [a for a in ("NAME", "program") if not hasattr(mod, a)]
     requires = tuple(getattr(mod, "REQUIRES", ()))
     if "torch" not in requires and _imports_torch(mod):
@@ -143,8 +188,12 @@ def _from_module(mod: ModuleType, source: str) -> Scenario:
             f"nothing for us to show: run it with `autograd-tui torch {source}` (its main() "
             "builds the model, runs the forward pass and returns the loss; see docs/torch.md)")
     if missing:
+        functions = [n for n, v in vars(mod).items() if callable(v) and not n.startswith("_")]
+        close = difflib.get_close_matches("program", functions, n=1, cutoff=0.75)
+        hint = f"; did you mean to name {close[0]} 'program'?" if "program" in missing and \
+            close else ""
         raise ScenarioError(f"{source}: not a scenario: it defines no {' and no '.join(missing)}"
-                            " (see docs/scenarios.md for the form)")
+                            f" (see docs/scenarios.md for the form){hint}")
     if not callable(mod.program):
         raise ScenarioError(f"{source}: 'program' must be a function")
     params = getattr(mod, "PARAMS", {})
@@ -153,6 +202,7 @@ def _from_module(mod: ModuleType, source: str) -> Scenario:
     expect = getattr(mod, "EXPECT", "complete")
     if expect not in ("complete", "deadlock"):
         raise ScenarioError(f"{source}: EXPECT must be 'complete' or 'deadlock'")
+    _check_signature(mod, source, params)
     return Scenario(
         name=str(mod.NAME), title=str(getattr(mod, "TITLE", mod.NAME)),
         summary=str(getattr(mod, "SUMMARY", "")), notes=str(getattr(mod, "NOTES", "")),
@@ -228,7 +278,14 @@ def import_file(path: str | Path, what: str) -> ModuleType:
     except SyntaxError as e:
         raise ScenarioError(f"{p}:{e.lineno}: syntax error: {e.msg}") from None
     except Exception as e:  # noqa: BLE001 - a user file: report, don't crash
-        raise ScenarioError(f"{p}: importing it raised {type(e).__name__}: {e}") from None
+        from autograd_tui.program_errors import locate
+
+        at = locate(e, file=p)  # the file's own line that raised, and its text
+        line = f":{at.line}" if at.line else ""
+        source = f" (in: {at.source})" if at.source else ""
+        hint = f"; {at.hint}" if at.hint else ""
+        raise ScenarioError(f"{p}{line}: importing it raised {type(e).__name__}: {e}{hint}"
+                            f"{source}") from None
     finally:
         sys.modules.pop(modname, None)
     return mod

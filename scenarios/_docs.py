@@ -38,7 +38,21 @@ your own runs by path (`autograd-tui run ./my_scenario.py`).  It declares:
 | `torch_program(torch, **params)` | optional: the same with real PyTorch, so tests can compare gradients |
 
 A broken file (a syntax error, no `program`, a program that raises, a parameter of the
-wrong type, an unknown parameter) gives one message naming the file and the problem.
+wrong type, an unknown parameter) gives one message naming the file and the problem, on
+standard error, and exit code 1 (`docs/cli.md`). Where the file can say which line, it
+does: an error in `program` (or one it caused inside the engine, such as a shape
+mismatch) is shown at your own line, with that line's text and a "did you mean" for a
+misspelled attribute or name:
+
+```
+autograd-tui: typo.py:8: AttributeError: 'Tensor' object has no attribute 'tahn'; did you mean 'tanh'?
+    y = x.tahn()
+```
+
+Mistakes that would otherwise pass in silence are errors too: a constant one slip away
+from one of the names above (`PARAM`, `SUMARY`: "did you mean PARAMS?"), a `program`
+whose arguments are not the `PARAMS` names, a program that never starts a backward
+pass, and `EXPECT = "deadlock"` on a run that completes.
 
 ## The built-in scenarios
 """

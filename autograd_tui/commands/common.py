@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from autograd_tui.control import StepResult
     from autograd_tui.engine.events import Event
     from autograd_tui.history.recordings import Recording
+    from autograd_tui.program_errors import ProgramError
     from autograd_tui.runner import Run
     from autograd_tui.scenarios import Scenario
 
@@ -208,6 +209,45 @@ def program_error_text(e: BaseException) -> str:
     if isinstance(e, SystemExit):
         return f"it called {exit_call(e)}"
     return f"{type(e).__name__}: {e}"
+
+
+def locate_program_error(run: Run) -> ProgramError | None:
+    """The run's program error at the person's own line (``program_errors``): in the
+    scenario file or script when the run came from one, else in the program's module."""
+    from pathlib import Path
+
+    from autograd_tui.program_errors import locate
+
+    err = run.error
+    if err is None or isinstance(err, SystemExit):
+        return None
+    source = run.scenario.source
+    file = source if source.endswith(".py") and Path(source).is_file() else None
+    return locate(err, run.scenario.program, file=file)
+
+
+def outcome_problem(run: Run, result: StepResult) -> str | None:
+    """A run that ended without an error but not as its scenario says it would: no
+    backward pass at all, or ``EXPECT = "deadlock"`` and it completed (None if neither)."""
+    if run.error is not None or result.status != "finished":
+        return None
+    if not any(e.kind == "graph_task_created" for e in run.events):
+        return (f"{run.scenario.source}: the program never started a backward pass (no "
+                ".backward() or autograd.grad() ran), so there is nothing to show")
+    if run.scenario.expect == "deadlock":
+        return (f"{run.scenario.source}: EXPECT = 'deadlock', but the run completed under "
+                f"this schedule ({run.controller.schedule_string()})")
+    return None
+
+
+def say_program_error(run: Run) -> ProgramError | None:
+    """The located error on stderr: ``typo.py:8: AttributeError: ...`` and the line."""
+    located = locate_program_error(run)
+    if located is not None:
+        say(located.headline())
+        if located.source:
+            print(f"    {located.source}", file=sys.stderr, flush=True)  # plain already
+    return located
 
 
 def load_scenario(source: str) -> Scenario:

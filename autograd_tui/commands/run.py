@@ -27,6 +27,7 @@ from autograd_tui.commands.common import (
     exit_call,
     make_run,
     open_app,
+    outcome_problem,
     output_file,
     pairs,
     print_text,
@@ -34,6 +35,7 @@ from autograd_tui.commands.common import (
     report_headless,
     run_to_end,
     say,
+    say_program_error,
 )
 
 
@@ -103,9 +105,15 @@ def _summary(con: Any, run: Any, result: Any) -> int:
         print_text(con, "cycle: " + " -> ".join(result.report.cycle))
         code = EXIT_DEADLOCK
     elif run.error is not None:
-        err = run.error
+        located = say_program_error(run)  # file, line and source line, on stderr
         con.print("[bold red]error in the scenario's program[/bold red]", end=" ")
-        print_text(con, f"({run.scenario.source}): {program_error_text(err)}")
+        where = located.where if located is not None and located.where else run.scenario.source
+        print_text(con, f"({where}): {program_error_text(run.error)}")
+        code = EXIT_ERROR
+    elif (problem := outcome_problem(run, result)) is not None:
+        say(problem)  # on stderr; the summary says it too, for a reader of the trace
+        con.print("[bold red]not what the scenario says[/bold red]", end=" ")
+        print_text(con, problem)
         code = EXIT_ERROR
     elif result.status == "finished":
         con.print("[bold green]completed[/bold green]")

@@ -27,6 +27,7 @@ from autograd_tui.commands.common import (
     program_error_text,
     report_headless,
     run_to_end,
+    say_program_error,
 )
 
 
@@ -75,6 +76,7 @@ def _summary(con: Any, run: Any, result: Any) -> int:
     print_text(con, f"script: {run.scenario.source}")
     con.print(f"events: {len(run.events)}")
     if run.error is not None:
+        say_program_error(run)  # the script's file, line and source line, on stderr
         con.print("[bold red]error in the script[/bold red]", end=" ")
         where = getattr(run.error, "_autograd_node", None)
         print_text(con, (f"(in {where}) " if where else "") + program_error_text(run.error))

@@ -9,6 +9,7 @@ Not in PyTorch.  Modules, one job each:
 - ``modules``: a PyTorch graph's nn.Module clusters, nested, repeated blocks folded;
 - ``render``: running Graphviz ``dot``, output formats, and ``ExportError``;
 - ``frames``: which events get a frame, the states after them, ``index.html``;
+- ``snapshot``: ``Snapshot``, one state as an object a Jupyter notebook displays;
 - ``write``: ``export_state`` (one file; the app's export dialog uses it) and
   ``write_frames`` (a folder of frames), through ``autograd_tui.files``.
 
@@ -37,13 +38,14 @@ from autograd_tui.export.render import (
     render,
     render_failure_message,
 )
+from autograd_tui.export.snapshot import Snapshot, snapshot
 from autograd_tui.export.style import STATE_STYLE
 from autograd_tui.export.write import check_output, export_state, write_bytes, write_frames
 
 __all__ = [
     "BREAKPOINT_KINDS", "FORMATS", "INSTALL_HINT", "RANKDIRS", "STATE_STYLE", "DotNotFound",
-    "ExportError", "Frame", "RenderError", "check_output", "dot_path_for", "event_text",
+    "ExportError", "Frame", "RenderError", "Snapshot", "check_output", "dot_path_for", "event_text",
     "export_state", "find_dot", "format_for", "frame_events", "index_html", "render",
-    "render_failure_message", "slot_text", "states_after", "to_dot", "write_bytes",
+    "render_failure_message", "slot_text", "snapshot", "states_after", "to_dot", "write_bytes",
     "write_frames",
 ]

@@ -1,0 +1,109 @@
+"""Where a person's program went wrong: the file, the line and the source line of *their*
+frame (not the tool's), with a "did you mean" for a misspelled attribute or name.
+
+A scenario's ``program`` (or a PyTorch script's ``main``) runs on the controller's
+thread, under the engine and the runner; the exception it raised carries the whole
+traceback.  The frame to show is the deepest one in the file that defines the program:
+an error raised inside the engine (a shape mismatch in an op) is shown at the user's
+line that called the op.  Used by the commands (stderr) and by the app (its error panel).
+"""
+
+from __future__ import annotations
+
+import builtins
+import difflib
+import linecache
+import os
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from autograd_tui.words import plain
+
+
+@dataclass(frozen=True)
+class ProgramError:
+    """One error of a person's program, located."""
+
+    error: str  # "AttributeError: 'Tensor' object has no attribute 'tahn'"
+    file: str | None = None  # as the person would type it (relative to the working folder)
+    line: int | None = None
+    source: str | None = None  # the line's text, stripped
+    hint: str | None = None  # "did you mean 'tanh'?"
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.file and self.line else (self.file or "")
+
+    def headline(self) -> str:
+        """``typo.py:8: AttributeError: ...; did you mean 'tanh'?`` (plain text)."""
+        text = self.error + (f"; {self.hint}" if self.hint else "")
+        return plain(f"{self.where}: {text}" if self.where else text)
+
+    def text(self) -> str:
+        """The headline and, indented under it, the source line."""
+        return self.headline() + (f"\n    {plain(self.source)}" if self.source else "")
+
+
+def _shown_path(filename: str) -> str:
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:  # another drive
+        return filename
+    return filename if rel.startswith("..") else rel
+
+
+def _program_file(program: Callable[..., Any] | None) -> str | None:
+    code = getattr(program, "__code__", None)
+    return os.path.abspath(code.co_filename) if code is not None else None
+
+
+def _user_frame(tb: TracebackType | None, file: str | None) -> TracebackType | None:
+    """The deepest traceback entry in ``file``; without one, the deepest entry."""
+    found = last = None
+    while tb is not None:
+        last = tb
+        if file is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == file:
+            found = tb
+        tb = tb.tb_next
+    return found or (last if file is None else None)
+
+
+def _close(name: str, names: Any) -> str | None:
+    options = [n for n in names if isinstance(n, str) and not n.startswith("_")]
+    close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
+def _hint(err: BaseException, tb: TracebackType | None) -> str | None:
+    name = getattr(err, "name", None)
+    if not isinstance(name, str):
+        return None
+    if isinstance(err, AttributeError) and getattr(err, "obj", None) is not None:
+        return _close(name, dir(err.obj))
+    if isinstance(err, NameError) and tb is not None:
+        f = tb.tb_frame
+        return _close(name, [*f.f_locals, *f.f_globals, *dir(builtins)])
+    return None
+
+
+def locate(err: BaseException, program: Callable[..., Any] | None = None, *,
+           file: str | os.PathLike[str] | None = None) -> ProgramError:
+    """``err`` located in ``file``, or in the file that defines ``program`` (with neither:
+    at the deepest frame)."""
+    error = "".join(traceback.format_exception_only(type(err), err)).strip()
+    if isinstance(err, SyntaxError) and err.filename and err.lineno:
+        src = (err.text or "").strip() or None
+        return ProgramError(error, _shown_path(err.filename), err.lineno, src)
+    file = os.path.abspath(file) if file is not None else _program_file(program)
+    tb = _user_frame(err.__traceback__, file)
+    if tb is None:  # raised before the program's first line ran (its call, say)
+        return ProgramError(error, _shown_path(file) if file else None, hint=_hint(err, None))
+    filename = tb.tb_frame.f_code.co_filename
+    line = tb.tb_lineno
+    source = linecache.getline(filename, line).strip() or None
+    return ProgramError(error, _shown_path(filename) if Path(filename).exists() else filename,
+                        line, source, _hint(err, tb))
