@@ -19,6 +19,8 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 import msgspec
 import numpy as np
 
+from .device import to_numpy
+
 _GONE = ("GraphTasks freed since the last push or pop, before this one sorted the queue: "
          "those that completed (failed) with tasks left in a queue, which from now on "
          "sort first with depth INT_MAX, as a NodeTask whose weak pointer has expired")
@@ -298,8 +300,8 @@ def summarize(t: Any, n: int = 4, full: bool = False) -> dict[str, Any] | None:
     if t is None:
         return None
     data = getattr(t, "data", t)
-    if type(data) is not np.ndarray:
-        data = np.asarray(data)
+    if type(data) is not np.ndarray:  # a summary is shown on the host: CuPy's copies
+        data = to_numpy(data)
     flat = data.reshape(-1)
     if flat.dtype != _F64:
         flat = flat.astype(float)
