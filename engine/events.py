@@ -7,7 +7,9 @@ queue it concerns (ids and names, never Python objects), and a few typed
 fields in ``data``.
 
 The engine calls its observers synchronously on the emitting thread.  With no
-observer attached the only cost at each site is one truth test.
+observer attached the only cost at each site is one truth test.  A tensor's
+summary (``summarize``) is the one place an event reads values: a CuPy array is
+copied to the host for it (``device.to_numpy``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ Mirrors the autograd side of ``at::Tensor`` / ``AutogradMeta``: ``requires_grad`
 created grad accumulator of a leaf, tensor hooks and ``retain_grad``.
 
 The forward ops live in ``ops.py``; this module only wires Python's operators
-and methods to them.
+and methods to them.  ``zeros_like``, ``ones_like`` and ``tensor(t)`` make their
+arrays with the module of ``t``'s data (``device.array_module``: NumPy or CuPy), on
+its device; ``numpy()``, ``item()`` and ``repr`` copy to the host (``device.to_numpy``).
 """
 
 from __future__ import annotations
