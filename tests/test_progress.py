@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import pty
 import re
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import pytest
 
 from autograd_tui.commands import main
 from autograd_tui.commands.progress import Bar, progress
+
+pty = pytest.importorskip("pty", reason="pseudo-terminals need a POSIX system")
 
 pytestmark = pytest.mark.timeout(180)
 
