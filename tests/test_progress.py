@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from autograd_tui.commands import main
-from autograd_tui.commands.progress import Bar, progress
+from autograd_tui.progress import Bar, progress
 
 pty = pytest.importorskip("pty", reason="pseudo-terminals need a POSIX system")
 

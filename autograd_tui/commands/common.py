@@ -184,8 +184,8 @@ def is_recording(source: str) -> bool:
 def load_recording(path: str) -> Recording:
     """``recordings.load``, with a line on stderr before and after a big file (a
     million events take a few seconds) and, on a terminal, a progress bar between."""
-    from autograd_tui.commands.progress import progress
     from autograd_tui.history import recordings
+    from autograd_tui.progress import progress
 
     size = os.path.getsize(path) if os.path.isfile(path) else 0
     if size < BIG_RECORDING:

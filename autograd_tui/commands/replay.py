@@ -86,8 +86,8 @@ def _grad_line(name: str, v: Any) -> str:
 
 
 def _reexecute(rec: Any, scenario: str | None) -> int:
-    from autograd_tui.commands.progress import progress
     from autograd_tui.control import ScheduleDivergence
+    from autograd_tui.progress import progress
     from autograd_tui.runner import reexecute
 
     # Only a scenario the person names on the command line may be a file.
