@@ -161,6 +161,22 @@ def test_replay_reexecute_in_a_pipe_and_on_a_terminal(tmp_path: Path):
     assert f"{n}/{n}" in shown
 
 
+def test_explore_in_a_pipe_and_on_a_terminal(tmp_path: Path):
+    args = ["explore", "race-lock-order", "--preemptions", "1"]
+    piped = run_piped(args, tmp_path)
+    assert piped.returncode == 3, piped.stderr  # it finds the deadlock
+    assert piped.stderr == ""
+    assert "exploring" not in piped.stdout  # the table is there, the bar is not
+    n = int(re.search(r"explored (\d+) schedules", piped.stdout).group(1))
+
+    rc, out, terminal = run_on_terminal(args, tmp_path)
+    assert rc == 3, terminal
+    shown = ANSI.sub("", terminal)
+    assert "exploring" in shown and "deadlock" in shown
+    assert f"explored {n} schedules" in out  # the same search, the same report
+    assert any(c in shown for c in BAR_CHARS)
+
+
 def test_loading_a_big_recording(tmp_path: Path, monkeypatch, capsys):
     """Stages on a terminal; in a pipe only the two lines it always printed."""
     from autograd_tui.commands import common

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 from typing import Any
 
 import numpy as np
@@ -130,41 +129,38 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _Progress:
-    """A progress bar on stderr while the search runs (only on a terminal, never with
-    --json): schedules done, of the budget when it has one."""
+    """The search's progress bar (``autograd_tui.progress``: on a terminal only, never with
+    --json): schedules done, of the budget when it has one, and the outcomes so far."""
 
     def __init__(self, quiet: bool, budget: Any) -> None:
-        self.bar: Any = None
-        if quiet or not sys.stderr.isatty():
-            return
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        from autograd_tui.progress import Bar, progress
 
-        self.bar = Progress(TextColumn("exploring"), BarColumn(),
-                            TextColumn("{task.completed} schedules, {task.fields[note]}"),
-                            TimeElapsedColumn(), console=Console(file=sys.stderr),
-                            transient=True)
-        self.task = self.bar.add_task("explore", total=budget.schedules, note="")
+        self._quiet, self._total = quiet, budget.schedules
+        self._context: Any = None
+        self.bar: Bar = Bar()
+        self._done = 0
+        self._progress = progress
 
     def __enter__(self) -> _Progress:
-        if self.bar is not None:
-            self.bar.start()
+        if not self._quiet:
+            self._context = self._progress(self._total, "exploring")
+            self.bar = self._context.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+    def __exit__(self, *exc: Any) -> None:
+        if self._context is not None:
+            self._context.__exit__(*exc)
 
     def update(self, report: Any, result: Any) -> None:
-        if self.bar is None:
-            return
         kinds: dict[str, int] = {}
         for s in report.outcomes.values():
             kinds[s.outcome.kind] = kinds.get(s.outcome.kind, 0) + s.count
         note = ", ".join(f"{n} {k}" for k, n in kinds.items())
         if report.bound is not None:
             note += f", bound {report.bound}"
-        self.bar.update(self.task, completed=report.explored, note=note)
+        self.bar.update(description=f"exploring: {note}")
+        self.bar.advance(report.explored - self._done)
+        self._done = report.explored
 
 
 # --- the report ---------------------------------------------------------------------------------
