@@ -8,6 +8,7 @@ schedule and compare event for event.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,14 +166,21 @@ class Divergence:
                 f"got {self.got}")
 
 
-def reexecute(rec: trace.Recording, scenario: Scenario | None = None
+#: steps run between two calls of ``reexecute``'s ``on_events``
+WATCH_STEPS = 256
+
+
+def reexecute(rec: trace.Recording, scenario: Scenario | None = None, *,
+              on_events: Callable[[int], None] | None = None
               ) -> tuple[Run, Divergence | None]:
     """Run the recording's scenario again under its recorded schedule; compare events.
 
     A recording is untrusted data and never chooses what code runs: the scenario is
     ``scenario`` (one the person named: ``replay --reexecute --scenario PATH``) or the
     built-in scenario the recording names; a name that is not built in (a path a
-    recording of a scenario file gives) is an error that says what to pass."""
+    recording of a scenario file gives) is an error that says what to pass.
+    ``on_events(n)`` is told the number of events so far as the run goes (a progress
+    bar): the run then goes in slices of ``WATCH_STEPS`` steps, the same steps."""
     if scenario is None:
         scenario = builtin_scenario_of(rec)
     sched = _field(rec.header, "schedule")
@@ -188,7 +196,12 @@ def reexecute(rec: trace.Recording, scenario: Scenario | None = None
               policy=f"schedule:{schedule}", engine_overrides=_field(rec.header, "engine"),
               full_tensors=rec.header.get("tensors") == "full")
     try:
-        run.run()
+        if on_events is None:
+            run.run()
+        else:
+            while run.run(WATCH_STEPS).status == "limit":
+                on_events(len(run.events))
+            on_events(len(run.events))
     except Exception:
         run.close()
         raise

@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .device import set_device
 from .errstate import ignore_errors
 from .events import Event, NodeInfo, Observer, make_event, summarize
 from .grad_mode import _anomaly
@@ -870,6 +871,7 @@ class Engine:
         """A device thread: serve ``ready_queue`` until a shutdown task arrives."""
         tls = self._tls
         tls.worker_device = device
+        set_device(device)
         tls.current_depth = 0
         tls.total_depth = 0
         self.init_local_ready_queue(ready_queue)
@@ -922,6 +924,7 @@ class Engine:
             if graph_task is None:
                 continue  # expired: nothing to run
             tls.worker_device = graph_task.owner
+            set_device(graph_task.owner)
             tls.local_ready_queue = self.ready_queue_by_index(graph_task.cpu_ready_queue,
                                                               graph_task.owner)
             tls.total_depth = graph_task.reentrant_depth

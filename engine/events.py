@@ -7,7 +7,9 @@ queue it concerns (ids and names, never Python objects), and a few typed
 fields in ``data``.
 
 The engine calls its observers synchronously on the emitting thread.  With no
-observer attached the only cost at each site is one truth test.
+observer attached the only cost at each site is one truth test.  A tensor's
+summary (``summarize``) is the one place an event reads values: a CuPy array is
+copied to the host for it (``device.to_numpy``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 
 import msgspec
 import numpy as np
+
+from .device import to_numpy
 
 _GONE = ("GraphTasks freed since the last push or pop, before this one sorted the queue: "
          "those that completed (failed) with tasks left in a queue, which from now on "
@@ -298,8 +302,8 @@ def summarize(t: Any, n: int = 4, full: bool = False) -> dict[str, Any] | None:
     if t is None:
         return None
     data = getattr(t, "data", t)
-    if type(data) is not np.ndarray:
-        data = np.asarray(data)
+    if type(data) is not np.ndarray:  # a summary is shown on the host: CuPy's copies
+        data = to_numpy(data)
     flat = data.reshape(-1)
     if flat.dtype != _F64:
         flat = flat.astype(float)

@@ -4,7 +4,8 @@ Mirrors ``torch/autograd/function.py`` and ``python_function.cpp``
 (``THPFunction_apply``): ``forward`` runs without grad; each differentiable
 output gets the Function's backward node as ``grad_fn``; the node's
 ``next_edges`` are those of the Tensor arguments; ``backward`` receives one
-gradient per output (``None`` materialised as zeros, PyTorch's default) and
+gradient per output (``None`` materialised as zeros, PyTorch's default, made
+on the output's device by its array module) and
 must return one gradient per forward argument.  A ``backward`` may itself call
 ``backward()`` or ``grad()``: that is a reentrant backward.
 """
@@ -13,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from . import device as _dev
 from . import grad_mode
 from .graph import Node, collect_next_edges
 from .tensor import Tensor
@@ -74,7 +74,8 @@ class BackwardCFunction(Node, FunctionCtx):
     def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
         if self.materialize_grads:
             grads = [
-                g if g is not None else Tensor(np.zeros(m.shape, dtype=m.dtype), device=m.device)
+                g if g is not None else Tensor(_dev.zeros(m.shape, m.dtype, m.device),
+                                               device=m.device)
                 for g, m in zip(grads, self._input_metadata)
             ]
         result = self._function_cls.backward(self, *grads)

@@ -17,6 +17,11 @@ Departures: ``functional.linear`` is one ``LinearBackward0`` node with three
 inputs (input, weight, bias), the seeds' LinearFunction, where PyTorch records
 ``TBackward0`` + ``AddmmBackward0``; ReLU's double backward goes through a
 mask multiply rather than ``threshold_backward``.
+
+Array modules: where ATen dispatches a kernel to its tensors' device, an op here
+makes its arrays with the module of its inputs (``device.array_module``: NumPy
+or CuPy), through NumPy's ufuncs (which CuPy arrays take over) and array
+methods, so a CuPy array never goes through the host.
 """
 
 from __future__ import annotations
@@ -94,8 +99,8 @@ def _data(x: Any) -> Any:
 
 
 def _new(data: Any, device: str) -> Tensor:
-    return Tensor(data if isinstance(data, np.ndarray) or device != "cpu" else np.asarray(data),
-                  device=device)
+    # a NumPy scalar (a 0-dim result) becomes a 0-dim array; any other array is kept
+    return Tensor(np.asarray(data) if isinstance(data, np.generic) else data, device=device)
 
 
 def _shape_of(x: Any) -> tuple[int, ...]:
@@ -356,18 +361,20 @@ def compare(a: Tensor, b: Any, np_fn: Any) -> Tensor:
 
 def where_const(mask: Any, t: Tensor, value: float) -> Tensor:
     """``where(mask, value, t)`` with a constant mask: a multiply, so it stays differentiable."""
-    mask = np.asarray(mask)
+    xp = _dev.array_module(t.data)
+    mask = xp.asarray(mask)
     if not mask.any():
         return t
-    keep = np.where(mask, 0.0, 1.0).astype(t.dtype)
+    keep = xp.where(mask, 0.0, 1.0).astype(t.dtype)
     out = mul(t, _new(keep, t.device))
     if value != 0.0:
-        out = add(out, _new(np.where(mask, value, 0.0).astype(t.dtype), t.device))
+        out = add(out, _new(xp.where(mask, value, 0.0).astype(t.dtype), t.device))
     return out
 
 
 def zeros_like_t(t: Tensor) -> Tensor:
-    return _new(np.zeros_like(t.data), t.device)
+    with _dev.on_device(t.device):
+        return _new(_dev.array_module(t.data).zeros_like(t.data), t.device)
 
 
 # --- unary ---------------------------------------------------------------------
@@ -477,17 +484,19 @@ class MeanBackward1(Node):
         return [div(expand(g, self._self_sizes), builtins.max(n, 1))]
 
 
-def _reduce(a: Tensor, dim: Any, keepdim: bool, np_fn: Any,
+def _reduce(a: Tensor, dim: Any, keepdim: bool, method: str,
             node0: type[Node], node1: type[Node]) -> Tensor:
+    # the array's own method (``np.sum`` calls it too): CuPy's runs on the device
+    reduce = getattr(a.data, method)
     if dim is None:
         with np.errstate(all="ignore"):  # inf + -inf: NaN, silently, as in torch
-            data = np_fn(a.data)
+            data = reduce()
         out = _record(_new(contiguous(data), a.device), node0, (a,))
         dims: tuple[int, ...] = tuple(range(a.ndim))
     else:
         dims = _norm_dims(dim, a.ndim)
         with np.errstate(all="ignore"):
-            data = np_fn(a.data, axis=dims if a.ndim else None, keepdims=keepdim)
+            data = reduce(axis=dims if a.ndim else None, keepdims=keepdim)
         out = _record(_new(contiguous(data), a.device), node1, (a,))
     if out.grad_fn is not None:
         node: Any = out.grad_fn
@@ -496,11 +505,11 @@ def _reduce(a: Tensor, dim: Any, keepdim: bool, np_fn: Any,
 
 
 def sum(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    return _reduce(a, dim, keepdim, np.sum, SumBackward0, SumBackward1)
+    return _reduce(a, dim, keepdim, "sum", SumBackward0, SumBackward1)
 
 
 def mean(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return _reduce(a, dim, keepdim, np.mean, MeanBackward0, MeanBackward1)
+    return _reduce(a, dim, keepdim, "mean", MeanBackward0, MeanBackward1)
 
 
 class ViewBackward0(Node):
@@ -585,14 +594,15 @@ def expand(a: Tensor, shape: Sequence[int]) -> Tensor:
     if a.shape == shape:
         return a if not grad_mode.is_grad_enabled() else _with_sizes(
             _record(_new(a.data, a.device), ExpandBackward0, (a,)), a)
+    xp = _dev.array_module(a.data)
     try:
-        data = np.broadcast_to(a.data, shape)
+        data = xp.broadcast_to(a.data, shape)
     except ValueError:
         raise RuntimeError(
             f"The expanded size of the tensor must match the existing size at non-singleton "
             f"dimension: expand({list(a.shape)}) to {list(shape)}"
         ) from None
-    return _with_sizes(_record(_new(np.array(data), a.device), ExpandBackward0, (a,)), a)
+    return _with_sizes(_record(_new(xp.array(data), a.device), ExpandBackward0, (a,)), a)
 
 
 def t(a: Tensor) -> Tensor:
@@ -630,9 +640,9 @@ def _clone(a: Tensor, contiguous: bool) -> Tensor:
 
 
 def to(a: Tensor, device: str | None, dtype: Any = None) -> Tensor:
+    if dtype is None and isinstance(device, (type, np.dtype)):  # ``t.to(dtype)``
+        device, dtype = None, device
     dev = _dev.canonical(device) if device is not None else a.device
-    if dtype is None and isinstance(device, (type, np.dtype)):
-        dev, dtype = a.device, device
     if dev == a.device and (dtype is None or np.dtype(dtype) == a.dtype):
         return a
     data = a.data if dtype is None else a.data.astype(dtype)
@@ -725,7 +735,7 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
 
 
 def dot(a: Tensor, b: Tensor) -> Tensor:
-    return _mat(a, b, lambda x, y: np.asarray(np.dot(x, y)), DotBackward0, ("self", "tensor"))
+    return _mat(a, b, lambda x, y: x.dot(y), DotBackward0, ("self", "tensor"))
 
 
 def mv(a: Tensor, b: Tensor) -> Tensor:
@@ -779,7 +789,8 @@ class SliceBackwardBackward0(Node):
 
 def _scatter_zeros(g: Tensor, sizes: tuple[int, ...], key: tuple[Any, ...],
                    node_cls: type[Node]) -> Tensor:
-    data = np.zeros(sizes, dtype=g.dtype)
+    with _dev.on_device(g.device):
+        data = _dev.array_module(g.data).zeros(sizes, dtype=g.dtype)
     data[key] = g.data
     out = _record(_new(data, g.device), node_cls, (g,))
     if out.grad_fn is not None:

@@ -5,7 +5,9 @@ Mirrors the autograd side of ``at::Tensor`` / ``AutogradMeta``: ``requires_grad`
 created grad accumulator of a leaf, tensor hooks and ``retain_grad``.
 
 The forward ops live in ``ops.py``; this module only wires Python's operators
-and methods to them.
+and methods to them.  ``zeros_like``, ``ones_like`` and ``tensor(t)`` make their
+arrays with the module of ``t``'s data (``device.array_module``: NumPy or CuPy), on
+its device; ``numpy()``, ``item()`` and ``repr`` copy to the host (``device.to_numpy``).
 """
 
 from __future__ import annotations
@@ -361,8 +363,10 @@ from . import ops as _ops  # noqa: E402  (ops needs Tensor defined)
 def tensor(data: Any, requires_grad: bool = False, device: str | None = "cpu",
            dtype: Any = None) -> Tensor:
     """``torch.tensor``: copies ``data``; dtype inferred by NumPy (floats -> float64)."""
-    if isinstance(data, Tensor):
-        data = _dev.to_numpy(data.data)
+    if isinstance(data, Tensor):  # a copy made where the data lives (then moved)
+        arr = _dev.array_module(data.data).array(data.data, dtype=dtype)
+        dev = _dev.canonical(device)
+        return Tensor(_dev.to_device_array(arr, dev), requires_grad=requires_grad, device=dev)
     arr = np.array(data, dtype=dtype)
     if arr.dtype == object:
         raise TypeError(f"can't build a tensor from {type(data).__name__} data")
@@ -397,8 +401,12 @@ def randn(*shape: Any, requires_grad: bool = False, device: str = "cpu",
 
 
 def zeros_like(t: Tensor, requires_grad: bool = False) -> Tensor:
-    return Tensor(np.zeros_like(t.data), requires_grad=requires_grad, device=t.device)
+    with _dev.on_device(t.device):
+        data = _dev.array_module(t.data).zeros_like(t.data)
+    return Tensor(data, requires_grad=requires_grad, device=t.device)
 
 
 def ones_like(t: Tensor, requires_grad: bool = False) -> Tensor:
-    return Tensor(np.ones_like(t.data), requires_grad=requires_grad, device=t.device)
+    with _dev.on_device(t.device):
+        data = _dev.array_module(t.data).ones_like(t.data)
+    return Tensor(data, requires_grad=requires_grad, device=t.device)

@@ -184,8 +184,9 @@ def is_recording(source: str) -> bool:
 
 def load_recording(path: str) -> Recording:
     """``recordings.load``, with a line on stderr before and after a big file (a
-    million events take a few seconds)."""
+    million events take a few seconds) and, on a terminal, a progress bar between."""
     from autograd_tui.history import recordings
+    from autograd_tui.progress import progress
 
     size = os.path.getsize(path) if os.path.isfile(path) else 0
     if size < BIG_RECORDING:
@@ -193,7 +194,17 @@ def load_recording(path: str) -> Recording:
     print(f"loading {path} ({size / 2**20:.0f} MiB): reading, checking and folding every "
           "event...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    rec = recordings.load(path)
+    stages = recordings.LOAD_STAGES
+    name = os.path.basename(path)
+    with progress(len(stages), f"loading {name}") as bar:
+
+        def on_stage(stage: str) -> None:  # a step of the bar per stage finished
+            bar.update(description=f"{name}: {stage}")
+            if stage != stages[0]:
+                bar.advance()
+
+        rec = recordings.load(path, on_stage=on_stage)
+        bar.advance()
     print(f"loaded {len(rec.events):,} events in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr, flush=True)
     return rec

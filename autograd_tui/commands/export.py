@@ -199,16 +199,19 @@ def _state_at(src: _Source, at: str) -> EngineState:
 
 def _export_frames(src: _Source, args: argparse.Namespace, opt: _Options) -> int:
     from autograd_tui import export as gx
+    from autograd_tui.progress import progress
 
     ks = gx.frame_events(src.events, every=args.every, breakpoints=args.breakpoints)
     if not ks:
         what = ("no node_start, not_ready_insert, completion or deadlock event"
                 if args.breakpoints else "no events")
         raise Failure(f"{src.title}: {what}: no frames to write")
-    frames, index = gx.write_frames(src.events, ks, opt.output, fmt=opt.fmt, title=src.title,
-                                    rankdir=opt.rankdir, values=opt.values,
-                                    collapse_leaves=opt.collapse_leaves, timeout=opt.timeout,
-                                    unfold=opt.unfold)
+    with progress(len(ks), f"{src.title}: frames") as bar:
+        frames, index = gx.write_frames(src.events, ks, opt.output, fmt=opt.fmt,
+                                        title=src.title, rankdir=opt.rankdir,
+                                        values=opt.values, collapse_leaves=opt.collapse_leaves,
+                                        timeout=opt.timeout, unfold=opt.unfold,
+                                        on_frame=bar.advance)
     print(f"wrote {len(frames)} frames to {opt.output}/ ({frames[0].file} … "
           f"{frames[-1].file}) and {index}: open it in a browser and step with ←/→ (Home/End)")
     return EXIT_OK

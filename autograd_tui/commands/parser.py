@@ -17,6 +17,7 @@ from autograd_tui import __version__
 from autograd_tui.commands import (
     check_order,
     chrome_trace,
+    explore,
     export,
     list_cmd,
     replay,
@@ -42,7 +43,8 @@ from autograd_tui.commands.common import (
     say,
 )
 
-COMMANDS = (list_cmd, show, run, replay, chrome_trace, export, torch_cmd, check_order, serve)
+COMMANDS = (list_cmd, show, run, explore, replay, chrome_trace, export, torch_cmd,
+            check_order, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -87,11 +87,20 @@ def _grad_line(name: str, v: Any) -> str:
 
 def _reexecute(rec: Any, scenario: str | None) -> int:
     from autograd_tui.control import ScheduleDivergence
+    from autograd_tui.progress import progress
     from autograd_tui.runner import reexecute
 
     # Only a scenario the person names on the command line may be a file.
+    named = _named(scenario) if scenario else None
     try:
-        r, divergence = reexecute(rec, _named(scenario) if scenario else None)
+        with progress(len(rec.events), f"re-executing {rec.scenario or 'the recording'}") as bar:
+            done = [0]
+
+            def on_events(n: int) -> None:
+                bar.advance(n - done[0])
+                done[0] = n
+
+            r, divergence = reexecute(rec, named, on_events=on_events)
     except ScheduleDivergence as e:  # the file's schedule is data, and may not fit
         raise Failure(f"the recorded schedule does not fit the run: {e}") from None
     try:

@@ -3,7 +3,9 @@
 ``controller.py`` holds the gates and the driving (step, run, pause); ``policies.py``
 who moves next and the schedule strings; ``deadlock.py`` the wait-for graph and its
 explanation; ``primitives.py`` the locks and signals user code can hold across a
-backward.
+backward; ``explore.py`` (with ``search.py`` and ``dependence.py``) the schedule
+explorer, which runs a scenario under many schedules (imported where used: it needs
+the runner).
 """
 
 from autograd_tui.control.controller import STUCK_AFTER, Controller, StepResult

@@ -81,7 +81,8 @@ class Controller(Gates):
         self.history = history if history is not None else History()
         self.choices: list[int] = []
         self.report: DeadlockReport | None = None
-        self._cv = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
         self._threads: dict[str, ThreadInfo] = {}
         self._by_ident: dict[int, ThreadInfo] = {}
         self._turn: str | None = None
@@ -210,6 +211,7 @@ class Controller(Gates):
             self.choices.append(info.index)
             if auto is not None:
                 auto.thread, auto.start, auto.hit = info, start, False
+            info.cv.notify()
             self._cv.notify_all()
         ok = self._wait_quiescent()
         if auto is not None:  # the gates may have taken more steps: report the last one
@@ -381,6 +383,8 @@ class Controller(Gates):
             self.aborted = True
             waitables = list(self._waitables.values())
             self._cv.notify_all()
+            for info in self._threads.values():
+                info.cv.notify_all()
         for w in waitables:
             w.wake_all()
         ok = self.engine.close(timeout)

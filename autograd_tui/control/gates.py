@@ -53,6 +53,7 @@ class Gates:
     history: History
     serialized: bool
     aborted: bool
+    _lock: threading.Lock  # the one lock: _cv (the driver's) and each thread's cv are on it
     _cv: threading.Condition
     _threads: dict[str, ThreadInfo]
     _by_ident: dict[int, ThreadInfo]
@@ -76,6 +77,7 @@ class Gates:
             if name in self._threads:
                 raise RuntimeError(f"thread name {name!r} registered twice")
             info = ThreadInfo(name, len(self._threads) + 1)  # threads are numbered from 1
+            info.cv = threading.Condition(self._lock)  # its own wake-up, on the one lock
             info.user_paused = self._pause_new or name in self._pause_names
             self._threads[name] = info
             self._cv.notify_all()
@@ -193,19 +195,32 @@ class Gates:
                 info.gates += 1
             if self.serialized:
                 info.state = "paused"
+                auto = self._auto
                 if self._turn == info.name:
                     self._turn = None
-                    auto = self._auto
                     if auto is not None and auto.thread is info:
                         self._step_on(auto)
-                        if self._turn == info.name:  # the policy picked this thread again
-                            info.state = "running"
-                            return
-                self._cv.notify_all()
+                elif self._turn is None and auto is not None and auto.thread is not None:
+                    # A thread woken from a wait by the last step arrives at its gate after
+                    # that step's thread parked: the run may be quiescent only now, and this
+                    # gate takes the next step rather than hand it to the driver and back.
+                    self._step_on(auto)
+                if self._turn == info.name:  # the policy picked this thread (again)
+                    info.state = "running"
+                    return
+                turn = self._turn
+                if turn is not None:
+                    # Handed on at this gate: wake the one thread picked, not every thread
+                    # parked at a gate and the driver (none of them could move).
+                    self._threads[turn].cv.notify()
+                else:
+                    self._cv.notify_all()  # the driver: quiescent now, perhaps
                 while self._turn != info.name:
-                    self._cv.wait()
+                    info.cv.wait()
                     if self.aborted:
                         raise ThreadAborted()
+                info.state = "running"  # nobody waits for a thread to start moving
+                return
             else:
                 held = info.user_paused and info.allowance == 0
                 while info.user_paused and info.allowance == 0:

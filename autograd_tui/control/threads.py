@@ -28,6 +28,7 @@ class ThreadInfo:
     allowance: int = 0  # free mode: gates it may still pass while paused
     gates: int = 0
     ident: int | None = None
+    cv: Any = None  # serialized: the condition it waits on at a gate for its turn
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -98,10 +98,11 @@ def export_state(state: EngineState, path: str | Path, *, fmt: str | None = None
 
 def write_frames(events: Sequence[Event], ks: Sequence[int], out: Path, *, fmt: str,
                  title: str, rankdir: str = "TB", values: bool = True,
-                 collapse_leaves: bool = False, timeout: float = 60.0, unfold: bool = False
-                 ) -> tuple[list[Frame], Path]:
+                 collapse_leaves: bool = False, timeout: float = 60.0, unfold: bool = False,
+                 on_frame: Callable[[], None] | None = None) -> tuple[list[Frame], Path]:
     """One frame per k in ``ks`` (the state after events 1..k) into the folder ``out``
     (``frame-0000.svg``, ...), and ``index.html``; returns the frames and the index.
+    ``on_frame`` is called on this thread as each frame is written (a progress bar).
 
     Without ``dot`` the frames are written as DOT (and the index shows them) and
     ``DotNotFound`` says how to render them; if ``dot`` fails on a frame, that
@@ -116,6 +117,7 @@ def write_frames(events: Sequence[Event], ks: Sequence[int], out: Path, *, fmt: 
     workers = min(8, os.cpu_count() or 1)
     frames: list[Frame] = []
     pending: deque[Future[None]] = deque()
+    done = on_frame if on_frame is not None else (lambda: None)
 
     def render_and_write(stem: str, text: str) -> None:
         try:
@@ -137,12 +139,15 @@ def write_frames(events: Sequence[Event], ks: Sequence[int], out: Path, *, fmt: 
                 frames.append(Frame(f"{stem}.{used}", k, event_text(state)))
                 if used == "dot":
                     write_bytes(out / f"{stem}.dot", text.encode())
+                    done()
                     continue
                 pending.append(pool.submit(render_and_write, stem, text))
                 while len(pending) > 2 * workers:
                     pending.popleft().result()
+                    done()
             while pending:
                 pending.popleft().result()
+                done()
         except BaseException:
             for f in pending:
                 f.cancel()

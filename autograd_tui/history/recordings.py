@@ -30,7 +30,7 @@ import json
 import operator
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,9 +158,20 @@ FREEZE_ABOVE = 200_000
 _frozen = False  # the last load froze: the next one unfreezes first
 
 
-def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Recording:
-    """Read and validate a recording; raise ``TraceError`` with one clear message."""
+#: the stages of ``load``, in order, as ``on_stage`` names them (a progress bar's steps)
+LOAD_STAGES = ("reading", "decoding", "checking", "folding")
+
+
+def _no_stage(name: str) -> None:
+    pass
+
+
+def load(path: str | os.PathLike[str], *, validate_state: bool = True,
+         on_stage: Callable[[str], None] = _no_stage) -> Recording:
+    """Read and validate a recording; raise ``TraceError`` with one clear message.
+    ``on_stage`` is told when each of ``LOAD_STAGES`` starts (for a progress bar)."""
     p = Path(path)
+    on_stage("reading")
     data = read_file(p)
     if not data:
         raise TraceError(f"{p}: empty file: not a recording")
@@ -180,7 +191,7 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Record
     gc.disable()
     rec: Recording | None = None
     try:
-        rec = _load(p, data, validate_state)
+        rec = _load(p, data, validate_state, on_stage)
     finally:
         if was_enabled:
             if rec is not None and len(rec.events) >= FREEZE_ABOVE:
@@ -190,7 +201,8 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True) -> Record
     return rec
 
 
-def _load(p: Path, data: bytes | bytearray, validate_state: bool) -> Recording:
+def _load(p: Path, data: bytes | bytearray, validate_state: bool,
+          on_stage: Callable[[str], None]) -> Recording:
     first = data.find(b"\n")
     header = json_line(p, 1, data if first < 0 else data[:first])
     if not isinstance(header, dict) or "format" not in header:
@@ -219,8 +231,10 @@ def _load(p: Path, data: bytes | bytearray, validate_state: bool) -> Recording:
     covered = body if version == 1 else memoryview(data)[:mark]
     checksum = _Checksum(covered)
     try:
+        on_stage("decoding")
         events = _decode_v2(p, body, _DECODER if version >= 4 else _V3_DECODER) \
             if version >= 2 else decode_v1(p, body)
+        on_stage("checking")
         if footer.get("events") != len(events):
             _no_blank_line(p, data, first, body)
             raise TraceError(f"{p}: the footer says {footer.get('events')} events but the "
@@ -235,6 +249,8 @@ def _load(p: Path, data: bytes | bytearray, validate_state: bool) -> Recording:
         if version < 3:
             events, footer = renumber(events, footer)
         _check_status(p, footer, events)
+        if validate_state:
+            on_stage("folding")
         history = _fold(p, events) if validate_state else None
     finally:
         checksum.join()

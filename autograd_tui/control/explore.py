@@ -1,0 +1,304 @@
+"""The schedule explorer: search the interleavings of a scenario's threads.
+
+Not in PyTorch (its tests hope a race shows itself); this is what loom, CHESS and
+shuttle do for real systems.  Every serialized run is a schedule (``policies.py``),
+so instead of one schedule the explorer runs many, each from scratch on a fresh
+engine, and sorts them by outcome: *completed* (with a bit-exact fingerprint of the
+gradients, so a different float accumulation order is a different result),
+*deadlock* (with the wait-for cycle) or *error*.  Each schedule it reports replays
+with ``autograd-tui run NAME --policy schedule:STRING``.
+
+Strategies:
+
+* ``dfs``: exhaustive depth-first search over the scheduling choices, with a
+  preemption bound (a *preemption* is a switch away from a thread that could have
+  gone on), iterated as CHESS does: bound 0, then 1, then 2, ...  Sleep sets
+  (Godefroid) prune an interleaving that only swaps two adjacent steps that
+  commute (``dependence.py`` defines when they do; ``search.py`` holds the strategies).
+* ``random``: seeded random walks (a random eligible thread at every step).
+* ``pct``: probabilistic concurrency testing (Burckhardt et al. 2010) of depth d:
+  random thread priorities, the highest eligible one runs, and at d - 1 random
+  steps the running thread drops to the lowest priority.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autograd_tui.control.dependence import Footprint, step_footprint
+from autograd_tui.control.search import PCT, BoundedDFS, Cut, Nondeterministic, RandomWalk
+
+__all__ = ["PCT", "STRATEGIES", "BoundedDFS", "Budget", "Explorer", "Nondeterministic",
+           "Outcome", "OutcomeStats", "RandomWalk", "Report", "ScheduleResult", "fingerprint",
+           "run_schedule"]
+
+STRATEGIES = ("dfs", "random", "pct")
+
+
+# --- outcomes ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    kind: str  # completed | deadlock | error | stuck
+    detail: str  # the gradients' fingerprint, the wait-for cycle, the error message
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.detail}" if self.detail else self.kind
+
+
+def fingerprint(grads: dict[str, np.ndarray]) -> str:
+    """Bit-exact: a gradient that differs in its last bit gives another fingerprint."""
+    h = hashlib.sha256()
+    for name in sorted(grads):
+        a = np.ascontiguousarray(grads[name])
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:12]
+
+
+@dataclass
+class ScheduleResult:
+    schedule: str
+    outcome: Outcome
+    preemptions: int
+    events: int
+    gradients: dict[str, np.ndarray] = field(default_factory=dict)
+    cycle: list[str] = field(default_factory=list)  # a deadlock's wait-for cycle
+
+
+@dataclass
+class OutcomeStats:
+    outcome: Outcome
+    count: int
+    shortest: ScheduleResult  # the shortest schedule string that gave it
+    first_after: int = 0  # how many schedules the search had covered when it first saw it
+    first_seconds: float = 0.0  # and how long it had searched
+
+
+@dataclass
+class Report:
+    scenario: str
+    strategy: str
+    explored: int = 0  # schedules run to their end (each distinct)
+    pruned: int = 0  # branches the reduction skipped (sleeping threads), runs it cut short
+    runs: int = 0  # engine runs, cut ones included
+    bound: int | None = None  # dfs: the preemption bound reached
+    complete: bool = False  # dfs: every schedule up to ``bound`` was covered
+    stopped: str = "done"  # done | schedules | seconds | interrupted
+    seconds: float = 0.0
+    per_bound: dict[int, int] = field(default_factory=dict)  # dfs: new schedules per bound
+    outcomes: dict[Outcome, OutcomeStats] = field(default_factory=dict)
+
+    def add(self, r: ScheduleResult) -> None:
+        s = self.outcomes.get(r.outcome)
+        if s is None:
+            self.outcomes[r.outcome] = OutcomeStats(r.outcome, 1, r)
+            return
+        s.count += 1
+        if (len(r.schedule), r.schedule) < (len(s.shortest.schedule), s.shortest.schedule):
+            s.shortest = r
+
+    def of_kind(self, kind: str) -> list[OutcomeStats]:
+        return [s for s in self.outcomes.values() if s.outcome.kind == kind]
+
+
+# --- one run under a searching policy -------------------------------------------------------
+class _Policy:
+    """The controller's policy for one explored run: records each step (who moved, who
+    could have, where its events start) and asks ``decide`` who moves next."""
+
+    name = "explore"
+
+    def __init__(self, ctl: Any, decide: Callable[[int, tuple[int, ...], Footprint | None], int],
+                 footprints: bool = True) -> None:
+        self.ctl = ctl
+        self.decide = decide
+        self.want_footprints = footprints
+        self.steps: list[tuple[int, tuple[int, ...], int, int]] = []  # pick, eligible, start, n
+        self.footprints: list[Footprint] = []
+
+    def _finish_step(self, end: int | None) -> Footprint:
+        """The footprint of the last step taken (its events are start:end)."""
+        pick, _, start, nthreads = self.steps[-1]
+        ctl = self.ctl
+        events = ctl.history.events[start:end]
+        info = next(t for t in ctl._threads.values() if t.index == pick)
+        fp = step_footprint(
+            events, spawned=len(ctl._threads) > nthreads, finished=info.state == "finished",
+            waits=(info.waiting_kind, info.waiting_on) if info.state == "waiting" else None)
+        self.footprints.append(fp)
+        return fp
+
+    def choose(self, eligible: list[Any]) -> Any:
+        now = len(self.ctl.history.events)
+        prev = self._finish_step(now) if self.steps and self.want_footprints else None
+        indices = tuple(t.index for t in eligible)
+        pick = self.decide(len(self.steps), indices, prev)
+        self.steps.append((pick, indices, now, len(self.ctl._threads)))
+        for t in eligible:
+            if t.index == pick:
+                return t
+        raise RuntimeError(f"the explorer picked thread {pick}, which cannot move")
+
+    def end(self) -> None:
+        """After the run: the last step's footprint (the controller's own deadlock event
+        is not part of it)."""
+        if self.want_footprints and self.steps and len(self.footprints) < len(self.steps):
+            events = self.ctl.history.events
+            end = len(events) - (1 if events and events[-1].kind == "deadlock" else 0)
+            self._finish_step(end)
+
+    def preemptions(self) -> int:
+        n, prev = 0, None
+        for pick, eligible, _, _ in self.steps:
+            if prev is not None and pick != prev and prev in eligible:
+                n += 1
+            prev = pick
+        return n
+
+
+def run_schedule(make_run: Callable[[], Any],
+                 decide: Callable[[int, tuple[int, ...], Footprint | None], int],
+                 footprints: bool = True) -> tuple[ScheduleResult | None, _Policy]:
+    """One run of a fresh ``Run`` (``make_run()``) whose choices ``decide`` makes (given
+    each step's footprint when ``footprints``); None when ``decide`` cut it short (raised
+    ``Cut``).  The run is always closed."""
+    run = make_run()
+    policy = _Policy(run.controller, decide, footprints)
+    run.controller.policy = policy
+    try:
+        run.start()
+        try:
+            result = run.controller.run()
+        except Cut:
+            return None, policy
+        policy.end()
+        if result.status == "deadlock" and result.report is not None:
+            cycle = list(result.report.cycle)
+            return ScheduleResult(run.controller.schedule_string(),
+                                  Outcome("deadlock", " -> ".join(cycle)),
+                                  policy.preemptions(), len(run.events), cycle=cycle), policy
+        if run.error is not None:
+            outcome = Outcome("error", f"{type(run.error).__name__}: {run.error}")
+        elif result.status == "finished":
+            grads = run.gradients()
+            return ScheduleResult(run.controller.schedule_string(),
+                                  Outcome("completed", fingerprint(grads)),
+                                  policy.preemptions(), len(run.events), grads), policy
+        else:
+            why = result.report.explanation if result.report is not None else ""
+            outcome = Outcome(result.status, why)
+        return ScheduleResult(run.controller.schedule_string(), outcome,
+                              policy.preemptions(), len(run.events)), policy
+    finally:
+        if not run.close():
+            raise RuntimeError("an explored run's engine threads did not exit")
+
+
+# --- the explorer -----------------------------------------------------------------------------
+@dataclass
+class Budget:
+    schedules: int | None = 2000  # schedules to run to their end
+    seconds: float | None = 120.0
+    preemptions: int = 2  # dfs: the largest bound
+
+
+class Explorer:
+    """Explore ``make_run``'s schedules; ``on_schedule(report, result)`` after each one
+    run to its end (a progress bar, ``--json`` lines).  Ctrl-C stops it: the report says
+    what was found so far."""
+
+    def __init__(self, make_run: Callable[[], Any], scenario: str, *,
+                 budget: Budget | None = None, reduce: bool = True, seed: int = 0,
+                 pct_depth: int = 3,
+                 on_schedule: Callable[[Report, ScheduleResult | None], None] | None = None
+                 ) -> None:
+        self.make_run, self.scenario = make_run, scenario
+        self.budget = budget or Budget()
+        self.reduce, self.seed, self.pct_depth = reduce, seed, pct_depth
+        self.on_schedule = on_schedule
+        self._t0 = 0.0
+
+    def _over(self, report: Report) -> str | None:
+        b = self.budget
+        if b.schedules is not None and report.explored >= b.schedules:
+            return "schedules"
+        if b.seconds is not None and time.perf_counter() - self._t0 >= b.seconds:
+            return "seconds"
+        return None
+
+    def _record(self, report: Report, result: ScheduleResult | None, seen: set[str]) -> None:
+        report.runs += 1
+        if result is not None and result.schedule not in seen:
+            seen.add(result.schedule)
+            report.explored += 1
+            report.add(result)
+            stats = report.outcomes[result.outcome]
+            if stats.count == 1:
+                stats.first_after = report.explored
+                stats.first_seconds = time.perf_counter() - self._t0
+        if self.on_schedule is not None:
+            self.on_schedule(report, result)
+
+    def run(self, strategy: str = "dfs") -> Report:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}: use {', '.join(STRATEGIES)}")
+        report = Report(self.scenario, strategy)
+        self._t0 = time.perf_counter()
+        try:
+            getattr(self, f"_{strategy}")(report, set())
+        except KeyboardInterrupt:
+            report.stopped = "interrupted"
+        report.seconds = time.perf_counter() - self._t0
+        return report
+
+    def _dfs(self, report: Report, seen: set[str]) -> None:
+        for bound in range(self.budget.preemptions + 1):
+            search = BoundedDFS(bound, self.reduce)
+            before = report.explored
+            report.bound, report.complete = bound, False
+            while True:
+                over = self._over(report)
+                if over is not None:
+                    report.stopped = over
+                    report.pruned += search.pruned
+                    report.per_bound[bound] = report.explored - before
+                    return
+                result, _ = run_schedule(self.make_run, search.decide, self.reduce)
+                self._record(report, result, seen)
+                if not search.backtrack():
+                    break
+            report.pruned += search.pruned
+            report.per_bound[bound] = report.explored - before
+            report.complete = True
+            if not search.capped:  # nothing was left out for the bound: larger ones add none
+                report.bound = self.budget.preemptions
+                return
+
+    def _random(self, report: Report, seen: set[str]) -> None:
+        walk = 0
+        while (over := self._over(report)) is None:
+            result, _ = run_schedule(self.make_run, RandomWalk(self.seed + walk).decide,
+                                     False)
+            walk += 1
+            self._record(report, result, seen)
+            if self.budget.schedules is None and walk >= 100_000:
+                break
+        report.stopped = over or "done"
+
+    def _pct(self, report: Report, seen: set[str]) -> None:
+        k, walk = 1, 0
+        while (over := self._over(report)) is None:
+            result, policy = run_schedule(
+                self.make_run, PCT(self.seed + walk, self.pct_depth, k).decide, False)
+            k = max(k, len(policy.steps))
+            walk += 1
+            self._record(report, result, seen)
+            if self.budget.schedules is None and walk >= 100_000:
+                break
+        report.stopped = over or "done"

@@ -1,0 +1,138 @@
+"""The strategies of the schedule explorer: who moves next, step by step.
+
+Not in PyTorch.  Each strategy is a ``decide(step, movable, footprint)`` function that
+``explore.run_schedule`` calls at every step of a run (``footprint``: what the step just
+taken touched, ``dependence.py``): ``BoundedDFS`` (exhaustive, a preemption bound, sleep
+sets), ``RandomWalk`` and ``PCT``.  Raising ``Cut`` ends the run early.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from itertools import chain
+
+from autograd_tui.control.dependence import EVERYTHING, Footprint, independent
+
+
+class Cut(Exception):
+    """Raised from a policy to end a run early: every way on is redundant or over budget."""
+
+
+class Nondeterministic(RuntimeError):
+    """A replayed prefix of choices met other movable threads than the first time: the
+    scenario does not run the same way twice under the same schedule (it reads a clock,
+    a random number without a seed, the set of running threads...)."""
+
+
+# --- exhaustive search with a preemption bound and sleep sets --------------------------------
+@dataclass
+class _Frame:
+    eligible: tuple[int, ...]
+    prev: int | None  # the thread that took the step before
+    preempt: int  # preemptions before this choice
+    sleep: dict[int, Footprint]
+    chosen: int
+    done: dict[int, Footprint] = field(default_factory=dict)  # explored picks, in order
+
+    def cost(self, t: int) -> int:
+        return int(self.prev is not None and t != self.prev and self.prev in self.eligible)
+
+
+class BoundedDFS:
+    """Every schedule with at most ``bound`` preemptions, up to commuting steps.
+
+    Stateless (VeriSoft-style): each schedule is a fresh run that replays a prefix of
+    choices, then goes on without preempting.  ``frames`` is the current path."""
+
+    def __init__(self, bound: int, reduce: bool = True) -> None:
+        self.bound, self.reduce = bound, reduce
+        self.frames: list[_Frame] = []
+        self.pruned = 0
+        self.capped = False  # a choice was left out for the bound: a larger one adds some
+
+    def decide(self, j: int, eligible: tuple[int, ...], prev_fp: Footprint | None) -> int:
+        frames = self.frames
+        if j > 0 and prev_fp is not None:
+            frames[j - 1].done[frames[j - 1].chosen] = prev_fp
+        if j < len(frames):  # replaying the prefix
+            f = frames[j]
+            if f.eligible != eligible:
+                raise Nondeterministic(
+                    f"the scenario does not run the same way twice: at step {j + 1} of the "
+                    f"same schedule, threads {list(eligible)} could move, the first time "
+                    f"{list(f.eligible)}; the explorer needs a deterministic program")
+            return f.chosen
+        sleep: dict[int, Footprint] = {}
+        prev, preempt = None, 0
+        if j > 0:
+            parent = frames[j - 1]
+            c, fc = parent.chosen, parent.done.get(parent.chosen, EVERYTHING)
+            prev, preempt = c, parent.preempt + parent.cost(c)
+            if self.reduce:
+                for u, fu in chain(parent.sleep.items(), parent.done.items()):
+                    if u != c and independent(fu, fc):
+                        sleep[u] = fu
+        awake = [t for t in eligible if t not in sleep]
+        if prev in awake:
+            pick = prev
+        elif awake:
+            pick = awake[0]
+        else:
+            self.pruned += 1
+            raise Cut()  # every thread's next step was explored from an equivalent state
+        frame = _Frame(eligible, prev, preempt, sleep, pick)
+        if preempt + frame.cost(pick) > self.bound:
+            self.capped = True
+            raise Cut()  # going on needs a preemption (the thread that could is asleep)
+        frames.append(frame)
+        return pick
+
+    def backtrack(self) -> bool:
+        """Move to the next unexplored choice; False when none is left."""
+        frames = self.frames
+        for i in range(len(frames) - 1, -1, -1):
+            f = frames[i]
+            f.done.setdefault(f.chosen, EVERYTHING)
+            for t in f.eligible:
+                if t in f.done or t in f.sleep:
+                    continue
+                if f.preempt + f.cost(t) > self.bound:
+                    self.capped = True
+                    continue
+                f.chosen = t
+                del frames[i + 1:]
+                return True
+            self.pruned += sum(1 for t in f.eligible if t in f.sleep and t not in f.done)
+        frames.clear()
+        return False
+
+
+# --- random walks and PCT ------------------------------------------------------------------
+class RandomWalk:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def decide(self, j: int, eligible: tuple[int, ...], prev_fp: Footprint | None) -> int:
+        return self.rng.choice(eligible)
+
+
+class PCT:
+    """Depth ``d``: priorities at random; at ``d - 1`` random steps out of about ``k``,
+    the thread that runs drops below every other."""
+
+    def __init__(self, seed: int, depth: int, k: int) -> None:
+        self.rng = random.Random(seed)
+        self.prio: dict[int, float] = {}
+        self.changes = {self.rng.randrange(1, max(2, k)): -i for i in range(1, depth)}
+        self.prev: int | None = None
+
+    def decide(self, j: int, eligible: tuple[int, ...], prev_fp: Footprint | None) -> int:
+        for t in eligible:
+            if t not in self.prio:
+                self.prio[t] = self.rng.random() + 1.0  # above every lowered priority
+        if j in self.changes and self.prev is not None:
+            self.prio[self.prev] = self.changes[j]
+        pick = max(eligible, key=lambda t: self.prio[t])
+        self.prev = pick
+        return pick

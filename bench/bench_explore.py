@@ -1,0 +1,98 @@
+"""Schedules per second of the schedule explorer, with and without the reduction.
+
+For each scenario the exhaustive search (``--strategy dfs``) runs to preemption bound
+2 twice: with the partial-order reduction (sleep sets, ``control/dependence.py``) and
+without it.  Each row: the schedules covered, the engine runs it took (a run the
+reduction cuts short counts as a run, not a schedule), schedules and runs per second,
+the events per run, and how many schedules the reduction saved.
+
+* ``two-devices`` (40 events): about the smallest program with two threads, built
+  here: ``(x.to("cuda:0") * 3).to("cpu").sum().backward()`` (the target: 500
+  schedules/s);
+* ``multi-device`` (105 events, three threads);
+* ``reentrant-deep`` with ``depth=3, max_recursion_depth=1`` (123 events: the owner
+  and two reentrant-pool threads; at its default depth, 4,537 events a run, bound 2
+  is out of reach of any budget).
+
+Every run is a fresh Engine, Controller and History, its threads started and joined:
+the cost of a schedule is the cost of a whole run (``bench.md`` and ``docs/explore.md``
+say where it goes).
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from typing import Any
+
+from autograd_tui import engine, scenarios
+from autograd_tui.control.explore import Budget, Explorer
+from autograd_tui.runner import Run
+from autograd_tui.scenarios import Scenario
+
+BOUND = 2
+
+
+def _two_devices() -> dict[str, Any]:
+    x = engine.tensor([1.0, 2.0], requires_grad=True)
+    (x.to("cuda:0") * 3.0).to("cpu").sum().backward()  # 40 events
+    return {"x": x.grad}
+
+
+TWO_DEVICES = Scenario(
+    name="two-devices", title="bench: two threads", summary="", notes="", params={},
+    engine={}, threads=("cpu (owner)", "cuda:0"), expect="complete", program=_two_devices,
+    torch_program=None, source="bench.bench_explore")
+
+CASES: list[tuple[str, Scenario | str, dict[str, Any], dict[str, Any]]] = [
+    ("two-devices", TWO_DEVICES, {}, {}),
+    ("multi-device", "multi-device", {}, {}),
+    ("reentrant-deep", "reentrant-deep", {"depth": 3}, {"max_recursion_depth": 1}),
+]
+
+
+def measure(scenario: Scenario, params: dict[str, Any], opts: dict[str, Any],
+            reduce: bool, seconds: float | None = 300.0, at_least: float = 1.0
+            ) -> dict[str, Any]:
+    """One whole search (repeated until ``at_least`` seconds have passed, for a rate
+    worth reading on a small search; the counts are those of one search)."""
+    gc.collect()
+    repeats, dt = 0, 0.0
+    while dt < at_least:
+        ex = Explorer(lambda: Run(scenario, params, engine_overrides=opts), scenario.name,
+                      budget=Budget(schedules=None, seconds=seconds, preemptions=BOUND),
+                      reduce=reduce)
+        t0 = time.perf_counter()
+        report = ex.run("dfs")
+        dt += time.perf_counter() - t0
+        repeats += 1
+    events = sum(s.shortest.events for s in report.outcomes.values()) / len(report.outcomes)
+    return {"schedules": report.explored, "runs": report.runs, "seconds": dt / repeats,
+            "complete": report.complete, "events": events,
+            "per_s": report.explored * repeats / dt, "runs_per_s": report.runs * repeats / dt}
+
+
+def main() -> None:
+    print(f"exhaustive search to preemption bound {BOUND}; every run a fresh engine")
+    head = (f"{'scenario':<16}{'reduction':<11}{'schedules':>10}{'runs':>8}{'events':>8}"
+            f"{'seconds':>9}{'sched/s':>9}{'runs/s':>8}")
+    print(head)
+    print("-" * len(head))
+    for label, sc, params, opts in CASES:
+        scenario = sc if isinstance(sc, Scenario) else scenarios.get(sc)
+        rows = {}
+        for reduce in (True, False):
+            r = measure(scenario, params, opts, reduce)
+            rows[reduce] = r
+            print(f"{label:<16}{'on' if reduce else 'off':<11}{r['schedules']:>10}"
+                  f"{r['runs']:>8}{r['events']:>8.0f}{r['seconds']:>9.2f}{r['per_s']:>9.0f}"
+                  f"{r['runs_per_s']:>8.0f}" + ("" if r["complete"] else "  (budget hit)"))
+        on, off = rows[True], rows[False]
+        saved = off["schedules"] - on["schedules"]
+        print(f"{'':<16}the reduction saves {saved} of {off['schedules']} schedules "
+              f"({100 * saved / max(1, off['schedules']):.0f}%), "
+              f"{off['seconds'] / max(on['seconds'], 1e-9):.1f}x less time")
+
+
+if __name__ == "__main__":
+    main()
