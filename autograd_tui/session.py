@@ -235,6 +235,28 @@ class Session:
             return StepResult("breakpoint" if hits else "stopped", hits, r.thread)
         return r
 
+    def schedule_steps(self) -> int:
+        """How many steps the run's ``schedule:`` policy names (0 for another policy)."""
+        from autograd_tui.control.policies import decode_schedule
+
+        if self.run is None or not self.run.policy.startswith("schedule:"):
+            return 0
+        return len(decode_schedule(self.run.policy.split(":", 1)[1]))
+
+    def run_schedule(self) -> StepResult:
+        """Take the steps the ``schedule:`` policy names, and stop there: a schedule from
+        ``explore`` (or a recording's) opens at the moment it leads to, a deadlock say."""
+        assert self.run is not None
+        if self.finished:
+            return StepResult("finished", [])
+        controller = self.run.controller
+        r = self._after(controller.run_until(None, self.schedule_steps()))
+        if r.status == "limit" and not controller.movable():
+            # the schedule ends where no thread can move: say so now (a deadlock), as the
+            # run that made the schedule did
+            r = self._after(controller.step_any())
+        return r
+
     def stop(self) -> None:
         self._stop.set()
 

@@ -131,7 +131,14 @@ class AutogradApp(ReplayView):
             self.notify(str(e), title="cannot open", severity="error", timeout=10)
         self._update_title()
         self._tick(force=True)
-        if self.session is not None and self.session.live:
+        s = self.session
+        if s is not None and s.live and (steps := s.schedule_steps()):
+            # --policy schedule:... (explore prints such commands): open where it leads
+            self.notify(f"running the schedule's {steps} steps; then n steps on, left walks "
+                        "back", timeout=4)
+            self._follow = True
+            self._drive("schedule")
+        elif s is not None and s.live:
             self.notify("n steps, space runs, ? shows every key", timeout=4)
 
     def _close_session(self) -> None:
@@ -243,6 +250,8 @@ class AutogradApp(ReplayView):
                 elif what == "thread":
                     assert thread is not None
                     r = s.step_thread(thread)
+                elif what == "schedule":
+                    r = s.run_schedule()
                 else:
                     r = s.run_until_breakpoint(arm=False)
             finally:

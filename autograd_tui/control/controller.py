@@ -278,6 +278,14 @@ class Controller(Gates):
             return self._no_progress()
         return self._grant(self.policy.choose(eligible))
 
+    def movable(self) -> bool:
+        """Whether a thread can take a step now (serialized mode): when none can, the next
+        ``step_any`` reports why (a deadlock) without taking one."""
+        if not self._wait_quiescent():
+            return True  # one is still moving
+        with self._cv:
+            return bool(self._eligible())
+
     def run_until(self, predicate: Callable[[Event], bool] | None = None,
                   max_steps: int | None = None) -> StepResult:
         """Step until an event satisfies ``predicate`` (a breakpoint), the program

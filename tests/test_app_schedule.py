@@ -1,0 +1,56 @@
+"""``autograd-tui run NAME --policy schedule:STRING`` (the command ``explore`` prints for
+each outcome) opens the app exactly where the schedule leads: its steps are taken at
+start, and the app shows the last of them (a deadlock, for race-lock-order's)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from autograd_tui import scenarios
+from autograd_tui.app import AutogradApp
+from autograd_tui.runner import Run
+
+pytestmark = pytest.mark.timeout(120)
+
+DEADLOCK = "schedule:1:29,2:4,3:6,2:2"  # the shortest deadlock explore finds
+
+
+def headless(policy: str) -> tuple[str, int]:
+    run = Run(scenarios.get("race-lock-order"), policy=policy)
+    try:
+        r = run.run()
+        return r.status, len(run.events)
+    finally:
+        run.close()
+
+
+async def opened(policy: str) -> tuple[str, int, int]:
+    app = AutogradApp("race-lock-order", policy=policy)
+    async with app.run_test(size=(120, 40)) as pilot:
+        deadline = time.monotonic() + 60
+        s = app.session
+        assert s is not None
+        while time.monotonic() < deadline:
+            await pilot.pause(0.05)
+            busy = any(w.group == "driver" and not w.is_finished for w in app.workers)
+            if not busy and s.count() and app.cursor == s.count():
+                break
+        status, count, cursor = s.status, s.count(), app.cursor
+        await pilot.press("q")
+    return status, count, cursor
+
+
+def test_a_deadlocking_schedule_opens_at_the_deadlock() -> None:
+    status, n = headless(DEADLOCK)
+    assert status == "deadlock"
+    app_status, count, cursor = asyncio.run(opened(DEADLOCK))
+    assert app_status == "deadlock"
+    assert count == n and cursor == n  # the same events, the last one shown
+
+
+def test_a_partial_schedule_stops_after_its_steps() -> None:
+    app_status, count, cursor = asyncio.run(opened("schedule:1:10"))
+    assert app_status == "ready" and count == 10 and cursor == 10
