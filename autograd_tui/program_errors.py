@@ -107,3 +107,12 @@ def locate(err: BaseException, program: Callable[..., Any] | None = None, *,
     source = linecache.getline(filename, line).strip() or None
     return ProgramError(error, _shown_path(filename) if Path(filename).exists() else filename,
                         line, source, _hint(err, tb))
+
+
+def locate_in_scenario(err: BaseException, scenario: Any) -> ProgramError:
+    """``err`` of a scenario's program (or a PyTorch script's): at the person's line in the
+    scenario file or script it came from, else in the module defining the program."""
+    source = getattr(scenario, "source", "")
+    file = source if isinstance(source, str) and source.endswith(".py") and \
+        Path(source).is_file() else None
+    return locate(err, getattr(scenario, "program", None), file=file)

@@ -90,6 +90,31 @@ class Session:
         return self.run is not None
 
     @property
+    def error_text(self) -> str | None:
+        """Why the program failed, once it has: at the person's own file and line, with
+        that line's text (``program_errors``); a recording's footer says only the message.
+        None while it has not failed."""
+        if self.run is not None:
+            err = self.run.error
+            if err is None:
+                return None
+            if isinstance(err, SystemExit):
+                return f"the program called sys.exit({err.code!r})"
+            from autograd_tui.program_errors import locate_in_scenario
+
+            return locate_in_scenario(err, self.run.scenario).text()
+        if self.status != "error" or self.recording is None:
+            return None
+        error = self.recording.footer.get("error")  # unchecked JSON
+        return plain(error) if isinstance(error, str) and error else "the program failed"
+
+    @property
+    def exit_code(self) -> int:
+        """What quitting the app returns: as a headless run would (docs/cli.md), 1 when
+        the program failed, 3 after a deadlock, else 0."""
+        return {"error": 1, "deadlock": 3}.get(self.status, 0)
+
+    @property
     def scenario_name(self) -> str:
         """The scenario's name, to show (a recording's, with control characters made
         visible)."""

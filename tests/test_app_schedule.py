@@ -54,3 +54,55 @@ def test_a_deadlocking_schedule_opens_at_the_deadlock() -> None:
 def test_a_partial_schedule_stops_after_its_steps() -> None:
     app_status, count, cursor = asyncio.run(opened("schedule:1:10"))
     assert app_status == "ready" and count == 10 and cursor == 10
+
+
+# --- a program that fails: the error panel and the exit code -----------------------------------
+def test_a_failing_program_shows_its_line_in_the_banner_and_quits_with_1(tmp_path) -> None:
+    from autograd_tui.app.widgets import Banner
+
+    lesson = tmp_path / "typo.py"
+    lesson.write_text("from autograd_tui import engine as torch\n\nNAME = 'typo'\n\n"
+                      "def program():\n    x = torch.tensor([1.0], requires_grad=True)\n"
+                      "    x.tahn().sum().backward()\n")
+
+    async def go() -> tuple[str, str, int | None]:
+        app = AutogradApp(str(lesson))
+        async with app.run_test(size=(120, 40)) as pilot:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                await pilot.press("n")
+                await pilot.pause(0.05)
+                if app.session is not None and app.session.status == "error":
+                    break
+            await pilot.pause(0.1)
+            banner = app.query_one(Banner)
+            text = str(banner.render()) if banner.has_class("shown") else ""
+            status = app.session.status if app.session else "?"
+            await pilot.press("q")
+        return status, text, app.return_code
+
+    status, text, code = asyncio.run(go())
+    assert status == "error"
+    assert "ERROR in the program" in text
+    assert "typo.py:7: AttributeError: 'Tensor' object has no attribute 'tahn'" in text
+    assert "did you mean 'tanh'?" in text and "x.tahn().sum().backward()" in text
+    assert code == 1  # as `run --headless` would (docs/cli.md)
+
+
+def test_quitting_after_a_deadlock_exits_3_and_midway_0() -> None:
+    async def go(policy: str) -> int | None:
+        app = AutogradApp("race-lock-order", policy=policy)
+        async with app.run_test(size=(120, 40)) as pilot:
+            deadline = time.monotonic() + 60
+            s = app.session
+            assert s is not None
+            while time.monotonic() < deadline:
+                await pilot.pause(0.05)
+                busy = any(w.group == "driver" and not w.is_finished for w in app.workers)
+                if not busy and s.count() and app.cursor == s.count():
+                    break
+            await pilot.press("q")
+        return app.return_code
+
+    assert asyncio.run(go(DEADLOCK)) == 3
+    assert asyncio.run(go("schedule:1:10")) in (0, None)

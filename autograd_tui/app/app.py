@@ -359,8 +359,9 @@ class AutogradApp(ReplayView):
         if self.session is not None:
             self.session.stop()
         self.workers.cancel_group(self, "driver")
+        code = self.session.exit_code if self.session is not None else 0
         self._close_session()
-        self.exit(0)
+        self.exit(code, return_code=code)  # as run --headless: 1 a failed program, 3 a deadlock
 
     def on_unmount(self) -> None:
         self._close_session()

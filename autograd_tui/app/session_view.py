@@ -155,6 +155,10 @@ class SessionView(App[int]):
         if s.fold_error is not None and not self._announced_fold_error:
             self._announced_fold_error = True
             self.notify(s.fold_error, title="the fold stopped", severity="error", timeout=15)
+        if s.status == "error" and not self._announced_deadlock:
+            self._announced_deadlock = True  # once a run, as a deadlock is
+            self.notify("The scenario's program failed: the banner says where.",
+                        title="error", severity="error", timeout=8)
         if s.status == "deadlock" and not self._announced_deadlock:
             self._announced_deadlock = True
             self.notify("Deadlock detected: see the banner and the red threads.",
@@ -182,7 +186,8 @@ class SessionView(App[int]):
         self.query_one("#not-ready", SidePane).show(render.not_ready_text(state))
         self.query_one("#graph-tasks", SidePane).show(render.graph_tasks_text(state))
         self._draw_threads(state)
-        self.query_one(Banner).show(s.status, s.report, self.cursor == self._seen)
+        self.query_one(Banner).show(s.status, s.report, self.cursor == self._seen,
+                                    s.error_text)
         self.query_one(Timeline).show(self.cursor, self._seen, s.status)
         self.query_one(EventLog).select_event(self.cursor)
         self._update_title()

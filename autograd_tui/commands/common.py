@@ -225,16 +225,12 @@ def program_error_text(e: BaseException) -> str:
 def locate_program_error(run: Run) -> ProgramError | None:
     """The run's program error at the person's own line (``program_errors``): in the
     scenario file or script when the run came from one, else in the program's module."""
-    from pathlib import Path
-
-    from autograd_tui.program_errors import locate
+    from autograd_tui.program_errors import locate_in_scenario
 
     err = run.error
     if err is None or isinstance(err, SystemExit):
         return None
-    source = run.scenario.source
-    file = source if source.endswith(".py") and Path(source).is_file() else None
-    return locate(err, run.scenario.program, file=file)
+    return locate_in_scenario(err, run.scenario)
 
 
 def outcome_problem(run: Run, result: StepResult) -> str | None:
