@@ -5,6 +5,7 @@ elementwise kernel with TensorIterator's layout (see ``ops.py``).
 from __future__ import annotations
 
 import builtins
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,70 @@ from .strides import (
 from .tensor import Tensor
 
 Grads = list[Tensor | None]
+
+
+# --- saved tensors and their versions ----------------------------------------------
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
+               "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+               "bool": "Bool"}
+
+
+def torch_type_string(t: Tensor) -> str:
+    """``torch.FloatTensor``, ``torch.cuda.DoubleTensor``: the legacy type name PyTorch's
+    messages print."""
+    kind = _TYPE_NAMES.get(np.dtype(t.dtype).name, np.dtype(t.dtype).name)
+    return f"torch.{'cuda.' if t.device != 'cpu' else ''}{kind}Tensor"
+
+
+def _short_name(node: Node) -> str:
+    """A node's name without its ``Backward<N>`` suffix, as SavedVariable's message has it."""
+    return re.sub(r"Backward\d*$", "", node.name())
+
+
+def modified_message(node: Node, t: Tensor, version: int, is_output: bool) -> str:
+    """``SavedVariable::unpack``'s error for a tensor modified in place since it was saved."""
+    shape = ", ".join(str(n) for n in t.shape)
+    msg = ("one of the variables needed for gradient computation has been modified by an "
+           f"inplace operation: [{torch_type_string(t)} [{shape}]]")
+    producer = node if is_output else t.grad_fn
+    if producer is not None:
+        msg += f", which is output {t.output_nr} of {_short_name(producer)},"
+    return (msg + f" is at version {t._version}; expected version {version} instead. Hint: "
+            "enable anomaly detection to find the operation that failed to compute its "
+            "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+
+
+class OpNode(Node):
+    """An op's backward node: its saved tensors are checked against the version each had
+    when saved (``SavedVariable::unpack``), so an in-place change in between raises."""
+
+    _saved_versions: list[tuple[str, int, bool]] = []
+
+    def saved(self) -> dict[str, Any]:
+        saved = super().saved()
+        for k, version, is_output in self._saved_versions:
+            t = saved[k]
+            if t._version != version:
+                raise RuntimeError(modified_message(self, t, version, is_output))
+        return saved
+
+    def node_meta(self) -> dict[str, Any] | None:
+        """The saved tensors with their versions, for the views, once one of them has
+        been modified in place (else nothing: no event)."""
+        if self._released or not self._saved_versions:
+            return None
+        saved = self._saved or {}
+        if all(saved[k]._version == v for k, v, _ in self._saved_versions):
+            return None
+        lines = []
+        for k, version, _ in self._saved_versions:
+            t = saved[k]
+            now = t._version
+            state = (f"version {version}" if now == version
+                     else f"saved at version {version}, now version {now}: modified in place")
+            lines.append(f"{k}: Tensor{list(t.shape)} {np.dtype(t.dtype).name}, {state}")
+        return {"module": None, "module_type": None, "tensor": None, "created": None,
+                "source": None, "saved": lines}
 
 
 # --- helpers -------------------------------------------------------------------
@@ -48,6 +113,9 @@ def _record(out: Tensor, node_cls: type[Node], inputs: Sequence[Any], **saved: A
                                              for t in inputs]))
     if saved:
         node.save(**saved)
+        # SavedVariable's saved_version_: (name, version at save, saved its own output?)
+        node._saved_versions = [(k, v._version, v is out) for k, v in saved.items()
+                                if type(v) is Tensor]
     node.add_input_metadata(out.shape, out.dtype, out.device)
     out.grad_fn = node
     out.output_nr = 0

@@ -11,6 +11,7 @@ from . import grad_mode
 from .graph import Node
 from .ops_common import (
     Grads,
+    OpNode,
     _check_same_device,
     _new,
     _record,
@@ -24,7 +25,7 @@ from .tensor import Tensor
 
 
 # --- matrix products -----------------------------------------------------------
-class MmBackward0(Node):
+class MmBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         g = grads[0]
@@ -32,7 +33,7 @@ class MmBackward0(Node):
                 mm(t(s["self"]), g) if self.should_compute_output(1) else None]
 
 
-class DotBackward0(Node):
+class DotBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         g = grads[0]
@@ -40,7 +41,7 @@ class DotBackward0(Node):
                 mul(s["self"], g) if self.should_compute_output(1) else None]
 
 
-class MvBackward0(Node):
+class MvBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         g = grads[0]
@@ -105,7 +106,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 
 
 # --- linear --------------------------------------------------------------------
-class LinearBackward0(Node):
+class LinearBackward0(OpNode):
     """One node, three inputs (input, weight, bias): the seeds' LinearFunction."""
 
     def apply(self, grads: Grads) -> Grads:

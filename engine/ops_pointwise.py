@@ -13,6 +13,7 @@ from . import grad_mode
 from .graph import Node
 from .ops_common import (
     Grads,
+    OpNode,
     _check_broadcast,
     _check_same_device,
     _computes,
@@ -29,26 +30,26 @@ from .strides import (
 from .tensor import Tensor
 
 
-class AddBackward0(Node):
+class AddBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         g = grads[0]
         c0, c1 = _computes(self)
         return [g if c0 else None, g if c1 else None]
 
 
-class SubBackward0(Node):
+class SubBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         g = grads[0]
         return [g if self.should_compute_output(0) else None,
                 neg(g) if self.should_compute_output(1) else None]
 
 
-class RsubBackward1(Node):
+class RsubBackward1(OpNode):
     def apply(self, grads: Grads) -> Grads:
         return [neg(grads[0])]
 
 
-class MulBackward0(Node):
+class MulBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         g = grads[0]
@@ -56,7 +57,7 @@ class MulBackward0(Node):
         return [mul(g, s["other"]) if c0 else None, mul(g, s["self"]) if c1 else None]
 
 
-class DivBackward0(Node):
+class DivBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         g, a, b = grads[0], s["self"], s["other"]
@@ -67,12 +68,12 @@ class DivBackward0(Node):
         return [ga, gb]
 
 
-class NegBackward0(Node):
+class NegBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         return [neg(grads[0])]
 
 
-class PowBackward0(Node):
+class PowBackward0(OpNode):
     """``t ** scalar``: ``pow_backward``."""
 
     def apply(self, grads: Grads) -> Grads:
@@ -83,7 +84,7 @@ class PowBackward0(Node):
         return [mul(grads[0], mul(pow(s["self"], e - 1), e))]
 
 
-class PowBackward1(Node):
+class PowBackward1(OpNode):
     """``t ** t``: ``pow_backward_self`` and ``pow_backward_exponent``."""
 
     def apply(self, grads: Grads) -> Grads:
@@ -100,7 +101,7 @@ class PowBackward1(Node):
         return [ga, gb]
 
 
-class PowBackward2(Node):
+class PowBackward2(OpNode):
     """``scalar ** t``."""
 
     def apply(self, grads: Grads) -> Grads:
@@ -201,35 +202,35 @@ def zeros_like_t(t: Tensor) -> Tensor:
 
 
 # --- unary ---------------------------------------------------------------------
-class ExpBackward0(Node):
+class ExpBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         return [mul(grads[0], self.saved()["result"])]
 
 
-class LogBackward0(Node):
+class LogBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         return [div(grads[0], self.saved()["self"])]
 
 
-class ReciprocalBackward0(Node):
+class ReciprocalBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         r = self.saved()["result"]
         return [neg(mul(grads[0], mul(r, r)))]
 
 
-class ReluBackward0(Node):
+class ReluBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         r = self.saved()["result"]
         return [mul(grads[0], _new((r.data > 0).astype(r.dtype), r.device))]
 
 
-class SigmoidBackward0(Node):
+class SigmoidBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         r = self.saved()["result"]
         return [mul(grads[0], mul(r, rsub(r, 1.0)))]
 
 
-class TanhBackward0(Node):
+class TanhBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         r = self.saved()["result"]
         return [mul(grads[0], rsub(mul(r, r), 1.0))]

@@ -13,6 +13,7 @@ from . import ops_shape as _shape
 from .graph import Node
 from .ops_common import (
     Grads,
+    OpNode,
     _new,
     _norm_dims,
     _record,
@@ -55,24 +56,24 @@ def _unsqueeze_shape(g: Tensor, in_shape: tuple[int, ...], dims: tuple[int, ...]
     return _shape.reshape(g, kshape)
 
 
-class SumBackward0(Node):
+class SumBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         return [_shape.expand(grads[0], self._self_sizes)]
 
 
-class SumBackward1(Node):
+class SumBackward1(OpNode):
     def apply(self, grads: Grads) -> Grads:
         g = _unsqueeze_shape(grads[0], self._self_sizes, self._dims, self._keepdim)
         return [_shape.expand(g, self._self_sizes)]
 
 
-class MeanBackward0(Node):
+class MeanBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         n = builtins.max(int(np.prod(self._self_sizes)), 1)
         return [div(_shape.expand(grads[0], self._self_sizes), n)]
 
 
-class MeanBackward1(Node):
+class MeanBackward1(OpNode):
     def apply(self, grads: Grads) -> Grads:
         g = _unsqueeze_shape(grads[0], self._self_sizes, self._dims, self._keepdim)
         # a 0-dim input reduced over dim 0 / -1 has one element

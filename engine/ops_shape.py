@@ -16,6 +16,7 @@ from . import ops_reduction as _red
 from .graph import Node
 from .ops_common import (
     Grads,
+    OpNode,
     _is_dense,
     _new,
     _record,
@@ -34,48 +35,48 @@ from .strides import (
 from .tensor import Tensor
 
 
-class ViewBackward0(Node):
+class ViewBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         return [reshape(grads[0], self._self_sizes)]
 
 
-class ExpandBackward0(Node):
+class ExpandBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         return [_red.sum_to(grads[0], self._self_sizes)]
 
 
-class TBackward0(Node):
+class TBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         return [t(grads[0])]
 
 
-class CloneBackward0(Node):
+class CloneBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         return [grads[0]]
 
 
-class ReshapeAliasBackward0(Node):
+class ReshapeAliasBackward0(OpNode):
     """``_reshape_alias``: what ``reshape`` records for a non-contiguous view."""
 
     def apply(self, grads: Grads) -> Grads:
         return [reshape(grads[0], self._self_sizes)]
 
 
-class UnsafeViewBackward0(Node):
+class UnsafeViewBackward0(OpNode):
     """``_unsafe_view``: what ``reshape`` records after copying (``clone`` + view)."""
 
     def apply(self, grads: Grads) -> Grads:
         return [reshape(grads[0], self._self_sizes)]
 
 
-class AliasBackward0(Node):
+class AliasBackward0(OpNode):
     """``alias``: indexing that selects everything (``x[:, :]``, ``x[()]``)."""
 
     def apply(self, grads: Grads) -> Grads:
         return [grads[0]]
 
 
-class ToCopyBackward0(Node):
+class ToCopyBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         return [to(grads[0], self._src_device, self._src_dtype)]
 
@@ -169,12 +170,12 @@ def to(a: Tensor, device: str | None, dtype: Any = None) -> Tensor:
     return out
 
 
-class UnsqueezeBackward0(Node):
+class UnsqueezeBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         return [reshape(grads[0], self._self_sizes)]
 
 
-class SqueezeBackward4(Node):
+class SqueezeBackward4(OpNode):
     """``squeeze_(dim)``, in place on the ``mm`` result of a 1-D @ 2-D ``matmul``."""
 
     def apply(self, grads: Grads) -> Grads:
@@ -199,3 +200,8 @@ def _squeeze0(a: Tensor) -> Tensor:
     else:
         view = data.reshape(a.shape[1:])
     return _with_sizes(_record(_new(view, a.device), SqueezeBackward4, (a,)), a)
+
+
+def detached(a: Tensor, dtype: Any) -> Tensor:
+    """``long()``, ``bool()``: a conversion to a dtype without gradients (no node)."""
+    return Tensor(a.data.astype(dtype), device=a.device)
