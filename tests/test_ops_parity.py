@@ -81,6 +81,8 @@ def test_op_matches_pytorch(row: OpRow, dtype: str) -> None:
                                err_msg=f"{row.name}: forward")
     if not row.departure:
         assert ours["names"] == theirs["names"], f"{row.name}: backward graph"
+    for name in row.nodes:  # the docs' nodes column
+        assert name in ours["names"] and name in theirs["names"] or row.departure, name
     for i, (g, tg) in enumerate(zip(ours["grads"], theirs["grads"])):
         assert (g is None) == (tg is None), f"{row.name}: gradient {i} defined"
         if g is not None:
