@@ -8,6 +8,24 @@ from __future__ import annotations
 
 from . import autograd, functional
 from .autograd import queue_callback
+from .creation import (  # noqa: A004  (torch's names: float32, bool, ...)
+    arange,
+    bool,
+    double,
+    eye,
+    float,
+    float16,
+    float32,
+    float64,
+    half,
+    int,
+    int32,
+    int64,
+    long,
+    manual_seed,
+    rand,
+    uint8,
+)
 from .device import describe_devices, gpu_available
 from .engine import (
     MAX_DEPTH,
@@ -29,6 +47,57 @@ from .grad_mode import (
     set_grad_enabled,
 )
 from .graph import AccumulateGrad, Edge, GraphRoot, Node
+from .ops import (  # noqa: A004  (torch's names: sum, max, abs, ...)
+    abs,
+    add,
+    argmax,
+    argmin,
+    cat,
+    chunk,
+    clamp,
+    cos,
+    div,
+    eq,
+    exp,
+    flatten,
+    ge,
+    gt,
+    le,
+    log,
+    log_softmax,
+    lt,
+    masked_fill,
+    matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    mm,
+    mul,
+    ne,
+    neg,
+    norm,
+    permute,
+    pow,
+    relu,
+    repeat,
+    reshape,
+    sigmoid,
+    sin,
+    softmax,
+    split,
+    sqrt,
+    square,
+    squeeze,
+    stack,
+    sub,
+    sum,
+    tanh,
+    transpose,
+    unsqueeze,
+    where,
+)
 from .tensor import Tensor, ones, ones_like, randn, tensor, zeros, zeros_like
 
 autograd.Function = Function  # type: ignore[attr-defined]  # torch.autograd.Function
@@ -41,4 +110,12 @@ __all__ = [
     "ones_like", "queue_callback", "randn", "set_default_engine",
     "set_detect_anomaly", "set_grad_enabled", "shutdown_default_engine", "tensor",
     "use_engine", "zeros", "zeros_like",
+    # torch-style functions (``ops``) and creation (``creation``)
+    "abs", "add", "arange", "argmax", "argmin", "bool", "cat", "chunk", "clamp", "cos", "div",
+    "double", "eq", "exp", "eye", "flatten", "float", "float16", "float32", "float64", "ge",
+    "gt", "half", "int", "int32", "int64", "le", "log", "log_softmax", "long", "lt",
+    "manual_seed", "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mm",
+    "mul", "ne", "neg", "norm", "permute", "pow", "rand", "relu", "repeat", "reshape",
+    "sigmoid", "sin", "softmax", "split", "sqrt", "square", "squeeze", "stack", "sub", "sum",
+    "tanh", "transpose", "uint8", "unsqueeze", "where",
 ]

@@ -20,12 +20,13 @@ import numpy as np
 
 from . import device as _dev
 from .graph import AccumulateGrad, Node, RemovableHandle
+from .tensor_methods import TensorMethods
 
 
-class Tensor:
+class Tensor(TensorMethods):
     __slots__ = (
         "data", "_requires_grad", "grad_fn", "output_nr", "_grad", "_grad_accumulator",
-        "_backward_hooks", "_retains_grad", "device", "__weakref__",
+        "_backward_hooks", "_retains_grad", "device", "_version", "__weakref__",
     )
 
     def __init__(self, data: Any, requires_grad: bool = False, device: str = "cpu") -> None:
@@ -38,6 +39,7 @@ class Tensor:
         self._backward_hooks: list[Callable[..., Any]] = []
         self._retains_grad = False
         self._requires_grad = False
+        self._version = 0  # bumped by each in-place op (``VariableVersion``)
         if requires_grad:
             if getattr(data, "dtype", None) is not None and data.dtype.kind not in "fc":
                 raise RuntimeError(
@@ -352,12 +354,11 @@ class Tensor:
     def cuda(self, index: int = 0) -> Tensor:
         return _ops.to(self, f"cuda:{index}", None)
 
-    def zero_(self) -> Tensor:
-        self.data[...] = 0
-        return self
-
 
 from . import ops as _ops  # noqa: E402  (ops needs Tensor defined)
+from . import tensor_methods as _methods  # noqa: E402
+
+_methods._ops = _ops
 
 
 def tensor(data: Any, requires_grad: bool = False, device: str | None = "cpu",
@@ -391,12 +392,16 @@ ones = _factory(lambda s, d: np.ones(s, dtype=d))
 
 
 def randn(*shape: Any, requires_grad: bool = False, device: str = "cpu",
-          generator: np.random.Generator | None = None) -> Tensor:
+          generator: np.random.Generator | None = None, dtype: Any = np.float64) -> Tensor:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    rng = generator if generator is not None else np.random.default_rng()
+    if generator is None:  # the generator ``manual_seed`` seeds
+        from .creation import default_generator
+
+        generator = default_generator()
+    rng = generator
     dev = _dev.canonical(device)
-    return Tensor(_dev.to_device_array(rng.standard_normal(shape), dev),
+    return Tensor(_dev.to_device_array(rng.standard_normal(shape).astype(dtype), dev),
                   requires_grad=requires_grad, device=dev)
 
 

@@ -53,13 +53,45 @@ Mistakes that would otherwise pass in silence are errors too: a constant one sli
 from one of the names above (`PARAM`, `SUMARY`: "did you mean PARAMS?"), a `program`
 whose arguments are not the `PARAMS` names, a program that never starts a backward
 pass, and `EXPECT = "deadlock"` on a run that completes.
+"""
 
-## The built-in scenarios
+OPS_INTRO = """
+## Supported operations
+
+A lesson writes ops as in PyTorch.  These are the ones the engine has, from the op
+table (`engine/ops_table.py`) that `tests/test_ops_parity.py` checks against PyTorch
+2.13 row by row: forward values and dtype, gradients, and the names of the backward
+graph's nodes, in float32 and float64.  The nodes column names the op's own backward
+nodes (the test checks that this engine and PyTorch both record them).  Besides these: `torch.tensor`, `zeros`, `ones`,
+`zeros_like`, `ones_like`, `randn`, `rand`, `arange`, `eye`, `manual_seed` (NumPy's
+generator: values differ from PyTorch's), the dtypes (`float32`, `float64`, `int64`,
+`bool`, ...), `a.long()`, `a.bool()`, `a.argmax()`, `a.argmin()`, `a.to(device)`.
+A float tensor made from Python floats is float64 here (PyTorch's default is
+float32).
+
+In-place ops keep PyTorch's version counter: each bumps the tensor's `_version`, a
+saved tensor remembers its version, and a backward through a node whose saved tensor
+was changed since raises PyTorch's "modified by an inplace operation" error (the
+`inplace-version` lesson); an in-place op on a leaf that requires grad is refused.
+Not modelled: a view sharing its base's version counter, and an in-place op on a view
+rewriting its base's history (`CopySlices`).
+
+| op | family | backward nodes | notes |
+|---|---|---|---|
 """
 
 
+def render_ops() -> str:
+    from autograd_tui.engine.ops_table import OPS
+
+    rows = [f"| `{r.api}` | {r.family} | "
+            f"{', '.join(f'`{n}`' for n in r.nodes) or 'none: the result has no gradient'} "
+            f"| {r.departure} |" for r in OPS]
+    return OPS_INTRO + "\n".join(rows) + "\n"
+
+
 def render() -> str:
-    out = [INTRO]
+    out = [INTRO, render_ops(), "\n## The built-in scenarios\n"]
     for s in scenarios.builtins():
         out.append(f"\n### `{s.name}`: {s.title}\n")
         if s.summary:

@@ -26,6 +26,7 @@ PyTorch's autograd through the bridge; no array of ours is involved.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +41,8 @@ from autograd_tui.control import Controller
 from autograd_tui.engine import device as dev
 from autograd_tui.engine import ops
 from autograd_tui.engine.graph import Node
+from autograd_tui.engine.ops_common import OpNode
+from autograd_tui.engine.ops_table import OPS, OpRow
 from autograd_tui.engine.tensor import Tensor
 
 pytestmark = pytest.mark.timeout(300)
@@ -101,10 +104,10 @@ class DeviceArray(NDArrayOperatorsMixin):
         return _outer(self._a.dot(_inner(other)))
 
     def __getitem__(self, key: Any) -> DeviceArray:
-        return _outer(self._a[key])
+        return _outer(self._a[_inner(key)])
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._a[key] = _inner(value)
+        self._a[_inner(key)] = _inner(value)
 
     def __bool__(self) -> bool:  # a scalar to the host, as CuPy does
         return bool(self._a)
@@ -119,6 +122,8 @@ class DeviceArray(NDArrayOperatorsMixin):
 def _inner(x: Any) -> Any:
     if isinstance(x, DeviceArray):
         return x._a
+    if isinstance(x, (tuple, list)):  # an index, a list of arrays (CuPy takes its own)
+        return type(x)(_inner(v) for v in x)
     if isinstance(x, np.ndarray):
         raise HostArrayError(f"a host array in a device operation: {type(x).__name__}")
     return x
@@ -310,12 +315,21 @@ def _case_table() -> dict[str, tuple[Callable[..., Any], tuple[tuple[int, ...], 
         "select-squared": (lambda a: a[1] * a[1], ((2, 3),)),
         "slice-squared": (lambda a: a[:, 1:] * a[:, 1:], ((2, 3),)),
         "alias": (lambda a: a[:, :], ((2, 3),)),
+        # the gradient into an index requires grad: IndexPutImplBackward0's backward
+        "index-squared": (lambda a: a[a > 1.0] * a[a > 1.0], ((2, 3),)),
         "linear": (lambda x, w, b: f.linear(x, w, b), ((2, 3), (4, 3), (4,))),
         "linear-1d": (lambda x, w: f.linear(x, w), ((3,), (4, 3))),
         "function": (lambda a: Scale.apply(a)[0], ((2, 3),)),
         "compare": (lambda a, b: a * (a < b).to(np.float64) + (a >= b).to(np.float64),
                     ((3,), (3,))),
+        # every row of the op table (ops_table.OPS), as the parity test runs it
+        **{f"table-{row.name}": (functools.partial(_table_row, row), row.shapes)
+           for row in OPS},
     }
+
+
+def _table_row(row: OpRow, *leaves: Any) -> Any:
+    return row.fn(engine, engine.functional, *leaves)
 
 
 CASES = _case_table()
@@ -352,8 +366,8 @@ def run_case(name: str, device: str) -> dict[str, Any]:
 
 def _node_classes() -> set[str]:
     return {v.__name__ for v in vars(ops).values()
-            if isinstance(v, type) and issubclass(v, Node) and v is not Node
-            and v.__module__ == ops.__name__}
+            if isinstance(v, type) and issubclass(v, Node) and v not in (Node, OpNode)
+            and v.__module__.startswith(ops.__name__)}
 
 
 def test_the_cases_record_every_node_of_ops():

@@ -1,0 +1,229 @@
+"""Helpers every op family shares: recording a node, wrapping operands, the
+elementwise kernel with TensorIterator's layout (see ``ops.py``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import grad_mode
+from .errstate import errors_ignored
+from .graph import Node, collect_next_edges
+from .strides import (
+    contiguous_strides,
+    elementwise_layout,
+)
+from .tensor import Tensor
+
+Grads = list[Tensor | None]
+
+
+# --- saved tensors and their versions ----------------------------------------------
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
+               "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+               "bool": "Bool"}
+
+
+def torch_type_string(t: Tensor) -> str:
+    """``torch.FloatTensor``, ``torch.cuda.DoubleTensor``: the legacy type name PyTorch's
+    messages print."""
+    kind = _TYPE_NAMES.get(np.dtype(t.dtype).name, np.dtype(t.dtype).name)
+    return f"torch.{'cuda.' if t.device != 'cpu' else ''}{kind}Tensor"
+
+
+def _short_name(node: Node) -> str:
+    """A node's name without its ``Backward<N>`` suffix, as SavedVariable's message has it."""
+    return re.sub(r"Backward\d*$", "", node.name())
+
+
+def modified_message(node: Node, t: Tensor, version: int, is_output: bool) -> str:
+    """``SavedVariable::unpack``'s error for a tensor modified in place since it was saved."""
+    shape = ", ".join(str(n) for n in t.shape)
+    msg = ("one of the variables needed for gradient computation has been modified by an "
+           f"inplace operation: [{torch_type_string(t)} [{shape}]]")
+    producer = node if is_output else t.grad_fn
+    if producer is not None:
+        msg += f", which is output {t.output_nr} of {_short_name(producer)},"
+    return (msg + f" is at version {t._version}; expected version {version} instead. Hint: "
+            "enable anomaly detection to find the operation that failed to compute its "
+            "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+
+
+class OpNode(Node):
+    """An op's backward node: its saved tensors are checked against the version each had
+    when saved (``SavedVariable::unpack``), so an in-place change in between raises."""
+
+    _saved_versions: list[tuple[str, int, bool]] = []
+
+    def saved(self) -> dict[str, Any]:
+        saved = super().saved()
+        for k, version, is_output in self._saved_versions:
+            t = saved[k]
+            if t._version != version:
+                raise RuntimeError(modified_message(self, t, version, is_output))
+        return saved
+
+    def node_meta(self) -> dict[str, Any] | None:
+        """The saved tensors with their versions, for the views, once one of them has
+        been modified in place (else nothing: no event)."""
+        if self._released or not self._saved_versions:
+            return None
+        saved = self._saved or {}
+        if all(saved[k]._version == v for k, v, _ in self._saved_versions):
+            return None
+        lines = []
+        for k, version, _ in self._saved_versions:
+            t = saved[k]
+            now = t._version
+            state = (f"version {version}" if now == version
+                     else f"saved at version {version}, now version {now}: modified in place")
+            lines.append(f"{k}: Tensor{list(t.shape)} {np.dtype(t.dtype).name}, {state}")
+        return {"module": None, "module_type": None, "tensor": None, "created": None,
+                "source": None, "saved": lines}
+
+
+# --- helpers -------------------------------------------------------------------
+def _check_same_device(*ts: Any) -> str:
+    devs = {t.device for t in ts if isinstance(t, Tensor) and t.ndim > 0 or
+            isinstance(t, Tensor) and t.requires_grad}
+    devs |= {t.device for t in ts if isinstance(t, Tensor)}
+    if len(devs) > 1:
+        a, b = sorted(devs)[:2]
+        raise RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two "
+            f"devices, {b} and {a}!"
+        )
+    return devs.pop() if devs else "cpu"
+
+
+def _record(out: Tensor, node_cls: type[Node], inputs: Sequence[Any], **saved: Any) -> Tensor:
+    """Attach a backward node to ``out`` if grad mode is on and an input requires grad."""
+    if not grad_mode.is_grad_enabled():
+        return out
+    if not builtins.any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
+        return out
+    node = node_cls()
+    # A Python scalar is a constant: its edge is invalid (Edge(None, 0)), as in PyTorch.
+    node.set_next_edges(collect_next_edges(*[t if isinstance(t, Tensor) else None
+                                             for t in inputs]))
+    if saved:
+        node.save(**saved)
+        # SavedVariable's saved_version_: (name, version at save, saved its own output?)
+        node._saved_versions = [(k, v._version, v is out) for k, v in saved.items()
+                                if type(v) is Tensor]
+    node.add_input_metadata(out.shape, out.dtype, out.device)
+    out.grad_fn = node
+    out.output_nr = 0
+    return out
+
+
+def _wrap(x: Any, like: Tensor) -> Any:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (int, float, bool, np.number)):
+        return x
+    raise TypeError(f"unsupported operand type: {type(x).__name__}")
+
+
+def _data(x: Any) -> Any:
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _new(data: Any, device: str) -> Tensor:
+    # a NumPy scalar (a 0-dim result) becomes a 0-dim array; any other array is kept
+    return Tensor(np.asarray(data) if isinstance(data, np.generic) else data, device=device)
+
+
+def _shape_of(x: Any) -> tuple[int, ...]:
+    return x.shape if isinstance(x, Tensor) else ()
+
+
+def _computes(node: Node) -> tuple[bool, bool]:
+    """``should_compute_output(0)`` and ``(1)`` of a binary op's node, in one call."""
+    edges = node._next_edges
+    n = len(edges)
+    return (n > 0 and edges[0].function is not None,
+            n > 1 and edges[1].function is not None)
+
+
+def _check_broadcast(a: Any, b: Any) -> None:
+    """The broadcasting ``at::infer_size``'s error (ExpandUtils.cpp, not
+    ``strides.infer_size``) for shapes that do not broadcast, in PyTorch's words."""
+    sa, sb = _shape_of(a), _shape_of(b)
+    nd = builtins.max(len(sa), len(sb))
+    for i in range(nd - 1, -1, -1):
+        off = nd - 1 - i
+        x = sa[len(sa) - 1 - off] if len(sa) - 1 - off >= 0 else 1
+        y = sb[len(sb) - 1 - off] if len(sb) - 1 - off >= 0 else 1
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(
+                f"The size of tensor a ({x}) must match the size of tensor b ({y}) "
+                f"at non-singleton dimension {i}"
+            )
+
+
+# (shape, itemsize) -> NumPy's byte strides of a contiguous array, as PyTorch lays it out
+# (None for a shape with a zero, whose layout rules are left to the slow path)
+_DENSE_STRIDES: dict[tuple[tuple[int, ...], int], tuple[int, ...] | None] = {}
+
+
+def _is_dense(arr: np.ndarray) -> bool:
+    """True if ``arr`` has ``contiguous_strides`` exactly (so ``restride`` keeps it)."""
+    if arr.ndim == 1:
+        return arr.strides[0] == arr.itemsize  # contiguous_strides((n,)) == (1,)
+    key = (arr.shape, arr.itemsize)
+    strides = _DENSE_STRIDES.get(key, False)
+    if strides is False:
+        strides = (None if 0 in arr.shape else
+                   tuple(s * arr.itemsize for s in contiguous_strides(arr.shape)))
+        if len(_DENSE_STRIDES) < 4096:
+            _DENSE_STRIDES[key] = strides
+    return arr.strides == strides
+
+
+def _elementwise(a: Tensor, b: Any, np_fn: Any) -> Tensor:
+    """``np_fn(a, b)`` (``b`` wrapped) on one device, laid out as TensorIterator lays it out."""
+    ad = a.data
+    # Fast path (the backward pass's usual case): where the checks below cannot fail
+    # and ``elementwise_strides`` gives ``contiguous_strides``: NumPy operands of one
+    # shape on one device, C-contiguous (its own first test), or a scalar with a
+    # 0- or 1-dim tensor (always contiguous) or a dense one.  The result is then the
+    # slow path's array, laid out again only if NumPy's layout is not that one.
+    if type(ad) is np.ndarray:
+        if isinstance(b, Tensor):
+            bd = b.data
+            fast = (type(bd) is np.ndarray and a.device == b.device and ad.shape == bd.shape
+                    and ad.flags.c_contiguous and bd.flags.c_contiguous)
+        else:
+            bd = b
+            fast = ad.ndim <= 1 or _is_dense(ad)
+        if fast:
+            if errors_ignored():
+                data = np_fn(ad, bd)
+            else:
+                with np.errstate(all="ignore"):
+                    data = np_fn(ad, bd)
+            if type(data) is not np.ndarray or not _is_dense(data):
+                data = elementwise_layout(data, ad, bd)
+            return Tensor(data, device=a.device)
+    dev = _check_same_device(a, b)
+    _check_broadcast(a, b)
+    with np.errstate(all="ignore"):  # inf * 0, inf - inf: NaN, silently, as in torch
+        data = np_fn(ad, _data(b))
+    return _new(elementwise_layout(data, ad, _data(b)), dev)
+
+
+def _norm_dims(dim: int | Sequence[int], ndim: int) -> tuple[int, ...]:
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(sorted(d % builtins.max(ndim, 1) for d in dims))
+
+
+def _with_sizes(out: Tensor, a: Tensor) -> Tensor:
+    if out.grad_fn is not None:
+        out.grad_fn._self_sizes = a.shape  # type: ignore[attr-defined]
+    return out

@@ -1,0 +1,167 @@
+"""``max``, ``min`` (over everything, over a dimension, or of two tensors) and ``norm``.
+
+Ties as ATen breaks them: ``max()`` over everything spreads the gradient evenly over
+the maxima (``evenly_distribute_backward``); ``max(dim)`` gives it to the index it
+returns, the first maximum (``value_selecting_reduction_backward``).  ``norm`` is
+``linalg_vector_norm`` (``LinalgVectorNormBackward0``), a zero norm giving a zero
+gradient, for p = 2 and p = 1.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import device as _dev
+from . import grad_mode
+from .ops_common import Grads, OpNode, _new, _norm_dims, _record
+from .ops_math import _mask, maximum, minimum
+from .ops_pointwise import div, mul, where_const
+from .ops_reduction import _unsqueeze_shape
+from .ops_shape import expand
+from .ops_views import _wrap_dim
+from .strides import contiguous
+from .tensor import Tensor
+
+# ``torch.return_types.max``: values and indices, by name or unpacked
+MaxResult = namedtuple("MaxResult", ["values", "indices"])
+
+
+class MaxBackward1(OpNode):
+    """``max()``: the gradient spread evenly over the tied maxima."""
+
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        a, result = s["self"], s["result"]
+        hit = a.data == result.data
+        share = hit.astype(a.dtype) / hit.sum().astype(a.dtype)
+        return [mul(expand(grads[0], a.shape), _new(share, a.device))]
+
+
+class MinBackward1(MaxBackward1):
+    pass
+
+
+class MaxBackward0(OpNode):
+    """``max(dim)``: the gradient to the returned index."""
+
+    def apply(self, grads: Grads) -> Grads:
+        idx, sizes, d = self.saved()["indices"], self._self_sizes, self._dim
+        g = _unsqueeze_shape(grads[0], sizes, (d,), self._keepdim)
+        xp = _dev.array_module(idx.data)
+        idx_k = idx.data if self._keepdim else xp.expand_dims(idx.data, d)
+        shape = [1] * len(sizes)
+        if sizes:
+            shape[d] = sizes[d]
+        pos = xp.arange(sizes[d] if sizes else 1).reshape(shape)
+        return [mul(expand(g, sizes), _mask(pos == idx_k, g))]
+
+
+class MinBackward0(MaxBackward0):
+    pass
+
+
+def _full(a: Tensor, is_max: bool) -> Tensor:
+    if a.numel() == 0:
+        raise RuntimeError(
+            f"{'max' if is_max else 'min'}(): Expected reduction dim to be specified for "
+            "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
+    xp = _dev.array_module(a.data)
+    data = (xp.max if is_max else xp.min)(a.data)
+    out = _new(contiguous(data), a.device)
+    need = grad_mode.is_grad_enabled() and a.requires_grad
+    return _record(out, MaxBackward1 if is_max else MinBackward1, (a,),
+                   **({"self": a, "result": out} if need else {}))
+
+
+def _along(a: Tensor, dim: int, keepdim: bool, is_max: bool) -> MaxResult:
+    d = _wrap_dim(dim, a.ndim)
+    xp = _dev.array_module(a.data)
+    axis = d if a.ndim else None
+    idx = (xp.argmax if is_max else xp.argmin)(a.data, axis=axis, keepdims=keepdim)
+    values = (xp.max if is_max else xp.min)(a.data, axis=axis, keepdims=keepdim)
+    indices = _new(xp.asarray(idx).astype(np.int64), a.device)
+    out = _new(contiguous(values), a.device)
+    need = grad_mode.is_grad_enabled() and a.requires_grad
+    out = _record(out, MaxBackward0 if is_max else MinBackward0, (a,),
+                  **({"indices": indices} if need else {}))
+    if out.grad_fn is not None:
+        node: Any = out.grad_fn
+        node._self_sizes, node._dim, node._keepdim = a.shape, d, keepdim
+    return MaxResult(out, indices)
+
+
+def max(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+    """``max()``, ``max(dim, keepdim)`` (values, indices) or ``max(other)`` (maximum)."""
+    if isinstance(dim, Tensor):
+        return maximum(a, dim)
+    return _full(a, True) if dim is None else _along(a, int(dim), keepdim, True)
+
+
+def min(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+    if isinstance(dim, Tensor):
+        return minimum(a, dim)
+    return _full(a, False) if dim is None else _along(a, int(dim), keepdim, False)
+
+
+class LinalgVectorNormBackward0(OpNode):
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        a, result = s["self"], s["result"]
+        dims, keepdim = self._dims, self._keepdim
+        g = _unsqueeze_shape(grads[0], a.shape, dims, keepdim)
+        if self._ord == 1:
+            return [mul(g, _new(np.sign(a.data), a.device))]
+        n = _unsqueeze_shape(result, a.shape, dims, keepdim)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = where_const(n.data == 0, div(g, n), 0.0)
+        return [mul(a, scale)]
+
+
+def norm(a: Tensor, p: float = 2, dim: int | Sequence[int] | None = None,
+         keepdim: bool = False) -> Tensor:
+    if p not in (1, 2):
+        raise NotImplementedError(f"norm: this engine has p = 1 and p = 2 (got p = {p})")
+    if a.dtype.kind not in "fc":
+        raise RuntimeError(
+            "linalg.vector_norm: Expected a floating point or complex tensor as input. "
+            f"Got {np.dtype(a.dtype).name}")
+    dims = tuple(range(a.ndim)) if dim is None else _norm_dims(dim, a.ndim)
+    axis = dims if a.ndim else None
+    xp = _dev.array_module(a.data)
+    if p == 2:
+        data = xp.sqrt((a.data * a.data).sum(axis=axis, keepdims=keepdim))
+    else:
+        data = xp.abs(a.data).sum(axis=axis, keepdims=keepdim)
+    out = _new(contiguous(data).astype(a.dtype), a.device)
+    need = grad_mode.is_grad_enabled() and a.requires_grad
+    out = _record(out, LinalgVectorNormBackward0, (a,),
+                  **({"self": a, "result": out} if need else {}))
+    if out.grad_fn is not None:
+        node: Any = out.grad_fn
+        node._dims, node._keepdim, node._ord = dims, keepdim, p
+    return out
+
+
+def _arg(a: Tensor, dim: int | None, keepdim: bool, is_max: bool) -> Tensor:
+    xp = _dev.array_module(a.data)
+    fn = xp.argmax if is_max else xp.argmin
+    if dim is None:
+        idx = fn(a.data.reshape(-1))
+        if keepdim:
+            idx = xp.asarray(idx).reshape((1,) * a.ndim)
+    else:
+        idx = fn(a.data, axis=_wrap_dim(dim, a.ndim) if a.ndim else None, keepdims=keepdim)
+    return _new(xp.asarray(idx).astype(np.int64), a.device)
+
+
+def argmax(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """No gradient: an integer result."""
+    return _arg(a, dim, keepdim, True)
+
+
+def argmin(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    return _arg(a, dim, keepdim, False)
