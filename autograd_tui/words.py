@@ -240,10 +240,12 @@ def _rare_words(e: Event, nm: Callable[[int | None], str]) -> str:
         body = f"exec_info needed {d['needed']} captures {d['captures']}"
     elif k == "thread_start":
         body = f"thread starts ({d['role']} thread)"
-    elif k == "node_meta":  # a PyTorch node: its module, its parameter, where it was made
+    elif k == "node_meta":  # a node's module, parameter, creation site; or its saved tensors
         parts = [f"in {d['module']} ({d['module_type']})" if d["module"] else "",
                  f"param {d['tensor']}" if d["tensor"] else "",
                  f"made at {d['created']}" if d["created"] else ""]
+        if not any(parts):  # our engine's node: what it saved (a version changed in place)
+            parts = [f"saved {s}" for s in d["saved"] or ()]
         body = f"meta {nm(e.node)} " + ", ".join(p for p in parts if p)
     elif k == "deadlock":  # the explanation's first sentence (it is long; the report has it all)
         first = d["explanation"].removeprefix("Deadlock: ").split(". ", 1)[0].rstrip(".")

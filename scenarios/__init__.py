@@ -143,7 +143,7 @@ def _convert(value: Any, typ: type, what: str) -> Any:
 
 #: the names a scenario module may define (docs/scenarios.md)
 CONSTANTS = ("NAME", "TITLE", "SUMMARY", "NOTES", "PARAMS", "ENGINE", "THREADS", "EXPECT",
-             "REQUIRES")
+             "REQUIRES", "FORWARD")
 
 
 def _misspelled(mod: ModuleType, source: str) -> None:

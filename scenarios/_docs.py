@@ -23,7 +23,43 @@ and `autograd-tui show NAME` prints the notes.
 ## Writing your own
 
 A scenario is a Python module; the built-in ones live in `scenarios/`, and a file of
-your own runs by path (`autograd-tui run ./my_scenario.py`).  It declares:
+your own runs by path (`autograd-tui run ./my_scenario.py`).
+
+### Step by step
+
+1. Write the forward pass and the backward call as you would in PyTorch, with the
+   engine's tensors (`from autograd_tui import engine as torch`; the ops are listed in
+   "Supported operations" below), inside a function `program` that returns the
+   gradients to show:
+
+   ```python
+   from autograd_tui import engine as torch
+   from autograd_tui.scenarios import Param
+
+   NAME = "shared-weight"
+   TITLE = "A weight used twice: two gradients meet in its AccumulateGrad"
+   PARAMS = {"w": Param(0.5, "the shared weight")}
+   FORWARD = {0: ("first use",), 2: ("second use",)}  # by sequence_nr: what made the node
+
+   def program(w):
+       x = torch.tensor([1.0, 2.0])
+       weight = torch.tensor(w, requires_grad=True)
+       y = (x * weight).tanh() + (x * weight).sum()
+       y.sum().backward()
+       return {"weight": weight.grad}
+   ```
+
+2. Run it headless: `autograd-tui run shared-weight.py --headless` prints every event
+   and the gradients; a mistake is one message naming your file and line (below).
+3. Step through it in the app: `autograd-tui run shared-weight.py`; `n` steps, `d`
+   shows a node's details, `?` lists every key.  Try `--param w=2.0`.
+4. Write `NOTES` for your students (Markdown: what to watch for at which event, a
+   question), and `EXPECT = "deadlock"` if the lesson is about one.
+5. Optionally add `torch_program(torch, **params)`, the same with real PyTorch, so a
+   test can compare the gradients, and record a run for the class:
+   `autograd-tui run shared-weight.py --headless --record shared.jsonl.gz`.
+
+A scenario module declares:
 
 | name | what |
 |---|---|
@@ -36,6 +72,7 @@ your own runs by path (`autograd-tui run ./my_scenario.py`).  It declares:
 | `EXPECT` | `"complete"` or `"deadlock"` |
 | `program(**params)` | builds the graph and calls backward on the calling thread; returns `{name: Tensor}` of the gradients that matter (required) |
 | `torch_program(torch, **params)` | optional: the same with real PyTorch, so tests can compare gradients |
+| `FORWARD` | optional: `{sequence_nr: (op name, leaf input names...)}`, the forward op that made each node, shown in the graph's boxes (`(Linear1)`) |
 
 A broken file (a syntax error, no `program`, a program that raises, a parameter of the
 wrong type, an unknown parameter) gives one message naming the file and the problem, on

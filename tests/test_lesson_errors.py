@@ -214,3 +214,40 @@ def test_an_error_in_a_pytorch_script_names_its_line(tmp_path, capsys) -> None:
     assert first.endswith("model.py:5: AttributeError: 'Tensor' object has no attribute "
                           "'sigmiod'; did you mean 'sigmoid'?")
     assert second.strip() == "return x.sigmiod().sum()"
+
+
+def test_every_command_that_runs_a_scenario_takes_the_scenario_options() -> None:
+    """run, export, chrome-trace, serve and explore take --param, --engine, --seed and
+    (but explore, which tries every schedule) --policy, the same way."""
+    from autograd_tui.commands.parser import build_parser
+
+    parser = build_parser()
+    subs = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    for name in ("run", "export", "chrome-trace", "serve", "explore"):
+        options = {o for a in subs.choices[name]._actions for o in a.option_strings}
+        wanted = {"--param", "--engine", "--seed"} | ({"--policy"} if name != "explore" else set())
+        assert wanted <= options, (name, wanted - options)
+
+
+def test_inplace_version_prints_pytorch_s_message_and_the_versions(capsys) -> None:
+    code = main(["run", "inplace-version", "--headless"])
+    out = capsys.readouterr().out
+    assert code == 0  # the lesson catches the error, as error-in-node does
+    assert ("error RuntimeError: one of the variables needed for gradient computation has "
+            "been modified by an inplace operation: [torch.DoubleTensor [3]], which is output "
+            "0 of Exp, is at version 1; expected version 0 instead.") in out
+    assert "meta ExpBackward0#3 saved result: Tensor[3] float64, saved at version 0, now " \
+        "version 1: modified in place" in out
+
+
+def test_the_step_by_step_lesson_in_the_docs_runs(tmp_path, capsys) -> None:
+    import re
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "scenarios.md").read_text()
+    step = docs[docs.index("### Step by step"):]
+    code = textwrap.dedent(re.search(r"```python\n(.*?)```", step, re.S).group(1))
+    f = tmp_path / "shared-weight.py"
+    f.write_text(code)
+    assert main(["run", str(f), "--headless", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "completed" in out and "grad weight = " in out
