@@ -214,3 +214,26 @@ def test_80x24_every_pane_one_key_away(session: str, tmp_path: Path) -> None:
         screen = wait_for(session, lambda s, t=title: f"╭─ {t} " in s)
         assert shown(title) == [title], screen
     quit_app(session, status_file)
+
+
+def test_y_copies_the_event_line_through_osc52(session: str, tmp_path: Path) -> None:
+    """``y`` sends the shown event's line as OSC 52: tmux (set-clipboard on) keeps it in
+    its paste buffer, as a terminal would put it on the clipboard."""
+    status_file = tmp_path / "exit-status"
+    tmux("start-server", check=False)
+    screen = start(session, status_file, 120, 40)
+    tmux("set-option", "-t", session, "set-clipboard", "on", check=False)
+    tmux("set-option", "-s", "set-clipboard", "on", check=False)
+    for _ in range(3):
+        screen = step(session, screen)
+    before = tmux("show-buffer", check=False).stdout
+    tmux("send-keys", "-t", session, "y")
+    deadline = time.monotonic() + 10
+    copied = before
+    while time.monotonic() < deadline and copied == before:
+        time.sleep(0.1)
+        copied = tmux("show-buffer", check=False).stdout
+    assert copied != before, f"nothing reached tmux's buffer:\n{capture(session)}"
+    assert copied.startswith("3 ") and "cpu (owner)" in copied  # event 3's log line
+    assert "\x1b" not in copied and "[" not in copied.split()[0]
+    quit_app(session, status_file)
