@@ -275,6 +275,16 @@ class Tensor(TensorMethods):
     def __ge__(self, o: Any) -> Tensor:
         return _ops.compare(self, o, np.greater_equal)
 
+    # As torch: == and != compare element by element (a bool Tensor), and a Tensor still
+    # hashes by identity (a dict keyed by tensors works; ``in`` on a list compares).
+    def __eq__(self, o: Any) -> Tensor | bool:  # type: ignore[override]
+        return False if o is None else _ops.eq(self, o)  # torch: t == None is False
+
+    def __ne__(self, o: Any) -> Tensor | bool:  # type: ignore[override]
+        return True if o is None else _ops.ne(self, o)
+
+    __hash__ = object.__hash__
+
     def add(self, o: Any) -> Tensor:
         return _ops.add(self, o)
 

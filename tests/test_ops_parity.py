@@ -109,3 +109,14 @@ def test_the_table_covers_every_recorded_node_class() -> None:
                    "UnsafeViewBackward0", "AliasBackward0"}
     missing = defined - seen - double_only
     assert not missing, f"rows to add to ops_table.OPS: {sorted(missing)}"
+
+
+def test_equality_operators_compare_element_by_element_as_torch_does() -> None:
+    values, other = [1.0, 2.0, 3.0], [1.0, 0.0, 3.0]
+    a, b = engine.tensor(values), engine.tensor(other)
+    ta, tb = torch.tensor(values), torch.tensor(other)
+    for ours, theirs in ((a == b, ta == tb), (a != b, ta != tb), (a == 2.0, ta == 2.0),
+                         (a != 2.0, ta != 2.0)):
+        assert ours.numpy().tolist() == theirs.tolist()
+    assert (a == None) is (ta == None) is False  # noqa: E711 - what torch answers
+    assert {a: 1}[a] == 1 and a in [a]  # still hashed by identity, as torch's tensors
