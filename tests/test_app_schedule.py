@@ -27,7 +27,9 @@ def headless(policy: str) -> tuple[str, int]:
         run.close()
 
 
-async def opened(policy: str) -> tuple[str, int, int]:
+async def opened(policy: str) -> tuple[str, int, int, int | None]:
+    """The app on race-lock-order under ``policy``, once the schedule's steps are taken:
+    (status, events, shown event), then the exit code of ``q``."""
     app = AutogradApp("race-lock-order", policy=policy)
     async with app.run_test(size=(120, 40)) as pilot:
         deadline = time.monotonic() + 60
@@ -40,19 +42,19 @@ async def opened(policy: str) -> tuple[str, int, int]:
                 break
         status, count, cursor = s.status, s.count(), app.cursor
         await pilot.press("q")
-    return status, count, cursor
+    return status, count, cursor, app.return_code
 
 
 def test_a_deadlocking_schedule_opens_at_the_deadlock() -> None:
     status, n = headless(DEADLOCK)
     assert status == "deadlock"
-    app_status, count, cursor = asyncio.run(opened(DEADLOCK))
+    app_status, count, cursor, _ = asyncio.run(opened(DEADLOCK))
     assert app_status == "deadlock"
     assert count == n and cursor == n  # the same events, the last one shown
 
 
 def test_a_partial_schedule_stops_after_its_steps() -> None:
-    app_status, count, cursor = asyncio.run(opened("schedule:1:10"))
+    app_status, count, cursor, _ = asyncio.run(opened("schedule:1:10"))
     assert app_status == "ready" and count == 10 and cursor == 10
 
 
@@ -90,19 +92,5 @@ def test_a_failing_program_shows_its_line_in_the_banner_and_quits_with_1(tmp_pat
 
 
 def test_quitting_after_a_deadlock_exits_3_and_midway_0() -> None:
-    async def go(policy: str) -> int | None:
-        app = AutogradApp("race-lock-order", policy=policy)
-        async with app.run_test(size=(120, 40)) as pilot:
-            deadline = time.monotonic() + 60
-            s = app.session
-            assert s is not None
-            while time.monotonic() < deadline:
-                await pilot.pause(0.05)
-                busy = any(w.group == "driver" and not w.is_finished for w in app.workers)
-                if not busy and s.count() and app.cursor == s.count():
-                    break
-            await pilot.press("q")
-        return app.return_code
-
-    assert asyncio.run(go(DEADLOCK)) == 3
-    assert asyncio.run(go("schedule:1:10")) in (0, None)
+    assert asyncio.run(opened(DEADLOCK))[3] == 3
+    assert asyncio.run(opened("schedule:1:10"))[3] in (0, None)
