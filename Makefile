@@ -35,7 +35,7 @@ bench: $(STAMP)
 # The recordings fuzz suite at length (make test runs 300 cases; FUZZ_CASES=N for more).
 fuzz: $(STAMP)
 	FUZZ_CASES=$${FUZZ_CASES:-5000} FUZZ_APP_CASES=$${FUZZ_APP_CASES:-100} \
-		$(BIN)/python -m pytest -q tests/test_fuzz_recordings.py
+		$(BIN)/python -m pytest -q tests/history/test_fuzz_recordings.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

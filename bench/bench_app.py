@@ -75,7 +75,7 @@ _SHOWN = re.compile(r"event (\d+)/(\d+)")
 def largest_scenario() -> tuple[str, int]:
     """``transformer-block`` if it exists, else the built-in with the most graph nodes."""
     from autograd_tui import scenarios
-    from autograd_tui.runner import Run
+    from autograd_tui.session.run import Run
 
     names = scenarios.names()
     if PREFERRED_LARGE in names:
@@ -194,7 +194,7 @@ def _wide_recording(width: int, steps: int) -> float:
     from pathlib import Path
 
     from autograd_tui import scenarios
-    from autograd_tui.runner import Run
+    from autograd_tui.session.run import Run
 
     scenario = scenarios.load(str(Path(__file__).parent / "scenarios" / "wide_queue.py"))
     with tempfile.TemporaryDirectory(prefix="bench-app-") as tmp:

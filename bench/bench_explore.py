@@ -27,8 +27,8 @@ from typing import Any
 
 from autograd_tui import engine, scenarios
 from autograd_tui.control.explore import Budget, Explorer
-from autograd_tui.runner import Run
 from autograd_tui.scenarios import Scenario
+from autograd_tui.session.run import Run
 
 BOUND = 2
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from autograd_tui import export as gx
 from autograd_tui import scenarios
-from autograd_tui.runner import Run
+from autograd_tui.session.run import Run
 
 PREFERRED = "transformer-block"
 LAYERS = 60  # about 6 nodes per layer

@@ -1,8 +1,8 @@
 """The table of supported ops: one row per op (or per way of calling it), each a
 function of a module (``engine`` or ``torch``), its ``functional`` and leaf tensors, so
-that the same row runs on both.  ``tests/test_ops_parity.py`` checks every row against
+that the same row runs on both.  ``tests/engine/test_ops_parity.py`` checks every row against
 PyTorch (values, gradients, backward node names; float32 and float64),
-``tests/test_device_arrays.py`` runs every row on a device array, and
+``tests/engine/test_device_arrays.py`` runs every row on a device array, and
 ``scenarios/_docs.py`` renders the table into docs/scenarios.md (the backward node
 names there come from running each row on this engine).
 

@@ -14,7 +14,7 @@ leaf, taking the right child on a tie, then ``__push_heap`` moves the value
 up), so with ``NodeTask.__lt__(a, b)`` defined as ``compare_node_task_time(b,
 a)`` its min-heap pops what ``std::priority_queue``'s max-heap pops, with the
 sift in C.  ``_push_heap_port``/``_pop_heap_port`` below, a line-by-line port
-of libstdc++, are the reference (tests/test_ready_queue.py pops random
+of libstdc++, are the reference (tests/engine/test_ready_queue.py pops random
 sequences with heavy ties through both) and serve any other comparator.
 The comparator itself stays in Python, as it must: PyTorch reads a task's
 depth through a weak pointer at compare time.

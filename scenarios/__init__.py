@@ -299,7 +299,7 @@ def import_file(path: str | Path, what: str) -> ModuleType:
     except SyntaxError as e:
         raise ScenarioError(f"{p}:{e.lineno}: syntax error: {e.msg}") from None
     except Exception as e:  # noqa: BLE001 - a user file: report, don't crash
-        from autograd_tui.program_errors import locate
+        from autograd_tui.session.program_errors import locate
 
         at = locate(e, file=p)  # the file's own line that raised, and its text
         line = f":{at.line}" if at.line else ""

@@ -15,7 +15,7 @@ from autograd_tui import export as gx
 from autograd_tui import scenarios
 from autograd_tui.app import AutogradApp
 from autograd_tui.history import recordings as trace
-from autograd_tui.runner import Run
+from autograd_tui.session.run import Run
 from autograd_tui.words import event_words, node_names
 
 pytestmark = pytest.mark.timeout(120)

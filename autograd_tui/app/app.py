@@ -28,7 +28,7 @@ from autograd_tui.app.screens import (
     TextScreen,
 )
 from autograd_tui.app.widgets import ThreadsPane
-from autograd_tui.nonfinite import explain, first_nonfinite
+from autograd_tui.control.nonfinite import explain, first_nonfinite
 from autograd_tui.session import Breakpoint, Session
 
 
@@ -118,7 +118,7 @@ class AutogradApp(ReplayView):
                 self.session = Session.from_recording(self._recording)
             else:
                 from autograd_tui import scenarios
-                from autograd_tui.runner import Run
+                from autograd_tui.session.run import Run
 
                 sc = self._scenario_name  # a name, a path or a Scenario (autograd-tui torch)
                 run = Run(sc if isinstance(sc, scenarios.Scenario) else scenarios.load(sc),

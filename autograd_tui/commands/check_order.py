@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autograd_tui.engine.torch_bridge import TorchBridgeError
-    from autograd_tui.torch_script import check_order, load_entry, max_rel
+    from autograd_tui.session.torch_script import check_order, load_entry, max_rel
 
     entry, _ = load_entry(args.script, args.entry)
     try:

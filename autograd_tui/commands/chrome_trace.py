@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograd_tui.history.chrome_trace import write_chrome_trace
+    from autograd_tui.export.chrome_trace import write_chrome_trace
 
     output = output_file(args.output, "-o/--output")
     if is_recording(args.source):

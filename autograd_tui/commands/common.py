@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from autograd_tui.control import StepResult
     from autograd_tui.engine.events import Event
     from autograd_tui.history.recordings import Recording
-    from autograd_tui.program_errors import ProgramError
-    from autograd_tui.runner import Run
     from autograd_tui.scenarios import Scenario
+    from autograd_tui.session.program_errors import ProgramError
+    from autograd_tui.session.run import Run
 
 PROG = "autograd-tui"
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
@@ -185,8 +185,8 @@ def is_recording(source: str) -> bool:
 def load_recording(path: str) -> Recording:
     """``recordings.load``, with a line on stderr before and after a big file (a
     million events take a few seconds) and, on a terminal, a progress bar between."""
+    from autograd_tui.commands.progress import progress
     from autograd_tui.history import recordings
-    from autograd_tui.progress import progress
 
     size = os.path.getsize(path) if os.path.isfile(path) else 0
     if size < BIG_RECORDING:
@@ -225,7 +225,7 @@ def program_error_text(e: BaseException) -> str:
 def locate_program_error(run: Run) -> ProgramError | None:
     """The run's program error at the person's own line (``program_errors``): in the
     scenario file or script when the run came from one, else in the program's module."""
-    from autograd_tui.program_errors import locate_in_scenario
+    from autograd_tui.session.program_errors import locate_in_scenario
 
     err = run.error
     if err is None or isinstance(err, SystemExit):
@@ -284,7 +284,7 @@ def check_run_args(source: str, args: argparse.Namespace) -> Scenario:
     For the app, which builds its one Run itself: a mistake is one message here
     rather than an app that opens on an error."""
     from autograd_tui import engine
-    from autograd_tui.runner import engine_options
+    from autograd_tui.session.run import engine_options
 
     check_policy(args.policy, args.seed)
     scenario = load_scenario(source)
@@ -303,7 +303,7 @@ def check_run_args(source: str, args: argparse.Namespace) -> Scenario:
 def make_run(source: str, args: argparse.Namespace, *, full_tensors: bool = False) -> Run:
     """The Run of the scenario ``source`` (a built-in name or a ``.py`` file) that the
     options of ``add_run_options`` in ``args`` ask for; not started."""
-    from autograd_tui.runner import Run
+    from autograd_tui.session.run import Run
 
     check_policy(args.policy, args.seed)
     scenario = load_scenario(source)
@@ -348,7 +348,7 @@ def report_headless(con: Any, run: Run, result: StepResult, args: argparse.Names
 def stop_summary(con: Any, run: Run, result: StepResult) -> int | None:
     """After ``--stop-at nonfinite`` stopped a run: what it found, and exit 4 (None when
     the run did not stop there)."""
-    from autograd_tui.nonfinite import explain, first_nonfinite
+    from autograd_tui.control.nonfinite import explain, first_nonfinite
 
     found = first_nonfinite(result.events[-1]) if result.status == "breakpoint" else None
     if found is None:
@@ -365,7 +365,7 @@ def run_to_end(run: Run, stop_at: str | None = None) -> StepResult:
     refuses: a ``ScenarioError`` it raises (``n`` must be at least 1, see
     ``scenarios``), which no type check before the run can see."""
     from autograd_tui.control import ScheduleDivergence
-    from autograd_tui.nonfinite import first_nonfinite
+    from autograd_tui.control.nonfinite import first_nonfinite
     from autograd_tui.scenarios import ScenarioError
 
     try:

@@ -94,7 +94,7 @@ def replay_command(scenario: str, schedule: str, params: dict[str, str],
 
 def run(args: argparse.Namespace) -> int:
     from autograd_tui.control.explore import Budget, Explorer, Nondeterministic
-    from autograd_tui.runner import Run
+    from autograd_tui.session.run import Run
 
     _check(args)
     args.policy = "round-robin"  # what check_run_args checks: each run gets our policy
@@ -129,11 +129,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _Progress:
-    """The search's progress bar (``autograd_tui.progress``: on a terminal only, never with
+    """The search's progress bar (``autograd_tui.commands.progress``: on a terminal only, never with
     --json): schedules done, of the budget when it has one, and the outcomes so far."""
 
     def __init__(self, quiet: bool, budget: Any) -> None:
-        from autograd_tui.progress import Bar, progress
+        from autograd_tui.commands.progress import Bar, progress
 
         self._quiet, self._total = quiet, budget.schedules
         self._context: Any = None

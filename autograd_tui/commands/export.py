@@ -199,7 +199,7 @@ def _state_at(src: _Source, at: str) -> EngineState:
 
 def _export_frames(src: _Source, args: argparse.Namespace, opt: _Options) -> int:
     from autograd_tui import export as gx
-    from autograd_tui.progress import progress
+    from autograd_tui.commands.progress import progress
 
     ks = gx.frame_events(src.events, every=args.every, breakpoints=args.breakpoints)
     if not ks:

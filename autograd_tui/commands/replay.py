@@ -86,9 +86,9 @@ def _grad_line(name: str, v: Any) -> str:
 
 
 def _reexecute(rec: Any, scenario: str | None) -> int:
+    from autograd_tui.commands.progress import progress
     from autograd_tui.control import ScheduleDivergence
-    from autograd_tui.progress import progress
-    from autograd_tui.runner import reexecute
+    from autograd_tui.session.run import reexecute
 
     # Only a scenario the person names on the command line may be a file.
     named = _named(scenario) if scenario else None
@@ -125,6 +125,6 @@ def _named(source: str) -> Any:
     try:
         return scenarios.load(source)
     except scenarios.ImportsTorch:
-        from autograd_tui.torch_script import script_scenario
+        from autograd_tui.session.torch_script import script_scenario
 
         return script_scenario(source)

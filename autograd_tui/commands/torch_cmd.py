@@ -53,8 +53,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograd_tui.runner import Run
-    from autograd_tui.torch_script import script_scenario
+    from autograd_tui.session.run import Run
+    from autograd_tui.session.torch_script import script_scenario
 
     record = output_file(args.record, "--record")
     if not args.headless:

@@ -17,8 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autograd_tui.export.style import CLUSTER_COLOR, STATE_STYLE, Html, attrs, esc, ident
+from autograd_tui.history.module_tree import (
+    NO_MODULE,
+    STATE_ORDER,
+    Group,
+    module_tree,
+    state_counts,
+)
 from autograd_tui.history.state import EngineState
-from autograd_tui.module_tree import NO_MODULE, STATE_ORDER, Group, module_tree, state_counts
 
 #: node id, indent -> the node's DOT statement (``to_dot`` draws a node)
 NodeLine = Callable[[int, str], str]

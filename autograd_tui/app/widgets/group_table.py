@@ -18,8 +18,14 @@ from autograd_tui.app import render
 from autograd_tui.app.theme import ANSI, Palette
 from autograd_tui.app.widgets.line_table import LineTable
 from autograd_tui.app.widgets.rows import Row, cells
+from autograd_tui.history.module_tree import (
+    STATE_ORDER,
+    Group,
+    ModuleTree,
+    module_tree,
+    state_counts,
+)
 from autograd_tui.history.state import EngineState
-from autograd_tui.module_tree import STATE_ORDER, Group, ModuleTree, module_tree, state_counts
 from autograd_tui.words import seq_text
 
 GROUP_COLUMNS = ("module / node", "device", "state", "deps", "seq", "where")

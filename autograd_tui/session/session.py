@@ -1,0 +1,302 @@
+"""What the app shows: a live run or a loaded recording, behind one interface.
+
+The app never reaches into the engine: it reads events and ``EngineState``
+from here, and asks here to step.  A live run and a recording both come with one
+``History`` (the run's, or the one the recording was loaded into): engine threads
+append to it through the controller, the app's timer reads it.  Blocking
+controller calls (a step waits until the engine is still again) are made from a
+worker thread by the app.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from autograd_tui import engine
+from autograd_tui.control import StepResult, ThreadStatus, breakpoint_on
+from autograd_tui.control.nonfinite import first_nonfinite
+from autograd_tui.engine.events import Event
+from autograd_tui.history import EngineState, History, StateError
+from autograd_tui.history.recordings import Recording
+from autograd_tui.session.run import Run
+from autograd_tui.words import plain
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    kind: str | None = None
+    node: str | None = None
+    queue: str | None = None
+    thread: str | None = None
+    nonfinite: bool = False  # a node_end whose outputs hold a NaN or an Inf (nonfinite.py)
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in (("kind", self.kind), ("node", self.node),
+                                          ("queue", self.queue), ("thread", self.thread)) if v]
+        if self.nonfinite:
+            parts.insert(0, "first non-finite gradient")
+        return " ".join(parts) or "any event"
+
+    def predicate(self) -> Callable[[Event], bool]:
+        node: str | int | None = self.node
+        if node is not None and node.isdigit():
+            node = int(node)
+        match = breakpoint_on(kind=self.kind, node=node, queue=self.queue, thread=self.thread)
+        if not self.nonfinite:
+            return match
+        return lambda e: e.kind == "node_end" and match(e) and first_nonfinite(e) is not None
+
+
+class Session:
+    """A live run (``from_run``) or a recording (``from_recording``)."""
+
+    def __init__(self, *, run: Run | None = None, recording: Recording | None = None) -> None:
+        self.run = run
+        self.recording = recording
+        self.history = History()
+        self.status = "ready"
+        self.report: Any = None
+        self.breakpoints: list[Breakpoint] = []
+        self.fold_error: str | None = None  # an event the fold could not apply
+        self._stop = threading.Event()
+        if run is not None:
+            self.history = run.history
+        elif recording is not None:
+            self.history = recording.history if recording.history is not None else History(
+                recording.events)
+            footer = recording.footer
+            self.status = footer.get("status", "completed")
+            if self.status == "deadlock":
+                dl = next((e for e in reversed(recording.events) if e.kind == "deadlock"), None)
+                self.report = dl.data if dl else None
+
+    @classmethod
+    def from_run(cls, run: Run) -> Session:
+        s = cls(run=run)
+        run.start()
+        return s
+
+    @classmethod
+    def from_recording(cls, rec: Recording) -> Session:
+        return cls(recording=rec)
+
+    # --- what to show ------------------------------------------------------------------
+    @property
+    def live(self) -> bool:
+        return self.run is not None
+
+    @property
+    def error_text(self) -> str | None:
+        """Why the program failed, once it has: at the person's own file and line, with
+        that line's text (``program_errors``); a recording's footer says only the message.
+        None while it has not failed."""
+        if self.run is not None:
+            err = self.run.error
+            if err is None:
+                return None
+            if isinstance(err, SystemExit):
+                return f"the program called sys.exit({err.code!r})"
+            from autograd_tui.session.program_errors import locate_in_scenario
+
+            return locate_in_scenario(err, self.run.scenario).text()
+        if self.status != "error" or self.recording is None:
+            return None
+        error = self.recording.footer.get("error")  # unchecked JSON
+        return plain(error) if isinstance(error, str) and error else "the program failed"
+
+    @property
+    def exit_code(self) -> int:
+        """What quitting the app returns: as a headless run would (docs/cli.md), 1 when
+        the program failed, 3 after a deadlock, else 0."""
+        return {"error": 1, "deadlock": 3}.get(self.status, 0)
+
+    @property
+    def scenario_name(self) -> str:
+        """The scenario's name, to show (a recording's, with control characters made
+        visible)."""
+        if self.run is not None:
+            return plain(self.run.scenario.name)
+        return plain(self.recording.scenario or "?") if self.recording else "?"
+
+    @property
+    def notes(self) -> str:
+        if self.run is not None:
+            return self.run.scenario.notes
+        from autograd_tui import scenarios
+
+        # A built-in scenario's notes only: a recording is untrusted data, and the name it
+        # gives may be a path (scenarios.load would import and run that file).
+        name = self.recording.scenario if self.recording else None
+        if isinstance(name, str) and name in scenarios.names():
+            return scenarios.get(name).notes
+        return "_No teaching notes: this recording's scenario is not installed._"
+
+    @functools.cached_property
+    def forward(self) -> dict[int, tuple[str, ...]]:
+        """The scenario's ``FORWARD`` (which forward op made each node, by sequence_nr):
+        a recording's only if it names a built-in scenario, as for ``notes`` (looked up
+        once: the graph pane reads it at every step)."""
+        if self.run is not None:
+            return self.run.scenario.forward
+        from autograd_tui import scenarios
+
+        name = self.recording.scenario if self.recording else None
+        if isinstance(name, str) and name in scenarios.names():
+            return scenarios.get(name).forward
+        return {}
+
+    @property
+    def policy(self) -> str:
+        if self.run is not None:
+            p = self.run.policy
+            return f"{p} (seed {self.run.seed})" if p == "random" else p.split(":")[0]
+        sched = self.recording.header.get("schedule") if self.recording else None
+        policy = sched.get("policy") if isinstance(sched, dict) else None  # unchecked JSON
+        return plain(policy or "?")
+
+    @property
+    def devices(self) -> str:
+        return engine.describe_devices()
+
+    def count(self) -> int:
+        return len(self.history)
+
+    def event(self, i: int) -> Event:
+        return self.history.events[i]
+
+    def events(self, start: int = 0, stop: int | None = None) -> list[Event]:
+        return self.history.events[start:stop]
+
+    def state_at(self, k: int) -> EngineState:
+        """The state at k (after events 1..k).  Should an event contradict the fold (a
+        state it does not model), the last state before it, and ``fold_error`` says so."""
+        k = min(k, len(self.history))
+        try:
+            return self.history.state_at(k)
+        except StateError as e:
+            if self.fold_error is None:
+                self.fold_error = (f"cannot show the state after event "
+                                   f"{self.history.folded + 1}: {e}")
+            return self.history.state_at(min(k, self.history.folded))
+
+    def thread_states(self) -> dict[str, ThreadStatus]:
+        """The controller's live view (richer than the fold: paused, lock holders)."""
+        if self.run is None:
+            return {}
+        return self.run.controller.thread_states()
+
+    def thread_names(self) -> list[str]:
+        if self.run is not None:
+            return self.run.controller.thread_names()
+        names: list[str] = []
+        for e in self.history.events:
+            if e.thread != "controller" and e.thread not in names:
+                names.append(e.thread)
+        return names
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("completed", "deadlock", "error")
+
+    # --- driving (blocking: call from a worker thread) ------------------------------------
+    def _after(self, r: StepResult) -> StepResult:
+        if r.status == "deadlock":
+            self.status, self.report = "deadlock", r.report
+        elif r.status == "paused":
+            self.report = r.report
+        else:
+            self._clear_paused_report()  # something moved: the old "paused" report is stale
+            if self.run is not None and self.run.finished:
+                self.status = "error" if self.run.error is not None else "completed"
+        return r
+
+    def _clear_paused_report(self) -> None:
+        if getattr(self.report, "kind", None) == "paused":
+            self.report = None
+
+    def step_any(self) -> StepResult:
+        assert self.run is not None
+        if self.finished:
+            return StepResult("finished", [])
+        return self._after(self.run.controller.step_any())
+
+    def step_thread(self, name: str) -> StepResult:
+        assert self.run is not None
+        if self.finished:
+            return StepResult("finished", [])
+        return self._after(self.run.controller.step(name))
+
+    def arm(self) -> None:
+        """Forget an earlier stop(): the app calls this when a run is asked for, so that a
+        stop() pressed before the run's worker starts is not lost."""
+        self._stop.clear()
+
+    def run_until_breakpoint(self, *, arm: bool = True) -> StepResult:
+        """Run until a breakpoint (or the end); with none set, to the end.  stop() ends it
+        after the step under way (``arm=False``: a stop() since the last arm() ends it at
+        once).  The controller's ``run_until`` takes the steps, so a run costs no hand-off
+        to this thread per event: the breakpoints and the stop are tested at each event."""
+        assert self.run is not None
+        if arm:
+            self._stop.clear()
+        if self._stop.is_set():
+            return StepResult("stopped", [])
+        if self.finished:
+            return StepResult("finished", [])
+        preds = [b.predicate() for b in self.breakpoints]
+        hits: list[Event] = []
+
+        def stop_here(e: Event) -> bool:
+            if not hits and any(p(e) for p in preds):
+                hits.append(e)
+            return bool(hits) or self._stop.is_set()
+
+        r = self._after(self.run.controller.run_until(stop_here))
+        if r.status == "breakpoint":  # the event that matched (not the whole run's)
+            return StepResult("breakpoint" if hits else "stopped", hits, r.thread)
+        return r
+
+    def schedule_steps(self) -> int:
+        """How many steps the run's ``schedule:`` policy names (0 for another policy)."""
+        from autograd_tui.control.policies import decode_schedule
+
+        if self.run is None or not self.run.policy.startswith("schedule:"):
+            return 0
+        return len(decode_schedule(self.run.policy.split(":", 1)[1]))
+
+    def run_schedule(self) -> StepResult:
+        """Take the steps the ``schedule:`` policy names, and stop there: a schedule from
+        ``explore`` (or a recording's) opens at the moment it leads to, a deadlock say."""
+        assert self.run is not None
+        if self.finished:
+            return StepResult("finished", [])
+        controller = self.run.controller
+        r = self._after(controller.run_until(None, self.schedule_steps()))
+        if r.status == "limit" and not controller.movable():
+            # the schedule ends where no thread can move: say so now (a deadlock), as the
+            # run that made the schedule did
+            r = self._after(controller.step_any())
+        return r
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def toggle_pause(self, name: str) -> bool:
+        """Pause or resume one thread; returns True if it is now paused."""
+        assert self.run is not None
+        st = self.run.controller.thread_states().get(name)
+        if st is not None and st.user_paused:
+            self.run.controller.resume(name)
+            self._clear_paused_report()
+            return False
+        self.run.controller.pause(name)
+        return True
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.run is not None:
+            self.run.close()

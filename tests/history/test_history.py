@@ -1,0 +1,172 @@
+"""One History per run: every built-in scenario ends as documented, and its live run and
+its recording fold to the same state; the package layout keeps the engine apart."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from autograd_tui import scenarios
+from autograd_tui.history import StateError, fold
+from autograd_tui.history import recordings as trace
+from autograd_tui.session.run import Run
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT = Path(__file__).resolve().parents[2]
+EXIT = {"complete": 0, "deadlock": 3}
+
+
+@pytest.mark.parametrize("name", scenarios.names())
+def test_live_run_and_recording_fold_to_the_same_state(name, tmp_path):
+    scenario = scenarios.get(name)
+    run = Run(scenario)
+    try:
+        r = run.run()
+        assert run.controller.history is run.history  # one store, the controller's
+        assert run.controller.events is run.history.events
+        want = "deadlock" if scenario.expect == "deadlock" else "finished"
+        assert r.status == want, r.report
+        assert run.error is None, f"{name}: {run.error!r}"
+        run.save(tmp_path / "r.jsonl")
+    finally:
+        assert run.close()
+    live = run.history.head
+    assert live == fold(run.events)
+    rec = trace.load(tmp_path / "r.jsonl")
+    assert rec.history.head == live
+    assert rec.history.state_at(len(rec.events) // 2) == run.history.state_at(
+        len(run.events) // 2)
+
+
+@pytest.mark.parametrize("name", scenarios.names())
+def test_every_scenario_runs_headless_to_its_documented_outcome(name):
+    scenario = scenarios.get(name)
+    p = subprocess.run([sys.executable, "-m", "autograd_tui", "run", name, "--headless",
+                        "--quiet"], capture_output=True, text=True, timeout=100, cwd=ROOT)
+    assert p.returncode == EXIT[scenario.expect], p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    word = "deadlock detected" if scenario.expect == "deadlock" else "completed"
+    assert word in p.stdout
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_the_engine_imports_nothing_of_the_debugger():
+    for path in sorted((ROOT / "engine").glob("*.py")):
+        bad = {m for m in _imports(path) if m.split(".")[0] in ("autograd_tui", "scenarios")}
+        assert not bad, f"engine/{path.name} imports {sorted(bad)}"
+
+
+def test_no_module_imports_the_top_level_names_engine_or_scenarios():
+    """Installed, they are autograd_tui.engine and autograd_tui.scenarios: a bare
+    ``import engine`` would load a second copy of the engine from the checkout."""
+    for top in ("autograd_tui", "engine", "scenarios", "tests", "bench"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            bad = {m for m in _imports(path) if m.split(".")[0] in ("engine", "scenarios")}
+            assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def _module_of(path: Path) -> str:
+    rel = path.relative_to(ROOT / "autograd_tui").with_suffix("")
+    parts = [p for p in rel.parts if p != "__init__"]
+    return ".".join(["autograd_tui", *parts])
+
+
+def test_no_import_cycles_in_the_debugger():
+    """Module-level imports between autograd_tui's own modules form no cycle."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    mods = {_module_of(p): p for p in (ROOT / "autograd_tui").rglob("*.py")}
+    for mod, path in mods.items():
+        g.add_node(mod)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:  # top level only: a lazy import inside a function is fine
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            for t in targets:
+                if t in mods and t != mod and not mod.startswith(t + "."):
+                    g.add_edge(mod, t)
+    cycles = list(nx.simple_cycles(g))
+    assert not cycles, f"import cycles: {cycles[:3]}"
+
+
+def test_no_debugger_module_is_over_about_400_lines():
+    """One job each: "about 400" leaves room for a docstring and a few helpers."""
+    big = {str(p.relative_to(ROOT)): n for p in (ROOT / "autograd_tui").rglob("*.py")
+           if (n := len(p.read_text(encoding="utf-8").splitlines())) > 450}
+    assert not big, f"modules over ~400 lines: {big}"
+
+
+def test_an_event_the_fold_cannot_apply_stops_the_view_there_not_the_run():
+    """A live run's History is folded when a view asks: an event that contradicts the
+    state (a case the fold does not model) leaves the views at the state before it,
+    with one message, and the controller's words about threads still work."""
+    from autograd_tui.engine.events import make_event
+    from autograd_tui.session import Session
+
+    run = Run(scenarios.get("linear-relu"))
+    try:
+        session = Session.from_run(run)
+        session.run_until_breakpoint()
+        n = len(run.history)
+        pop = next(e for e in run.history.events if e.kind == "pop")
+        run.history.append(make_event(n + 1, "pop", pop.thread, pop.graph_task, pop.node,
+                                      "nowhere", pop.data))
+        assert session.state_at(n + 1) == run.history.state_at(n)
+        assert session.fold_error is not None and f"after event {n + 1}" in session.fold_error
+        assert run.controller.thread_states()  # no StateError from the controller either
+    finally:
+        assert run.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_freed_graph_tasks_tasks_sort_first_from_the_event_that_says_so() -> None:
+    """error-in-node: GraphTask 1 fails with a task left in the queue; once it is freed
+    (``gone``), that task reads depth INT_MAX and pops before GraphTask 2's, as in the
+    engine.  The states before that event are untouched (each state owns its pointers)."""
+    from autograd_tui.engine.ready_queue import INT_MAX
+    from autograd_tui.history.fold import apply
+
+    run = Run(scenarios.get("error-in-node"))
+    try:
+        run.run()
+    finally:
+        assert run.close()
+    h = run.history
+    gone = [e for e in run.events if e.kind in ("push", "pop") and e.gone]
+    assert [e.gone for e in gone] == [[1]]
+    k = gone[0].seq
+    before, at = h.state_at(k - 1), h.state_at(k)
+    assert [t.depth for t in before.queue_order("cpu")] == [0]
+    order = at.queue_order("cpu")
+    assert order[0].graph_task is None and order[0].depth == INT_MAX
+    assert order[1].graph_task == 2 and order[1].seq > order[0].seq  # seq alone: GT 2 first
+    assert h.state_at(k - 1).queue_order("cpu") == before.queue_order("cpu")  # unchanged
+    assert not before.graph_tasks[1].freed and at.graph_tasks[1].freed
+    # a push for a freed GraphTask, or a GraphTask freed before it completed: rejected
+    push = next(e for e in run.events[k:] if e.kind == "push" and e.graph_task == 2)
+    bad = msgspec.structs.replace(push, graph_task=1, seq=len(run.events) + 1)
+    with pytest.raises(StateError, match="GraphTask 1, which is gone"):
+        apply(h.head.copy(), bad)
+    early = h.state_at(4)
+    with pytest.raises(StateError, match="freed before it completed"):
+        apply(early, msgspec.structs.replace(gone[0], seq=5, gone=[1]))
