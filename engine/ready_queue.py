@@ -35,7 +35,11 @@ from .sync import Waitable
 
 if TYPE_CHECKING:
     from .graph import Node
-    from .graph_task import GraphTask
+
+# A task names its GraphTask without importing graph_task.py, which names this module's
+# ReadyQueue: graph_task.h forward-declares ReadyQueue the same way.  ``base()`` gives
+# the GraphTask (or None once it is gone).
+GraphTask = Any
 
 INT_MAX = 2**31 - 1
 

@@ -1,24 +1,19 @@
 """Recordings: a versioned JSON-lines trace of a run, loaded safely and validated.
 
-Not in PyTorch.  The format is specified in ``docs/trace-format.md``:
+Not in PyTorch.  The format is specified in ``docs/trace-format.md``: line 1, the
+**header** (``{"format": "autograd-tui-trace", "version": 4, ...}``: the program's
+version, the scenario and its parameters, the engine options, the policy and seed, and
+the graph); one line per **event** (``[kind, seq, thread, graph_task, node, queue,
+field...]``, the kind's fields in ``SCHEMA`` order; older versions are still read); the
+last line, the **footer** (``{"footer": {"events": N, "schedule": ..., "gradients":
+{...}, "checksum": "sha256:..."}}``: the checksum covers the event lines, so truncation
+and tampering are detected).  A file ending in ``.gz`` is gzip-compressed.
 
-* line 1, the **header**: ``{"format": "autograd-tui-trace", "version": 2, ...}``
-  with the program's version, the scenario and its parameters, the engine
-  options, the scheduling policy and seed, and the graph (nodes with names,
-  devices, sequence numbers, edges with input numbers);
-* one line per **event**: ``[kind, seq, thread, graph_task, node, queue, field...]``
-  with the kind's fields in ``SCHEMA`` order (version 1, still read, had
-  ``[seq, kind, thread, graph_task, node, queue, {data}]``);
-* the last line, the **footer**: ``{"footer": {"events": N, "schedule": ...,
-  "gradients": {...}, "checksum": "sha256:..."}}``; the checksum covers the
-  bytes of the event lines, so truncation and tampering are detected.
-
-A file ending in ``.gz`` is gzip-compressed.  Loading never executes code: the
-event lines are decoded by ``msgspec`` straight into the typed event classes
-(which checks every field's type, in C), then folded through ``EngineState``
-(which rejects an event that contradicts the state).  Tensor summaries are
-checked to be JSON and kept raw until shown.  Every problem is one
-``TraceError`` naming the file, the line and what is wrong.
+Loading never executes code: the event lines are decoded by ``msgspec`` straight into
+the typed event classes (which checks every field's type, in C), then folded through
+``EngineState`` (which rejects an event that contradicts the state).  Tensor summaries
+are checked to be JSON and kept raw until shown.  Every problem is one ``TraceError``
+naming the file, the line and what is wrong.
 """
 
 from __future__ import annotations
@@ -59,7 +54,6 @@ _V3_DECODER = msgspec.json.Decoder(functools.reduce(operator.or_, V3_EVENT_TYPES
 def program_version() -> str:
     try:
         from importlib.metadata import version
-
         return version("autograd-tui")
     except Exception:  # noqa: BLE001 - not installed: still write a trace
         return "unknown"

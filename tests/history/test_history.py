@@ -1,9 +1,8 @@
 """One History per run: every built-in scenario ends as documented, and its live run and
-its recording fold to the same state; the package layout keeps the engine apart."""
+its recording fold to the same state (the package layout is tests/test_layout.py)."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -53,67 +52,6 @@ def test_every_scenario_runs_headless_to_its_documented_outcome(name):
     assert "Traceback" not in p.stderr
     word = "deadlock detected" if scenario.expect == "deadlock" else "completed"
     assert word in p.stdout
-
-
-def _imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
-    return names
-
-
-def test_the_engine_imports_nothing_of_the_debugger():
-    for path in sorted((ROOT / "engine").glob("*.py")):
-        bad = {m for m in _imports(path) if m.split(".")[0] in ("autograd_tui", "scenarios")}
-        assert not bad, f"engine/{path.name} imports {sorted(bad)}"
-
-
-def test_no_module_imports_the_top_level_names_engine_or_scenarios():
-    """Installed, they are autograd_tui.engine and autograd_tui.scenarios: a bare
-    ``import engine`` would load a second copy of the engine from the checkout."""
-    for top in ("autograd_tui", "engine", "scenarios", "tests", "bench"):
-        for path in sorted((ROOT / top).rglob("*.py")):
-            bad = {m for m in _imports(path) if m.split(".")[0] in ("engine", "scenarios")}
-            assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
-
-
-def _module_of(path: Path) -> str:
-    rel = path.relative_to(ROOT / "autograd_tui").with_suffix("")
-    parts = [p for p in rel.parts if p != "__init__"]
-    return ".".join(["autograd_tui", *parts])
-
-
-def test_no_import_cycles_in_the_debugger():
-    """Module-level imports between autograd_tui's own modules form no cycle."""
-    import networkx as nx
-
-    g = nx.DiGraph()
-    mods = {_module_of(p): p for p in (ROOT / "autograd_tui").rglob("*.py")}
-    for mod, path in mods.items():
-        g.add_node(mod)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in tree.body:  # top level only: a lazy import inside a function is fine
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                continue
-            for t in targets:
-                if t in mods and t != mod and not mod.startswith(t + "."):
-                    g.add_edge(mod, t)
-    cycles = list(nx.simple_cycles(g))
-    assert not cycles, f"import cycles: {cycles[:3]}"
-
-
-def test_no_debugger_module_is_over_about_400_lines():
-    """One job each: "about 400" leaves room for a docstring and a few helpers."""
-    big = {str(p.relative_to(ROOT)): n for p in (ROOT / "autograd_tui").rglob("*.py")
-           if (n := len(p.read_text(encoding="utf-8").splitlines())) > 450}
-    assert not big, f"modules over ~400 lines: {big}"
 
 
 def test_an_event_the_fold_cannot_apply_stops_the_view_there_not_the_run():
