@@ -17,7 +17,7 @@ REQUIRES = ("torch",)
 
 def program_of(main: Callable[[], Any]) -> Callable[[], dict[str, Any]]:
     def program() -> dict[str, Any]:
-        from autograd_tui.engine.torch_capture import run_program
+        from autograd_tui.engine.torch_bridge import run_program
 
         return run_program(main)
 

@@ -47,7 +47,7 @@ def load_entry(path: str, entry: str = "main") -> tuple[Callable[..., Any], Any]
 def script_scenario(path: str, entry: str = "main") -> Scenario:
     """The script as a scenario: its program is the entry's forward, then our backward."""
     fn, mod = load_entry(path, entry)
-    from autograd_tui.engine.torch_capture import run_program
+    from autograd_tui.engine.torch_bridge import run_program
 
     doc = (mod.__doc__ or "").strip()
     return Scenario(
@@ -109,8 +109,8 @@ def check_order(entry: Callable[..., Any]) -> OrderCheck:
     ``.grad`` are left as PyTorch's run made them."""
     torch = need_torch()
     from autograd_tui import engine
-    from autograd_tui.engine.torch_bridge import TorchAccumulateGrad, from_torch
-    from autograd_tui.engine.torch_capture import capture, split_result
+    from autograd_tui.engine.torch_bridge.bridge import TorchAccumulateGrad, from_torch
+    from autograd_tui.engine.torch_bridge.capture import capture, split_result
 
     with capture() as reg:
         out = entry()
@@ -158,7 +158,7 @@ def check_order(entry: Callable[..., Any]) -> OrderCheck:
 
 
 def _leaf_names(g: Any) -> dict[str, Any]:
-    from autograd_tui.engine.torch_bridge import TorchAccumulateGrad
+    from autograd_tui.engine.torch_bridge.bridge import TorchAccumulateGrad
 
     out: dict[str, Any] = {}
     for node in g.nodes.values():

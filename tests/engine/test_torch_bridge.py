@@ -18,8 +18,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the bridge needs PyTorch (pip install torch)")
 
 from autograd_tui import engine  # noqa: E402
-from autograd_tui.engine.torch_bridge import TorchBridgeError, from_torch  # noqa: E402
-from autograd_tui.engine.torch_capture import capture  # noqa: E402
+from autograd_tui.engine.torch_bridge import TorchBridgeError, capture, from_torch  # noqa: E402
 from autograd_tui.session.torch_script import check_order  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -194,7 +193,7 @@ def test_unsupported_graphs_name_the_node() -> None:
 def test_a_node_that_cannot_run_here_is_named() -> None:
     """A node that cannot be called from Python, or a CUDA graph where PyTorch finds no
     GPU: one TorchBridgeError naming the node (the CLI prints it, exit 1)."""
-    from autograd_tui.engine.torch_bridge import TorchNode, _check_device
+    from autograd_tui.engine.torch_bridge.bridge import TorchNode, _check_device
 
     class OpaqueBackward0:  # what a graph node that Python cannot call looks like to us
         next_functions = ()

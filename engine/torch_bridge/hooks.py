@@ -14,9 +14,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .graph import Node
-from .tensor import Tensor
-from .torch_bridge import _device_str, _torch, to_ours, to_torch
+from ..graph import Node
+from ..tensor import Tensor
+from .bridge import _device_str, _torch, to_ours, to_torch
 
 
 class LeafView:
@@ -166,7 +166,7 @@ _patched: dict[str, Any] = {}
 def _backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
               create_graph: bool = False, grad_variables: Any = None, inputs: Any = None
               ) -> None:
-    from .torch_bridge import from_torch
+    from .bridge import from_torch
 
     if create_graph:
         return _patched["backward"](tensors, grad_tensors, retain_graph, create_graph,
@@ -177,8 +177,8 @@ def _backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
 def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any = None,
           create_graph: bool = False, only_inputs: bool = True, allow_unused: Any = None,
           is_grads_batched: bool = False, materialize_grads: bool = False) -> Any:
-    from .engine import get_default_engine
-    from .torch_bridge import from_torch, to_torch
+    from ..engine import get_default_engine
+    from .bridge import from_torch, to_torch
 
     if create_graph or is_grads_batched or materialize_grads:
         return _patched["grad"](outputs, inputs, grad_outputs, retain_graph, create_graph,

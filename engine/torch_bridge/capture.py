@@ -224,7 +224,8 @@ def creation_site(fn: Any) -> tuple[str | None, str | None]:
     frames = tb if isinstance(tb, list) else [tb]
     import sysconfig
 
-    here = os.path.dirname(os.path.abspath(__file__))  # the engine, and the debugger beside it
+    # engine/ (this package is in it), and the debugger beside it
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     skip = (_package_dir("torch") + os.sep, here + os.sep,
             os.path.join(os.path.dirname(here), "autograd_tui") + os.sep,
             os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep)
@@ -304,7 +305,7 @@ def split_result(out: Any) -> tuple[Any, Any, Any]:
     if isinstance(out, (tuple, list)) and 1 <= len(out) <= 3:
         items = list(out) + [None] * (3 - len(out))
         return items[0], items[1], items[2]
-    from .torch_bridge import TorchBridgeError
+    from .bridge import TorchBridgeError
 
     raise TorchBridgeError(f"the entry function returned {type(out).__name__}: it must return "
                            "the loss (a tensor), (loss, grad_outputs[, inputs]) or a dict")
@@ -313,7 +314,7 @@ def split_result(out: Any) -> tuple[Any, Any, Any]:
 def run_program(entry: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """Run ``entry`` (forward) under ``capture()`` and its backward on our engine; return
     each leaf's ``.grad`` (our Tensor) by parameter name."""
-    from .torch_bridge import TorchAccumulateGrad, from_torch, torch_module
+    from .bridge import TorchAccumulateGrad, from_torch, torch_module
 
     torch_module()
     with capture():

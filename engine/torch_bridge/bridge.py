@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from . import grad_mode
-from .graph import UINT64_MAX, AccumulateGrad, Edge, Identity, Node
-from .tensor import Tensor
+from .. import grad_mode
+from ..graph import UINT64_MAX, AccumulateGrad, Edge, Identity, Node
+from ..tensor import Tensor
 
 
 class TorchBridgeError(RuntimeError):
@@ -174,7 +174,7 @@ class TorchNode(Node):
         return self.meta
 
     def saved_tensor_summaries(self) -> dict[str, str]:
-        from .torch_capture import saved_summaries
+        from .capture import saved_summaries
 
         return dict(saved_summaries(self.fn))
 
@@ -231,7 +231,7 @@ class TorchAccumulateGrad(AccumulateGrad):
     def __init__(self, fn: Any) -> None:
         Node.__init__(self, sequence_nr=UINT64_MAX)
         self.fn = fn
-        from .torch_hooks import LeafView
+        from .hooks import LeafView
 
         self.variable = LeafView(fn)  # type: ignore[assignment]
         self.meta: dict[str, Any] | None = None
@@ -273,8 +273,8 @@ class TorchGraph:
 
     def backward(self, retain_graph: bool = False) -> None:
         """``torch.autograd.backward`` on our engine (the calling thread's engine)."""
-        from .engine import get_default_engine
-        from .torch_hooks import reentrant_calls
+        from ..engine import get_default_engine
+        from .hooks import reentrant_calls
 
         for t in self._retain:
             t.retain_grad()  # as backward() does: reading .grad then gives no warning
@@ -303,7 +303,7 @@ def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> To
     ``torch.autograd.backward`` (default: ones for scalar outputs), ``inputs`` as its
     ``inputs=`` (gradients only for those)."""
     torch = torch_module()
-    from .torch_capture import current_registry
+    from .capture import current_registry
 
     reg = current_registry()
     outs = _tensors(outputs)
@@ -340,7 +340,7 @@ def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> To
         for nxt, _ in fn.next_functions:
             if nxt is not None and id(nxt) not in seen:
                 stack.append((nxt, False))
-    from .torch_hooks import RetainGrad, install_hooks
+    from .hooks import RetainGrad, install_hooks
 
     nodes: dict[int, Node] = {}
     for fn in order:
