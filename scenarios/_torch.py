@@ -3,7 +3,7 @@
 A PyTorch example is both a built-in scenario (``autograd-tui run torch-mlp``)
 and a script for ``autograd-tui torch scenarios/torch_mlp.py``: ``main()``
 builds the model and returns the loss; ``program()`` runs it through the
-bridge (``engine/torch_bridge.py``).  torch is imported inside ``main``, so
+bridge (``engine/torch_bridge/``).  torch is imported inside ``main``, so
 that listing the scenarios never needs it.
 """
 
@@ -17,7 +17,7 @@ REQUIRES = ("torch",)
 
 def program_of(main: Callable[[], Any]) -> Callable[[], dict[str, Any]]:
     def program() -> dict[str, Any]:
-        from autograd_tui.engine.torch_capture import run_program
+        from autograd_tui.engine.torch_bridge import run_program
 
         return run_program(main)
 

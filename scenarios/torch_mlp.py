@@ -16,7 +16,7 @@ loss = F.mse_loss(model(x), y)            # float64, batch of 5
 
 Every node here is PyTorch's own (`AddmmBackward0`, `TanhBackward0`, `TBackward0`,
 `MseLossBackward0`, `AccumulateGrad`), with PyTorch's sequence numbers; our engine
-schedules them and PyTorch computes each one (`engine/torch_bridge.py`).
+schedules them and PyTorch computes each one (`engine/torch_bridge/`).
 
 **What to watch.**
 1. `dependencies_computed` lists PyTorch's names; each node's details show the

@@ -2,7 +2,7 @@
 
 The script's entry function (``main``, or ``--entry NAME``) builds the model,
 runs the forward pass and returns the loss; its backward runs on our engine
-under the controller, each node computed by PyTorch (``engine/torch_bridge.py``).
+under the controller, each node computed by PyTorch (``engine/torch_bridge/``).
 Without ``--headless`` the app opens on it; with it, the trace and a summary
 are printed, as ``run --headless`` does.  Without PyTorch installed, one
 message says how to install it.

@@ -3,8 +3,8 @@
 A script defines a function (``main`` unless ``--entry`` names another) that
 builds a model, runs the forward pass and returns the loss (or ``(loss,
 grad_outputs[, inputs])``, or a dict).  ``script_scenario`` makes it a
-``Scenario`` whose program runs that forward pass under ``torch_capture`` and
-the backward on our engine (``run_program``), so a ``Run``, the app, recordings
+``Scenario`` whose program runs that forward pass under the bridge's ``capture``
+and the backward on our engine (``run_program``), so a ``Run``, the app, recordings
 and exports take it as they take a built-in one.  ``check_order`` runs the
 backward with PyTorch's engine and with ours and compares.
 """
@@ -47,7 +47,7 @@ def load_entry(path: str, entry: str = "main") -> tuple[Callable[..., Any], Any]
 def script_scenario(path: str, entry: str = "main") -> Scenario:
     """The script as a scenario: its program is the entry's forward, then our backward."""
     fn, mod = load_entry(path, entry)
-    from autograd_tui.engine.torch_capture import run_program
+    from autograd_tui.engine.torch_bridge import run_program
 
     doc = (mod.__doc__ or "").strip()
     return Scenario(
@@ -109,15 +109,13 @@ def check_order(entry: Callable[..., Any]) -> OrderCheck:
     ``.grad`` are left as PyTorch's run made them."""
     torch = need_torch()
     from autograd_tui import engine
-    from autograd_tui.engine.torch_bridge import TorchAccumulateGrad, from_torch
-    from autograd_tui.engine.torch_capture import capture, split_result
+    from autograd_tui.engine.torch_bridge import capture, from_torch, leaf_names, split_result
 
     with capture() as reg:
         out = entry()
     loss, gouts, inputs = split_result(out)
     g = from_torch(loss, gouts, inputs)
-    leaves = {name: n.variable.var for name, n in _leaf_names(g).items()
-              if isinstance(n, TorchAccumulateGrad)}
+    leaves = {name: n.variable.var for name, n in leaf_names(g).items()}
     known = {id(v) for v in leaves.values()}
     for name, p in reg.parameters():  # also those only a nested backward reaches
         if id(p) not in known:
@@ -155,19 +153,6 @@ def check_order(entry: Callable[..., Any]) -> OrderCheck:
     dtypes = {a.dtype for a in theirs.values() if a is not None}
     rtol = 1e-9 if dtypes <= {np.dtype(np.float64)} else 1e-5
     return OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, rtol)
-
-
-def _leaf_names(g: Any) -> dict[str, Any]:
-    from autograd_tui.engine.torch_bridge import TorchAccumulateGrad
-
-    out: dict[str, Any] = {}
-    for node in g.nodes.values():
-        if isinstance(node, TorchAccumulateGrad):
-            name = (node.meta or {}).get("tensor") or f"leaf {list(node.variable.var.shape)}"
-            while name in out:
-                name += "'"
-            out[name] = node
-    return out
 
 
 def _np(t: Any) -> np.ndarray | None:

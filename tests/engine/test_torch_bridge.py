@@ -1,4 +1,4 @@
-"""The PyTorch bridge: PyTorch's nodes scheduled by our engine (engine/torch_bridge.py).
+"""The PyTorch bridge: PyTorch's nodes scheduled by our engine (engine/torch_bridge/).
 
 Each test compares with PyTorch's own engine run on the same graph: the node
 order (from node pre-hooks) and every leaf's ``.grad``.  Skipped without torch.
@@ -18,8 +18,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the bridge needs PyTorch (pip install torch)")
 
 from autograd_tui import engine  # noqa: E402
-from autograd_tui.engine.torch_bridge import TorchBridgeError, from_torch  # noqa: E402
-from autograd_tui.engine.torch_capture import capture  # noqa: E402
+from autograd_tui.engine.torch_bridge import TorchBridgeError, capture, from_torch  # noqa: E402
 from autograd_tui.session.torch_script import check_order  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -194,7 +193,8 @@ def test_unsupported_graphs_name_the_node() -> None:
 def test_a_node_that_cannot_run_here_is_named() -> None:
     """A node that cannot be called from Python, or a CUDA graph where PyTorch finds no
     GPU: one TorchBridgeError naming the node (the CLI prints it, exit 1)."""
-    from autograd_tui.engine.torch_bridge import TorchNode, _check_device
+    from autograd_tui.engine.torch_bridge import TorchNode
+    from autograd_tui.engine.torch_bridge.convert import check_device
 
     class OpaqueBackward0:  # what a graph node that Python cannot call looks like to us
         next_functions = ()
@@ -210,7 +210,7 @@ def test_a_node_that_cannot_run_here_is_named() -> None:
     fn = (torch.ones(2, requires_grad=True) * 2).sum().grad_fn
     with pytest.raises(TorchBridgeError, match=r"SumBackward0 \(sequence_nr \d+\) runs on "
                        "cuda:0, but PyTorch finds no GPU here"):
-        _check_device(torch.device("cuda"), fn)
+        check_device(torch.device("cuda"), fn)
 
 
 def test_cli_torch_headless_record_and_check_order(tmp_path: Path) -> None:
@@ -283,6 +283,39 @@ def test_import_autograd_tui_does_not_import_torch() -> None:
             "print('torch' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.stdout.strip() == "False", p.stderr
+
+
+def test_the_bridge_is_layered_with_no_import_cycle() -> None:
+    """convert at the bottom; capture and hooks import only convert; bridge, then program,
+    on top.  Every import counts: at the top, inside a function, under TYPE_CHECKING."""
+    import ast
+
+    pkg = ROOT / "engine" / "torch_bridge"
+    below = {"convert": set(), "capture": {"convert"}, "hooks": {"convert"},
+             "bridge": {"convert", "capture", "hooks"},
+             "program": {"convert", "capture", "hooks", "bridge"}}
+    assert {p.stem for p in pkg.glob("*.py")} == {*below, "__init__"}
+    for name, allowed in below.items():
+        tree = ast.parse((pkg / f"{name}.py").read_text())
+        mine = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                mine |= ({node.module.split(".")[0]} if node.module
+                         else {a.name for a in node.names})
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                if node.module.startswith("autograd_tui"):
+                    mine.add(node.module)  # the engine imports nothing from the debugger
+            elif isinstance(node, ast.Import):
+                mine |= {a.name for a in node.names if a.name.startswith("autograd_tui")}
+        assert mine <= allowed, (name, mine - allowed)
+    # The bridge sits on the engine: no engine module imports it back.
+    for path in (ROOT / "engine").rglob("*.py"):
+        if pkg not in path.parents:
+            assert "torch_bridge" not in {
+                m for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.ImportFrom)
+                for m in [*(node.module or "").split("."), *(a.name for a in node.names)]
+            }, path
 
 
 def test_gradients_are_float64_exact_against_torch() -> None:

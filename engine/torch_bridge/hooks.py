@@ -4,19 +4,18 @@ Mirrors ``call_tensor_pre_hooks``, ``call_pre_hooks`` and ``call_post_hooks`` in
 ``engine.cpp`` by wrapping each PyTorch hook as a hook of our node (our engine
 then calls it, and emits its ``hook`` event): it gets and returns PyTorch tensors,
 our engine sees NumPy ones.  Where PyTorch keeps the hooks (in C++) and how they
-are found: see ``torch_bridge``'s docstring.
+are found: see the package's docstring.  Imports only ``convert`` of the bridge:
+the node wrappers (``bridge``) install these hooks.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from .graph import Node
-from .tensor import Tensor
-from .torch_bridge import _device_str, _torch, to_ours, to_torch
+from ..graph import Node
+from ..tensor import Tensor
+from .convert import device_str, to_ours, to_torch, torch_module
 
 
 class LeafView:
@@ -30,7 +29,7 @@ class LeafView:
     def _grad(self) -> Tensor | None:
         g = self.var.grad
         return None if g is None else Tensor(g.detach().cpu().numpy(),
-                                             device=_device_str(g.device))
+                                             device=device_str(g.device))
 
     @property
     def _backward_hooks(self) -> list[Any]:
@@ -103,7 +102,7 @@ def node_hook_dicts(fn: Any) -> tuple[dict[Any, Any], dict[Any, Any]]:
     ``registerFunctionHook`` (python_hook.cpp) passes the node's existing dict to
     ``Function._register_hook``, looked up at call time: register a probe with that
     lookup patched, keep the dict, remove the probe."""
-    torch = _torch()
+    torch = torch_module()
     mixin = torch.autograd.function._HookMixin
     orig = mixin.__dict__["_register_hook"]
     found: list[Any] = []
@@ -128,67 +127,3 @@ def node_hook_dicts(fn: Any) -> tuple[dict[Any, Any], dict[Any, Any]]:
 
 def _probe(*args: Any) -> None:
     return None
-
-
-
-
-_lock = threading.Lock()
-
-
-# --- reentrant calls: backward/grad from inside a bridged node ----------------------------
-_reentrant_depth = 0
-
-
-@contextlib.contextmanager
-def reentrant_calls() -> Iterator[None]:
-    """While a bridged backward runs, ``torch.autograd.backward``/``grad`` go to our engine."""
-    global _reentrant_depth
-    import torch
-
-    ag = torch.autograd
-    with _lock:
-        _reentrant_depth += 1
-        if _reentrant_depth == 1:
-            _patched["backward"], _patched["grad"] = ag.backward, ag.grad
-            ag.backward, ag.grad = _backward, _grad
-    try:
-        yield
-    finally:
-        with _lock:
-            _reentrant_depth -= 1
-            if _reentrant_depth == 0:
-                ag.backward, ag.grad = _patched.pop("backward"), _patched.pop("grad")
-
-
-_patched: dict[str, Any] = {}
-
-
-def _backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
-              create_graph: bool = False, grad_variables: Any = None, inputs: Any = None
-              ) -> None:
-    from .torch_bridge import from_torch
-
-    if create_graph:
-        return _patched["backward"](tensors, grad_tensors, retain_graph, create_graph,
-                                    grad_variables, inputs)
-    from_torch(tensors, grad_tensors, inputs).backward(bool(retain_graph))
-
-
-def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any = None,
-          create_graph: bool = False, only_inputs: bool = True, allow_unused: Any = None,
-          is_grads_batched: bool = False, materialize_grads: bool = False) -> Any:
-    from .engine import get_default_engine
-    from .torch_bridge import from_torch, to_torch
-
-    if create_graph or is_grads_batched or materialize_grads:
-        return _patched["grad"](outputs, inputs, grad_outputs, retain_graph, create_graph,
-                                only_inputs, allow_unused, is_grads_batched, materialize_grads)
-    g = from_torch(outputs, grad_outputs, inputs)
-    res = get_default_engine().execute(g.roots, g.grads, bool(retain_graph), False, False,
-                                       g.outputs)
-    for i, r in enumerate(res):
-        if r is None and not allow_unused:
-            raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have "
-                               "been used in the graph. Set allow_unused=True if this is the "
-                               "desired behavior.")
-    return tuple(to_torch(r, copy=True) for r in res)

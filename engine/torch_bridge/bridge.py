@@ -1,150 +1,30 @@
-"""``from_torch``: a real PyTorch backward graph, scheduled by our engine.
+"""The top of the bridge: PyTorch's nodes wrapped as ours, ``from_torch``, and the
+reentrant entry points.
 
-Mirrors what PyTorch's engine does around a node (``call_function`` in
-``engine.cpp``: tensor pre-hooks, retains_grad hooks, pre-hooks, the node,
-post-hooks) by handing our engine one ``TorchNode`` per PyTorch node: our
-engine schedules (``compute_dependencies``, the ReadyQueue, ``not_ready``,
-``InputBuffer``) and PyTorch computes (each ``apply`` calls the real node; an
-``AccumulateGrad`` writes the real ``.grad``).  Names, sequence numbers
-(``_sequence_nr()``; AccumulateGrad's is UINT64_MAX in both), input metadata
-and devices are PyTorch's, so the order is PyTorch's.
-
-Departures, and why:
-- Gradients travel between nodes as NumPy arrays (our ``Tensor``), so every view
-  summarises them as it does ours; a node gets them back as ``torch.from_numpy``
-  (moved to its device).  An ``AccumulateGrad`` gets a copy: PyTorch may steal
-  its input into ``.grad`` and add to it in place later, and our buffers may
-  share that array.
-- A C++ node's ``release_variables`` is not reachable from Python: saved tensors
-  are kept after the node runs (a second backward succeeds where PyTorch's fails).
-- Hooks PyTorch keeps in C++ are found through Python: a node's pre- and
-  post-hook dicts by registering (and removing) a probe hook, a leaf's tensor
-  hooks in ``variable._backward_hooks``; a non-leaf tensor's hooks and
-  ``retain_grad`` only when they were registered under ``torch_capture.capture()``
-  (``autograd-tui torch`` runs the forward pass under it).
-- A custom ``Function``'s node (a Python ``BackwardCFunction``) is not callable:
-  ``PyNode::apply`` is re-done here (zeros for undefined gradients when
-  ``materialize_grads``, the count check, dropping non-tensor inputs' gradients).
-- ``torch.autograd.backward``/``grad`` called inside a node (a reentrant
-  checkpoint) run on our engine, as a reentrant backward, while a bridged
-  backward runs on that thread.
-
-torch is imported lazily: ``import autograd_tui`` never needs it.
+``TorchNode``/``TorchAccumulateGrad`` are what our engine schedules (``apply``
+calls the real node); ``from_torch`` walks PyTorch's graph and builds ours, with
+the hooks (``hooks``) and the facts of the forward pass (``capture``);
+``TorchGraph.backward`` runs it on our engine, during which
+``torch.autograd.backward``/``grad`` called inside a node go to our engine too
+(``reentrant_calls``).  What each part mirrors and departs from: the package's
+docstring.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
-from . import grad_mode
-from .graph import UINT64_MAX, AccumulateGrad, Edge, Identity, Node
-from .tensor import Tensor
-
-
-class TorchBridgeError(RuntimeError):
-    """A PyTorch graph the bridge cannot run: the message names the node."""
-
-
-def torch_module() -> Any:
-    """``import torch``, or a clear message saying how to install it."""
-    try:
-        import torch
-    except ImportError:
-        raise TorchBridgeError(
-            "PyTorch is not installed: pip install 'autograd-tui[torch]' (or pip install torch)"
-        ) from None
-    return torch
-
-
-def node_label(fn: Any) -> str:
-    try:
-        return f"{type(fn).__name__} (sequence_nr {fn._sequence_nr()})"
-    except Exception:  # noqa: BLE001 - a label must not fail
-        return type(fn).__name__
-
-
-# --- conversions ---------------------------------------------------------------------------
-def _numpy_dtype(torch: Any, dtype: Any, fn: Any) -> np.dtype:
-    try:
-        return torch.empty((), dtype=dtype).numpy().dtype
-    except TypeError:
-        raise TorchBridgeError(f"{node_label(fn)}: its gradients are {dtype}, which NumPy "
-                               "cannot hold; the bridge supports float16/32/64 and "
-                               "complex") from None
-
-
-def _device_str(dev: Any) -> str:
-    s = str(dev)
-    return "cuda:0" if s == "cuda" else s
-
-
-def _check_device(dev: Any, fn: Any) -> str:
-    """Our engine has cpu and cuda:N queues; a CUDA graph needs a GPU to compute on."""
-    s = _device_str(dev)
-    if s.startswith("cuda:"):
-        if not _torch().cuda.is_available():
-            raise TorchBridgeError(f"{node_label(fn)} runs on {s}, but PyTorch finds no GPU "
-                                   "here: run the script where it has one")
-    elif s != "cpu":
-        raise TorchBridgeError(f"{node_label(fn)} runs on device {s}: the bridge runs cpu "
-                               "and cuda graphs only")
-    return s
-
-
-def to_ours(t: Any, fn: Any) -> Tensor | None:
-    """A PyTorch gradient as our Tensor (NumPy data, the same device name)."""
-    if t is None:
-        return None
-    if t.is_sparse or t.layout != _torch().strided:
-        raise TorchBridgeError(f"{node_label(fn)} produced a {t.layout} gradient: the bridge "
-                               "handles dense (strided) tensors only")
-    if t.is_nested:
-        raise TorchBridgeError(f"{node_label(fn)} produced a nested tensor: the bridge "
-                               "handles dense tensors only")
-    data = t.detach()
-    if data.device.type != "cpu":
-        data = data.cpu()
-    try:
-        arr = data.resolve_conj().resolve_neg().numpy()
-    except TypeError:
-        raise TorchBridgeError(f"{node_label(fn)} produced a {t.dtype} gradient, which NumPy "
-                               "cannot hold") from None
-    return Tensor(arr, device=_device_str(t.device))
-
-
-def to_torch(t: Tensor | None, copy: bool = False) -> Any:
-    if t is None:
-        return None
-    torch = _torch()
-    arr = np.asarray(t.data)
-    out = torch.from_numpy(np.array(arr, copy=True) if copy or not arr.flags.writeable
-                           else arr)
-    return out if t.device == "cpu" else out.to(t.device)
-
-
-def _torch() -> Any:
-    import torch
-
-    return torch
-
-
-def input_metadata(fn: Any) -> list[tuple[tuple[int, ...], np.dtype, str]]:
-    """``fn``'s input metadata as ours (shape, NumPy dtype, device), or a clear error."""
-    torch = _torch()
-    out = []
-    for m in fn._input_metadata:
-        if m.is_nested_tensor or m.is_cpp_nested_tensor:
-            raise TorchBridgeError(f"{node_label(fn)} takes a nested tensor: the bridge "
-                                   "handles dense tensors only")
-        out.append((tuple(m.shape), _numpy_dtype(torch, m.dtype, fn),
-                    _check_device(m.device, fn)))
-    return out
-
+from .. import grad_mode
+from ..engine import get_default_engine
+from ..graph import UINT64_MAX, AccumulateGrad, Edge, Identity, Node
+from ..tensor import Tensor
+from .capture import current_registry, saved_summaries
+from .convert import TorchBridgeError, input_metadata, node_label, to_ours, to_torch, torch_module
+from .hooks import LeafView, RetainGrad, install_hooks
 
 # --- nodes ----------------------------------------------------------------------------------
 _local = threading.local()  # .active: a bridged backward runs on this thread
@@ -158,8 +38,8 @@ class TorchNode(Node):
         self.fn = fn
         self._name = type(fn).__name__
         self._is_var_input = is_var_input
-        self.meta: dict[str, Any] | None = None  # node_meta (torch_capture)
-        torch = _torch()
+        self.meta: dict[str, Any] | None = None  # node_meta (capture.Registry.meta)
+        torch = torch_module()
         self._python = isinstance(fn, torch.autograd.function.BackwardCFunction)
         if not (self._python or callable(fn)):
             raise TorchBridgeError(f"{node_label(fn)} cannot be called from Python, so the "
@@ -174,15 +54,13 @@ class TorchNode(Node):
         return self.meta
 
     def saved_tensor_summaries(self) -> dict[str, str]:
-        from .torch_capture import saved_summaries
-
         return dict(saved_summaries(self.fn))
 
     def release_variables(self) -> None:
-        pass  # not reachable from Python for C++ nodes (see the module docstring)
+        pass  # not reachable from Python for C++ nodes (see the package's docstring)
 
     def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
-        torch = _torch()
+        torch = torch_module()
         args = [to_torch(g) for g in grads]
         with torch.set_grad_enabled(grad_mode.is_grad_enabled()):
             if self._python:
@@ -231,8 +109,6 @@ class TorchAccumulateGrad(AccumulateGrad):
     def __init__(self, fn: Any) -> None:
         Node.__init__(self, sequence_nr=UINT64_MAX)
         self.fn = fn
-        from .torch_hooks import LeafView
-
         self.variable = LeafView(fn)  # type: ignore[assignment]
         self.meta: dict[str, Any] | None = None
         self.add_input_metadata(*input_metadata(fn)[0])
@@ -250,7 +126,7 @@ class TorchAccumulateGrad(AccumulateGrad):
     def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
         if grads[0] is None:
             return []
-        torch = _torch()
+        torch = torch_module()
         with torch.set_grad_enabled(grad_mode.is_grad_enabled()):
             self.fn(to_torch(grads[0], copy=True))
         return []
@@ -273,9 +149,6 @@ class TorchGraph:
 
     def backward(self, retain_graph: bool = False) -> None:
         """``torch.autograd.backward`` on our engine (the calling thread's engine)."""
-        from .engine import get_default_engine
-        from .torch_hooks import reentrant_calls
-
         for t in self._retain:
             t.retain_grad()  # as backward() does: reading .grad then gives no warning
         prev = getattr(_local, "active", False)
@@ -289,7 +162,7 @@ class TorchGraph:
 
 
 def _tensors(x: Any) -> list[Any]:
-    torch = _torch()
+    torch = torch_module()
     if x is None:
         return []
     if isinstance(x, torch.Tensor):
@@ -303,8 +176,6 @@ def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> To
     ``torch.autograd.backward`` (default: ones for scalar outputs), ``inputs`` as its
     ``inputs=`` (gradients only for those)."""
     torch = torch_module()
-    from .torch_capture import current_registry
-
     reg = current_registry()
     outs = _tensors(outputs)
     if not outs:
@@ -340,8 +211,6 @@ def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> To
         for nxt, _ in fn.next_functions:
             if nxt is not None and id(nxt) not in seen:
                 stack.append((nxt, False))
-    from .torch_hooks import RetainGrad, install_hooks
-
     nodes: dict[int, Node] = {}
     for fn in order:
         ours = (TorchAccumulateGrad(fn) if type(fn).__name__ == "AccumulateGrad"
@@ -378,3 +247,54 @@ def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> To
 def is_active() -> bool:
     """A bridged backward runs on this thread (a reentrant call goes to our engine)."""
     return getattr(_local, "active", False)
+
+
+# --- reentrant calls: backward/grad from inside a bridged node ----------------------------
+_lock = threading.Lock()
+_reentrant_depth = 0
+_patched: dict[str, Any] = {}
+
+
+@contextlib.contextmanager
+def reentrant_calls() -> Iterator[None]:
+    """While a bridged backward runs, ``torch.autograd.backward``/``grad`` go to our engine."""
+    global _reentrant_depth
+    ag = torch_module().autograd
+    with _lock:
+        _reentrant_depth += 1
+        if _reentrant_depth == 1:
+            _patched["backward"], _patched["grad"] = ag.backward, ag.grad
+            ag.backward, ag.grad = _backward, _grad
+    try:
+        yield
+    finally:
+        with _lock:
+            _reentrant_depth -= 1
+            if _reentrant_depth == 0:
+                ag.backward, ag.grad = _patched.pop("backward"), _patched.pop("grad")
+
+
+def _backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
+              create_graph: bool = False, grad_variables: Any = None, inputs: Any = None
+              ) -> None:
+    if create_graph:
+        return _patched["backward"](tensors, grad_tensors, retain_graph, create_graph,
+                                    grad_variables, inputs)
+    from_torch(tensors, grad_tensors, inputs).backward(bool(retain_graph))
+
+
+def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any = None,
+          create_graph: bool = False, only_inputs: bool = True, allow_unused: Any = None,
+          is_grads_batched: bool = False, materialize_grads: bool = False) -> Any:
+    if create_graph or is_grads_batched or materialize_grads:
+        return _patched["grad"](outputs, inputs, grad_outputs, retain_graph, create_graph,
+                                only_inputs, allow_unused, is_grads_batched, materialize_grads)
+    g = from_torch(outputs, grad_outputs, inputs)
+    res = get_default_engine().execute(g.roots, g.grads, bool(retain_graph), False, False,
+                                       g.outputs)
+    for i, r in enumerate(res):
+        if r is None and not allow_unused:
+            raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have "
+                               "been used in the graph. Set allow_unused=True if this is the "
+                               "desired behavior.")
+    return tuple(to_torch(r, copy=True) for r in res)

@@ -6,10 +6,8 @@ keeps out of Python's reach: the hooks a program puts on non-leaf tensors
 ``Function`` were tensors (``is_variable_input`` in ``python_function.cpp``),
 the ``nn.Module`` that created each node (module forward hooks) and, under
 anomaly mode, where each node was created (``AnomalyMetadata``'s traceback).
-``current_registry()`` hands that to ``torch_bridge.from_torch``.
-
-``run_program(entry)``: an entry function's forward pass under ``capture()``,
-then its backward on our engine (what ``autograd-tui torch`` runs).
+``current_registry()`` hands that to ``bridge.from_torch``.  Imports nothing of
+the bridge: ``bridge`` reads the registry, ``program`` runs a forward under it.
 """
 
 from __future__ import annotations
@@ -224,7 +222,8 @@ def creation_site(fn: Any) -> tuple[str | None, str | None]:
     frames = tb if isinstance(tb, list) else [tb]
     import sysconfig
 
-    here = os.path.dirname(os.path.abspath(__file__))  # the engine, and the debugger beside it
+    # engine/ (this package is in it), and the debugger beside it
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     skip = (_package_dir("torch") + os.sep, here + os.sep,
             os.path.join(os.path.dirname(here), "autograd_tui") + os.sep,
             os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep)
@@ -288,46 +287,3 @@ def _summary(v: Any) -> str:
             ", ..." if len(v) > 3 else "")
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-# --- a program: forward under capture, backward on our engine ---------------------------------
-def split_result(out: Any) -> tuple[Any, Any, Any]:
-    """What an entry returns: the loss, ``(loss, grad_outputs[, inputs])`` or a dict with
-    ``loss`` (or ``outputs``), ``grad_outputs``, ``inputs``."""
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return out, None, None
-    if isinstance(out, dict):
-        loss = out.get("loss", out.get("outputs"))
-        return loss, out.get("grad_outputs"), out.get("inputs")
-    if isinstance(out, (tuple, list)) and 1 <= len(out) <= 3:
-        items = list(out) + [None] * (3 - len(out))
-        return items[0], items[1], items[2]
-    from .torch_bridge import TorchBridgeError
-
-    raise TorchBridgeError(f"the entry function returned {type(out).__name__}: it must return "
-                           "the loss (a tensor), (loss, grad_outputs[, inputs]) or a dict")
-
-
-def run_program(entry: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-    """Run ``entry`` (forward) under ``capture()`` and its backward on our engine; return
-    each leaf's ``.grad`` (our Tensor) by parameter name."""
-    from .torch_bridge import TorchAccumulateGrad, from_torch, torch_module
-
-    torch_module()
-    with capture():
-        out = entry(*args, **kwargs)
-    loss, grad_outputs, inputs = split_result(out)
-    g = from_torch(loss, grad_outputs, inputs)
-    g.backward()
-    grads: dict[str, Any] = {}
-    for node in g.nodes.values():
-        if isinstance(node, TorchAccumulateGrad):
-            name = (node.meta or {}).get("tensor") or f"leaf {list(node.variable.var.shape)}"
-            while name in grads:
-                name += "'"
-            grad = node.variable._grad
-            if grad is not None:
-                grads[name] = grad
-    return grads

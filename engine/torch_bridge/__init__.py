@@ -1,0 +1,84 @@
+"""The PyTorch bridge: a real PyTorch backward graph, scheduled by our engine.
+
+Our engine schedules (``compute_dependencies``, the ReadyQueue, ``not_ready``,
+``InputBuffer``) and PyTorch computes: one ``TorchNode`` per PyTorch node, whose
+``apply`` calls the real node; an ``AccumulateGrad`` writes the real ``.grad``.
+Names, sequence numbers (``_sequence_nr()``; AccumulateGrad's is UINT64_MAX in
+both), input metadata and devices are PyTorch's, so the order is PyTorch's.
+
+Layers (each imports only those below it, lazily or not; no cycle):
+
+=============  =================================================================
+``program``    ``run_program``, ``split_result``, ``leaf_names`` (the one naming rule)
+``bridge``     ``TorchNode``, ``TorchAccumulateGrad``, ``from_torch``, ``TorchGraph``,
+               the reentrant entry points (``reentrant_calls``)
+``capture``    ``capture()`` and its ``Registry``: what the forward pass leaves
+``hooks``      the program's hooks as hooks of our nodes
+``convert``    tensors, dtypes, devices between PyTorch and us; ``TorchBridgeError``
+=============  =================================================================
+
+What each part mirrors:
+
+==================================  ==============================================
+ours                                PyTorch
+==================================  ==============================================
+``TorchNode.apply``                 a C++ node's ``operator()``, as ``call_function``
+                                    (``engine.cpp``) calls it
+``TorchNode._apply_python``         ``PyNode::apply`` (``python_function.cpp``)
+``TorchAccumulateGrad``             ``AccumulateGrad`` (``accumulate_grad.cpp``)
+``from_torch``, ``TorchGraph``      ``THPEngine_run_backward`` (``python_engine.cpp``):
+                                    roots from ``gradient_edge``, ``inputs=`` as
+                                    output edges, ``retain_grad`` on non-leaf inputs
+``TorchGraph.backward``             ``torch.autograd.backward`` -> ``Engine::execute``
+``reentrant_calls``                 ``torch.autograd.backward``/``grad`` called by a
+                                    node (``CheckpointFunction.backward``,
+                                    ``torch/utils/checkpoint.py``): a reentrant
+                                    ``Engine::execute``
+``TensorHook``, ``NodeHook``        ``PyFunctionTensorPreHook``, ``PyFunctionPreHook``,
+                                    ``PyFunctionPostHook`` (``python_hook.cpp``)
+``RetainGrad``                      ``VariableHooks::retain_grad`` (``variable.cpp``)
+``node_hook_dicts``                 ``registerFunctionHook`` (``python_hook.cpp``)
+``Registry.var_inputs``             ``is_variable_input`` (``python_function.cpp``)
+``creation_site``                   ``AnomalyMetadata``'s traceback (anomaly mode)
+``capture``, ``convert``,           (new)
+``program``
+==================================  ==============================================
+
+Departures, and why:
+- Gradients travel between nodes as NumPy arrays (our ``Tensor``), so every view
+  summarises them as it does ours; a node gets them back as ``torch.from_numpy``
+  (moved to its device).  An ``AccumulateGrad`` gets a copy: PyTorch may steal
+  its input into ``.grad`` and add to it in place later, and our buffers may
+  share that array.
+- A C++ node's ``release_variables`` is not reachable from Python: saved tensors
+  are kept after the node runs (a second backward succeeds where PyTorch's fails).
+- Hooks PyTorch keeps in C++ are found through Python: a node's pre- and
+  post-hook dicts by registering (and removing) a probe hook, a leaf's tensor
+  hooks in ``variable._backward_hooks``; a non-leaf tensor's hooks and
+  ``retain_grad`` only when they were registered under ``capture()``
+  (``autograd-tui torch`` runs the forward pass under it).
+- A custom ``Function``'s node (a Python ``BackwardCFunction``) is not callable:
+  ``PyNode::apply`` is re-done here (zeros for undefined gradients when
+  ``materialize_grads``, the count check, dropping non-tensor inputs' gradients).
+- ``torch.autograd.backward``/``grad`` called inside a node (a reentrant
+  checkpoint) run on our engine, as a reentrant backward, while a bridged
+  backward runs on that thread; with ``create_graph`` (or batched or
+  materialized grads) they stay PyTorch's.
+- Only dense float16/32/64 and complex tensors on cpu and cuda: anything else
+  is a ``TorchBridgeError`` naming the node.
+
+torch is imported lazily: ``import autograd_tui`` never needs it.
+"""
+
+from __future__ import annotations
+
+from .bridge import TorchAccumulateGrad, TorchGraph, TorchNode, from_torch, is_active
+from .capture import Registry, capture, current_registry
+from .convert import TorchBridgeError, torch_module
+from .program import leaf_names, run_program, split_result
+
+__all__ = [
+    "Registry", "TorchAccumulateGrad", "TorchBridgeError", "TorchGraph", "TorchNode",
+    "capture", "current_registry", "from_torch", "is_active", "leaf_names", "run_program",
+    "split_result", "torch_module",
+]

@@ -1,0 +1,113 @@
+"""The bottom of the bridge: tensors, dtypes and devices between PyTorch and our engine.
+
+Gradients travel between bridged nodes as our ``Tensor`` (NumPy data, a device
+name), so every view summarises them as it does ours; a PyTorch node gets them
+back as ``torch.from_numpy`` moved to its device.  Every other module of the
+bridge imports this one; this one imports nothing of the bridge.
+
+torch is imported lazily (``torch_module``): ``import autograd_tui`` never needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..tensor import Tensor
+
+
+class TorchBridgeError(RuntimeError):
+    """A PyTorch graph the bridge cannot run: the message names the node."""
+
+
+def torch_module() -> Any:
+    """``import torch``, or a clear message saying how to install it."""
+    try:
+        import torch
+    except ImportError:
+        raise TorchBridgeError(
+            "PyTorch is not installed: pip install 'autograd-tui[torch]' (or pip install torch)"
+        ) from None
+    return torch
+
+
+def node_label(fn: Any) -> str:
+    """``MulBackward0 (sequence_nr 3)``: how an error names a PyTorch node."""
+    try:
+        return f"{type(fn).__name__} (sequence_nr {fn._sequence_nr()})"
+    except Exception:  # noqa: BLE001 - a label must not fail
+        return type(fn).__name__
+
+
+def numpy_dtype(torch: Any, dtype: Any, fn: Any) -> np.dtype:
+    try:
+        return torch.empty((), dtype=dtype).numpy().dtype
+    except TypeError:
+        raise TorchBridgeError(f"{node_label(fn)}: its gradients are {dtype}, which NumPy "
+                               "cannot hold; the bridge supports float16/32/64 and "
+                               "complex") from None
+
+
+def device_str(dev: Any) -> str:
+    """PyTorch's device as our queue's name (``cuda`` is ``cuda:0``)."""
+    s = str(dev)
+    return "cuda:0" if s == "cuda" else s
+
+
+def check_device(dev: Any, fn: Any) -> str:
+    """Our engine has cpu and cuda:N queues; a CUDA graph needs a GPU to compute on."""
+    s = device_str(dev)
+    if s.startswith("cuda:"):
+        if not torch_module().cuda.is_available():
+            raise TorchBridgeError(f"{node_label(fn)} runs on {s}, but PyTorch finds no GPU "
+                                   "here: run the script where it has one")
+    elif s != "cpu":
+        raise TorchBridgeError(f"{node_label(fn)} runs on device {s}: the bridge runs cpu "
+                               "and cuda graphs only")
+    return s
+
+
+def to_ours(t: Any, fn: Any) -> Tensor | None:
+    """A PyTorch gradient as our Tensor (NumPy data, the same device name)."""
+    if t is None:
+        return None
+    if t.is_sparse or t.layout != torch_module().strided:
+        raise TorchBridgeError(f"{node_label(fn)} produced a {t.layout} gradient: the bridge "
+                               "handles dense (strided) tensors only")
+    if t.is_nested:
+        raise TorchBridgeError(f"{node_label(fn)} produced a nested tensor: the bridge "
+                               "handles dense tensors only")
+    data = t.detach()
+    if data.device.type != "cpu":
+        data = data.cpu()
+    try:
+        arr = data.resolve_conj().resolve_neg().numpy()
+    except TypeError:
+        raise TorchBridgeError(f"{node_label(fn)} produced a {t.dtype} gradient, which NumPy "
+                               "cannot hold") from None
+    return Tensor(arr, device=device_str(t.device))
+
+
+def to_torch(t: Tensor | None, copy: bool = False) -> Any:
+    """Our Tensor as PyTorch's, sharing the array unless ``copy`` (or it is read-only)."""
+    if t is None:
+        return None
+    torch = torch_module()
+    arr = np.asarray(t.data)
+    out = torch.from_numpy(np.array(arr, copy=True) if copy or not arr.flags.writeable
+                           else arr)
+    return out if t.device == "cpu" else out.to(t.device)
+
+
+def input_metadata(fn: Any) -> list[tuple[tuple[int, ...], np.dtype, str]]:
+    """``fn``'s input metadata as ours (shape, NumPy dtype, device), or a clear error."""
+    torch = torch_module()
+    out = []
+    for m in fn._input_metadata:
+        if m.is_nested_tensor or m.is_cpp_nested_tensor:
+            raise TorchBridgeError(f"{node_label(fn)} takes a nested tensor: the bridge "
+                                   "handles dense tensors only")
+        out.append((tuple(m.shape), numpy_dtype(torch, m.dtype, fn),
+                    check_device(m.device, fn)))
+    return out
