@@ -25,9 +25,18 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/autograd-tui $(ARGS)
 
+# make test: the whole suite, then ruff; pytest prints the ten slowest tests at the end.
+# One folder or file: make test-engine (tests/engine), make test-app, ...; or
+# make test TESTS="tests/history tests/test_docs.py" (TESTS: pytest paths, default all).
+TESTS ?=
+PYTEST := $(BIN)/python -m pytest -q --durations=10
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(PYTEST) $(TESTS)
 	$(BIN)/ruff check .
+
+test-%: $(STAMP)
+	$(PYTEST) tests/$*
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
