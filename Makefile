@@ -17,17 +17,40 @@ $(VENV): | $(BIN)/python
 # constraints.txt; re-run only when either file changes.
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev,torch]'
+	$(LINK_TREE)
 	touch $@
 
+# Type checkers and IDEs cannot follow setuptools' editable finder (an import hook) from
+# autograd_tui.engine and autograd_tui.scenarios to engine/ and scenarios/. $(VENV)/typecheck
+# holds the installed layout as links into the checkout, for pyproject.toml's
+# [tool.pyright] stubPath and [tool.mypy] mypy_path; `make install` refreshes it.
+TYPECHECK := $(VENV)/typecheck
+define LINK_TREE
+@rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/autograd_tui
+@for p in autograd_tui/*; do case $$p in *__pycache__) ;; *) ln -s "$(CURDIR)/$$p" $(TYPECHECK)/$$p;; esac; done
+@ln -s "$(CURDIR)/engine" $(TYPECHECK)/autograd_tui/engine
+@ln -s "$(CURDIR)/scenarios" $(TYPECHECK)/autograd_tui/scenarios
+endef
+
 install: $(STAMP)
+	$(LINK_TREE)
 
 # make run ARGS="run multi-device": any autograd-tui command line without typing .venv/bin/
 run: $(STAMP)
 	$(BIN)/autograd-tui $(ARGS)
 
+# make test: the whole suite, then ruff; pytest prints the ten slowest tests at the end.
+# One folder or file: make test-engine (tests/engine), make test-app, ...; or
+# make test TESTS="tests/history tests/test_docs.py" (TESTS: pytest paths, default all).
+TESTS ?=
+PYTEST := $(BIN)/python -m pytest -q --durations=10
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(PYTEST) $(TESTS)
 	$(BIN)/ruff check .
+
+test-%: $(STAMP)
+	$(PYTEST) tests/$*
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
