@@ -88,7 +88,7 @@ from .graph_task import _current as current_tls
 from .input_buffer import InputBuffer
 from .python_hook import check_result, check_single_result
 from .ready_queue import NodeTask, ReadyQueue
-from .sync import ThreadAborted, Waitable
+from .sync import ThreadAborted, Waitable, set_tracker_lookup
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -241,6 +241,21 @@ class Engine:
             name = "cpu (owner)" if n == 1 else f"cpu (owner {n})"
             self._tls.name = name
         return name
+
+    def set_thread_name(self, name: str) -> None:
+        """Name the calling thread in this engine's events (the controller's program thread)."""
+        self._tls.name = name
+
+    def next_seq(self) -> int:
+        """The number of the next event: every event of a run is numbered from this one
+        counter, so an event made outside the engine (the controller's ``deadlock``) takes
+        its number here and event k still has seq k (docs/architecture.md)."""
+        return next(self._seq)
+
+    def emit(self, kind: str, **data: Any) -> None:
+        """Emit an event of the calling thread that names no GraphTask, node or queue: what
+        a wait tracker reports for the engine (``thread_wait`` on a user lock or signal)."""
+        self._emit(kind, None, None, None, **data)
 
     def _make_event(self, kind: str, gt: GraphTask | None, node: Node | None,
                     queue: Any, data: dict[str, Any]) -> Event:
@@ -1058,6 +1073,10 @@ def set_default_engine(engine: Engine | None) -> Engine | None:
     with _default_lock:
         prev, _default_engine = _default_engine, engine
     return prev
+
+
+# TrackedLock and Signal (sync.py) report to the tracker of the engine their thread uses.
+set_tracker_lookup(lambda: get_default_engine().waits)
 
 
 class use_engine:  # noqa: N801 - reads like a function: ``with use_engine(eng):``

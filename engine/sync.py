@@ -7,6 +7,12 @@ the engine's *wait tracker* (the controller, when one is attached) before the
 thread blocks and after it wakes, and every wake-up tells it which waiter it
 woke.  The controller therefore never guesses from timeouts.  With no tracker
 attached these are plain condition-variable waits.
+
+``TrackedLock`` and ``Signal`` are the same for user code: a lock or a one-shot event a
+scenario's hook or Function holds across a backward, whose holder and waiters the tracker
+sees (with a plain ``threading.Lock`` a deadlock through it would look like a hang).  They
+find the tracker of the engine the calling thread uses through ``current_tracker``, which
+``engine.py`` installs (this module sits below it and does not import it).
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ class WaitTracker(Protocol):
     def after_wait(self, kind: str, obj: Any) -> None: ...
 
     def notify(self, obj: Any, waiters: list[int]) -> None: ...
+
+    def emit_wait(self, kind: str, on: str, obj: Any) -> None: ...
 
 
 class Waitable:
@@ -74,3 +82,125 @@ class Waitable:
         """Used at teardown: every waiter re-checks and sees the abort."""
         with self._cond:
             self._cond.notify_all()
+
+
+# --- the tracker of the calling thread's engine ----------------------------------------------
+def _no_tracker() -> WaitTracker | None:
+    return None
+
+
+_tracker_lookup: Callable[[], WaitTracker | None] = _no_tracker
+
+
+def set_tracker_lookup(lookup: Callable[[], WaitTracker | None]) -> None:
+    """Install how ``current_tracker`` finds the calling thread's engine's tracker
+    (``engine.py`` does, at import: this module cannot import it, it imports this one)."""
+    global _tracker_lookup
+    _tracker_lookup = lookup
+
+
+def current_tracker() -> WaitTracker | None:
+    """The wait tracker (``Engine.waits``) of the engine the calling thread uses, if any."""
+    return _tracker_lookup()
+
+
+# --- locks and events for user code -----------------------------------------------------------
+class TrackedLock(Waitable):
+    """A non-reentrant lock whose holder and waiters the controller can see.
+
+    The engine uses it for each GraphTask's mutex when a controller is
+    attached; scenarios use it for user locks held across a backward
+    (``TrackedLock("user lock")``).
+    """
+
+    wait_kind = "lock"
+
+    def __init__(self, name: str, tracker: WaitTracker | None = None) -> None:
+        self.name = name
+        self._cond = threading.Condition(threading.Lock())
+        self._waiters: list[int] = []
+        self.holder: int | None = None
+        self._tracker = tracker
+
+    def _waits(self) -> WaitTracker | None:
+        return self._tracker if self._tracker is not None else current_tracker()
+
+    def acquire(self, blocking: bool = True) -> bool:
+        me = threading.get_ident()
+        waits = self._waits()
+        with self._cond:
+            if self.holder is None:
+                self.holder = me
+                return True
+            if not blocking:
+                return False
+        if waits is not None:
+            waits.emit_wait("thread_wait", "lock", self)
+        with self._cond:
+            waited = self.wait_for(lambda: self.holder is None, waits)
+            self.holder = me
+        if waits is not None:
+            if waited:
+                waits.after_wait("lock", self)
+            waits.emit_wait("thread_wake", "lock", self)
+        return True
+
+    def release(self) -> None:
+        waits = self._waits()
+        with self._cond:
+            if self.holder is None:
+                raise RuntimeError(f"release of unlocked lock {self.name!r}")
+            self.holder = None
+            self.notify_waiters(waits)
+
+    def locked(self) -> bool:
+        return self.holder is not None
+
+    def __enter__(self) -> TrackedLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"<TrackedLock {self.name}>"
+
+
+class Signal(Waitable):
+    """A one-shot event a user hook or Function can wait on; ``set_by`` names the
+    thread expected to set it (it becomes an edge of the wait-for graph)."""
+
+    wait_kind = "signal"
+
+    def __init__(self, name: str, set_by: str | None = None) -> None:
+        self.name = name
+        self.set_by = set_by
+        self._cond = threading.Condition(threading.Lock())
+        self._waiters: list[int] = []
+        self._flag = False
+
+    def set(self) -> None:
+        waits = current_tracker()
+        with self._cond:
+            self._flag = True
+            self.notify_waiters(waits, None)
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until set.  Under a controller a timeout is not honoured (time does not
+        pass for a paused run): a wait that nothing can satisfy is reported instead."""
+        waits = current_tracker()
+        if waits is not None:
+            waits.emit_wait("thread_wait", "signal", self)
+        with self._cond:
+            if waits is None and timeout is not None:
+                return self._cond.wait_for(lambda: self._flag, timeout)
+            waited = self.wait_for(lambda: self._flag, waits)
+        if waits is not None:
+            if waited:
+                waits.after_wait("signal", self)
+            waits.emit_wait("thread_wake", "signal", self)
+        return True
