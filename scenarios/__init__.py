@@ -60,6 +60,17 @@ class ImportsTorch(ScenarioError):
     torch`` (``replay --reexecute --scenario`` runs it as one)."""
 
 
+class ImportRaised(ScenarioError):
+    """A file a person wrote raised while it was imported.  The message names the file and
+    the error; ``error`` keeps the exception (its traceback included), so that the debugger
+    (``session.program_errors.located``) can name the file's own line that raised."""
+
+    def __init__(self, path: Path, error: Exception) -> None:
+        super().__init__(f"{path}: importing it raised {type(error).__name__}: {error}")
+        self.path = path
+        self.error = error
+
+
 @dataclass(frozen=True)
 class Param:
     default: Any
@@ -299,14 +310,7 @@ def import_file(path: str | Path, what: str) -> ModuleType:
     except SyntaxError as e:
         raise ScenarioError(f"{p}:{e.lineno}: syntax error: {e.msg}") from None
     except Exception as e:  # noqa: BLE001 - a user file: report, don't crash
-        from autograd_tui.session.program_errors import locate
-
-        at = locate(e, file=p)  # the file's own line that raised, and its text
-        line = f":{at.line}" if at.line else ""
-        source = f" (in: {at.source})" if at.source else ""
-        hint = f"; {at.hint}" if at.hint else ""
-        raise ScenarioError(f"{p}{line}: importing it raised {type(e).__name__}: {e}{hint}"
-                            f"{source}") from None
+        raise ImportRaised(p, e) from None
     finally:
         sys.modules.pop(modname, None)
     return mod

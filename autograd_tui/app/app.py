@@ -118,10 +118,11 @@ class AutogradApp(ReplayView):
                 self.session = Session.from_recording(self._recording)
             else:
                 from autograd_tui import scenarios
+                from autograd_tui.session.program_errors import load_scenario
                 from autograd_tui.session.run import Run
 
                 sc = self._scenario_name  # a name, a path or a Scenario (autograd-tui torch)
-                run = Run(sc if isinstance(sc, scenarios.Scenario) else scenarios.load(sc),
+                run = Run(sc if isinstance(sc, scenarios.Scenario) else load_scenario(sc),
                           self._params,
                           policy=self._policy, seed=self._seed,
                           engine_overrides=self._engine_overrides)

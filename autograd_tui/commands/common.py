@@ -258,12 +258,13 @@ def say_program_error(run: Run) -> ProgramError | None:
 
 
 def load_scenario(source: str) -> Scenario:
-    """``scenarios.load``; a scenario file that calls ``sys.exit`` while it is imported
-    is a broken file (exit 1, one message), not the exit code it chose."""
-    from autograd_tui import scenarios
+    """``scenarios.load`` (an error while importing a file at its line); a scenario file
+    that calls ``sys.exit`` while it is imported is a broken file (exit 1, one message),
+    not the exit code it chose."""
+    from autograd_tui.session.program_errors import load_scenario as load
 
     try:
-        return scenarios.load(source)
+        return load(source)
     except SystemExit as e:
         raise Failure(f"{source}: importing it called {exit_call(e)}") from None
 

@@ -121,9 +121,10 @@ def _named(source: str) -> Any:
     """The scenario ``--scenario`` names: a built-in, a scenario file, or a PyTorch script
     (a file that imports torch: its ``main()``, as ``autograd-tui torch`` runs it)."""
     from autograd_tui import scenarios
+    from autograd_tui.session.program_errors import load_scenario
 
     try:
-        return scenarios.load(source)
+        return load_scenario(source)
     except scenarios.ImportsTorch:
         from autograd_tui.session.torch_script import script_scenario
 

@@ -6,6 +6,10 @@ thread, under the engine and the runner; the exception it raised carries the who
 traceback.  The frame to show is the deepest one in the file that defines the program:
 an error raised inside the engine (a shape mismatch in an op) is shown at the user's
 line that called the op.  Used by the commands (stderr) and by the app (its error panel).
+
+A file that raises while it is imported (a scenario file, a script) is located the same way:
+``scenarios`` raises ``ImportRaised`` (it imports nothing of the debugger), and
+``load_scenario``/``import_file`` here name the file's own line in the message.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any
 
+from autograd_tui import scenarios
+from autograd_tui.scenarios import ImportRaised, Scenario, ScenarioError
 from autograd_tui.words import plain
 
 
@@ -116,3 +122,32 @@ def locate_in_scenario(err: BaseException, scenario: Any) -> ProgramError:
     file = source if isinstance(source, str) and source.endswith(".py") and \
         Path(source).is_file() else None
     return locate(err, getattr(scenario, "program", None), file=file)
+
+
+# --- files that raise while they are imported -----------------------------------------------
+def located_import(err: ImportRaised) -> ScenarioError:
+    """``err`` at the file's own line that raised: ``lesson.py:4: importing it raised
+    AttributeError: ...; did you mean 'sqrt'? (in: SCALE = math.sqr(2))``."""
+    e, p = err.error, err.path
+    at = locate(e, file=p)
+    line = f":{at.line}" if at.line else ""
+    source = f" (in: {at.source})" if at.source else ""
+    hint = f"; {at.hint}" if at.hint else ""
+    return ScenarioError(f"{p}{line}: importing it raised {type(e).__name__}: {e}{hint}"
+                         f"{source}")
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """``scenarios.load``, with an error raised while importing a file located."""
+    try:
+        return scenarios.load(name_or_path)
+    except ImportRaised as e:
+        raise located_import(e) from None
+
+
+def import_file(path: str | os.PathLike[str], what: str) -> ModuleType:
+    """``scenarios.import_file``, with an error raised while importing it located."""
+    try:
+        return scenarios.import_file(path, what)
+    except ImportRaised as e:
+        raise located_import(e) from None

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from autograd_tui.scenarios import Scenario, ScenarioError, import_file
+from autograd_tui.scenarios import Scenario, ScenarioError
+from autograd_tui.session.program_errors import import_file
 
 INSTALL = "pip install 'autograd-tui[torch]' (or: pip install torch)"
 
