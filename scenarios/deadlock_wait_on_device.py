@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from autograd_tui import engine
-from autograd_tui.control import Signal
+from autograd_tui.engine.sync import Signal
 from autograd_tui.scenarios import Param, ScenarioError
 
 NAME = "deadlock-wait-on-device"

@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from autograd_tui import engine
-from autograd_tui.control import TrackedLock
+from autograd_tui.engine.sync import TrackedLock
 from autograd_tui.scenarios import Param
 
 NAME = "race-lock-order"

@@ -1,11 +1,13 @@
 """The controller and what it needs: gates, policies, schedule strings, deadlocks.
 
-``controller.py`` holds the gates and the driving (step, run, pause); ``policies.py``
-who moves next and the schedule strings; ``deadlock.py`` the wait-for graph and its
-explanation; ``primitives.py`` the locks and signals user code can hold across a
-backward; ``explore.py`` (with ``search.py`` and ``dependence.py``) the schedule
-explorer, which runs a scenario under many schedules (imported where used: it needs
-the runner).
+``controller.py`` holds the driving (step, run, pause), ``gates.py`` the engine threads'
+side (a gate at each event, each wait reported), ``table.py`` the threads and their
+snapshot; ``policies.py`` who moves next and the schedule strings; ``deadlock.py`` the
+wait-for graph and its explanation, read from a snapshot; ``explore.py`` (with
+``search.py`` and ``dependence.py``) the schedule explorer, which runs a scenario under
+many schedules (imported where used: it needs the runner).  ``TrackedLock`` and
+``Signal``, the locks and signals user code can hold across a backward, live in the
+engine (``engine/sync.py``) and are re-exported here.
 """
 
 from autograd_tui.control.controller import STUCK_AFTER, Controller, StepResult
@@ -20,11 +22,13 @@ from autograd_tui.control.policies import (
     encode_schedule,
     make_policy,
 )
-from autograd_tui.control.primitives import Signal, TrackedLock
+from autograd_tui.control.table import ThreadSnapshot, ThreadsSnapshot
 from autograd_tui.control.threads import ThreadInfo, ThreadStatus
+from autograd_tui.engine.sync import Signal, TrackedLock
 
 __all__ = [
     "STUCK_AFTER", "Controller", "DeadlockReport", "ExplicitSchedule", "RoundRobin",
-    "ScheduleDivergence", "SeededRandom", "Signal", "StepResult", "ThreadInfo", "ThreadStatus",
-    "TrackedLock", "breakpoint_on", "decode_schedule", "encode_schedule", "make_policy",
+    "ScheduleDivergence", "SeededRandom", "Signal", "StepResult", "ThreadInfo",
+    "ThreadSnapshot", "ThreadStatus", "ThreadsSnapshot", "TrackedLock", "breakpoint_on",
+    "decode_schedule", "encode_schedule", "make_policy",
 ]

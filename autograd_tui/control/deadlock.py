@@ -1,11 +1,14 @@
 """Why nothing can move: the wait-for graph, its cycle, and the words for it.
 
 Not in PyTorch.  When no thread may pass a gate and the program has not finished,
-the controller asks here.  Each waiting thread points at what it waits on (a
-ReadyQueue, a GraphTask's future, a lock, a signal, the reentrant pool) and each of
-those at the threads that could free it; a cycle is a deadlock, a dead end a lost
-wake-up, and a thread the user paused is "not a deadlock".  The queue contents and
-node names come from the run's ``History`` (its head state), like every view.
+the controller asks here, handing over a ``ThreadsSnapshot`` (``table.py``: frozen
+copies of its threads, taken under its lock), the run's History and the engine (its
+options and the reentrant pool's backlog); nothing here reads the controller.  Each
+waiting thread points at what it waits on (a ReadyQueue, a GraphTask's future, a lock,
+a signal, the reentrant pool) and each of those at the threads that could free it; a
+cycle is a deadlock, a dead end a lost wake-up, and a thread the user paused is "not a
+deadlock".  The queue contents and node names come from the run's ``History`` (its head
+state), like every view.
 """
 
 from __future__ import annotations
@@ -13,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from autograd_tui.control.threads import describe_wait
-
 if TYPE_CHECKING:
     import networkx as nx
 
-    from autograd_tui.control.controller import Controller, ThreadInfo
+    from autograd_tui.control.table import ThreadSnapshot, ThreadsSnapshot
+    from autograd_tui.engine.engine import Engine
+    from autograd_tui.history import History
 
 
 @dataclass
@@ -34,17 +37,27 @@ class DeadlockReport:
         return self.explanation
 
 
-def current_node(ctl: Controller, thread: str) -> str | None:
+def stuck_report(thread: str, stuck_after: float, threads: dict[str, str]) -> DeadlockReport:
+    """``thread`` stopped reaching gates: blocked where the controller cannot see."""
+    msg = (f"{thread} has not reached a gate for {stuck_after:.0f} s: it is "
+           "blocked in something the controller cannot see (an uninstrumented lock, "
+           "sleep or I/O in user code).")
+    import networkx as nx  # wait_for_graph says why it is imported here
+
+    return DeadlockReport(False, msg, [], threads, nx.DiGraph(), "stuck")
+
+
+def current_node(history: History, thread: str) -> str | None:
     """The name of the node ``thread`` runs (its innermost), if any."""
-    state = ctl.history.latest()
+    state = history.latest()
     th = state.threads.get(thread)
     return state.node_name(th.node) if th is not None and th.nodes else None
 
 
-def queue_consumers(ctl: Controller) -> dict[str, list[str]]:
+def queue_consumers(history: History) -> dict[str, list[str]]:
     """Queue -> the threads seen popping it or waiting on it (who could drain it)."""
     out: dict[str, list[str]] = {}
-    for e in list(ctl.history.events):
+    for e in list(history.events):
         if e.kind == "pop" or (e.kind == "thread_wait" and e.data["on"] == "queue"):
             cons = out.setdefault(e.queue, [])  # type: ignore[arg-type]
             if e.thread not in cons:
@@ -52,23 +65,21 @@ def queue_consumers(ctl: Controller) -> dict[str, list[str]]:
     return out
 
 
-def wait_for_graph(ctl: Controller) -> nx.DiGraph:
+def wait_for_graph(snap: ThreadsSnapshot, history: History, engine: Engine) -> nx.DiGraph:
     """Threads, queues, futures, locks and the pool, with an edge from each waiter
     to what it waits on, and from each object to the threads that could free it."""
     import networkx as nx  # here: a tenth of a second to import, and most runs never ask
 
     g = nx.DiGraph()
-    with ctl._cv:
-        infos = list(ctl._threads.values())
-        by_ident = dict(ctl._by_ident)
-    state = ctl.history.latest()
+    infos = snap.threads
+    state = history.latest()
     stacks = {name: th.nodes for name, th in state.threads.items()}
     queue_tasks = {q: [(t[0], t[1]) for t in state.queue_order(q)] for q in state.heaps}
-    consumers = queue_consumers(ctl)
+    consumers = queue_consumers(history)
     mid_node = [t for t in infos if stacks.get(t.name) and t.state != "finished"]
     pool_threads = [t for t in infos if t.name.startswith("reentrant-pool-")
                     and t.state != "finished" and t.waiting_kind != "pool"]
-    backlog = {gt.id for ref in list(ctl.engine.thread_pool_shared.graphtasks_queue)
+    backlog = {gt.id for ref in list(engine.thread_pool_shared.graphtasks_queue)
                if (gt := ref()) is not None}
 
     def tnode(name: str) -> str:
@@ -79,7 +90,7 @@ def wait_for_graph(ctl: Controller) -> nx.DiGraph:
         g.add_node(node, kind="queue")
         if queue_tasks.get(qname):
             for c in consumers.get(qname, []):
-                if ctl._threads.get(c) and ctl._threads[c].state != "finished":
+                if (ct := snap.get(c)) is not None and ct.state != "finished":
                     g.add_edge(node, tnode(c), why="pops")
         return node
 
@@ -90,16 +101,16 @@ def wait_for_graph(ctl: Controller) -> nx.DiGraph:
     for t in infos:
         if t.state != "waiting":
             continue
-        obj, kind = t.waiting_on, t.waiting_kind
+        kind, target = t.waiting_kind, t.target
         me = tnode(t.name)
         if kind == "queue":
-            q = add_queue(obj.name)
+            q = add_queue(target)  # type: ignore[arg-type]
             g.add_edge(me, q, why="waits")
             for m in mid_node:
                 if m is not t:
                     g.add_edge(q, tnode(m.name), why="could push")
         elif kind == "future":
-            gid = obj.graph_task_id
+            gid = t.graph_task
             f = f"future GraphTask {gid}"
             g.add_node(f, kind="future")
             g.add_edge(me, f, why="waits")
@@ -115,21 +126,21 @@ def wait_for_graph(ctl: Controller) -> nx.DiGraph:
                 for p in pool_threads:
                     g.add_edge("reentrant pool", tnode(p.name), why="busy")
         elif kind == "lock":
-            lk = f"lock {obj.name}"
+            lk = f"lock {target}"
             g.add_node(lk, kind="lock")
             g.add_edge(me, lk, why="waits")
-            h = by_ident.get(obj.holder) if obj.holder is not None else None
-            if h is not None:
-                g.add_edge(lk, tnode(h.name), why="held by")
+            if t.holder is not None:
+                g.add_edge(lk, tnode(t.holder), why="held by")
         elif kind == "signal":
-            s = f"signal {obj.name}"
+            s = f"signal {target}"
             g.add_node(s, kind="signal")
             g.add_edge(me, s, why="waits")
-            if obj.set_by and obj.set_by in ctl._threads:
-                g.add_edge(s, tnode(obj.set_by), why="set by")
-            elif obj.set_by and obj.set_by.startswith("cuda:"):
+            set_by = t.set_by
+            if set_by and snap.get(set_by) is not None:
+                g.add_edge(s, tnode(set_by), why="set by")
+            elif set_by and set_by.startswith("cuda:"):
                 # A device thread starts with the first task pushed to its queue.
-                q = add_queue(obj.set_by)
+                q = add_queue(set_by)
                 g.add_edge(s, q, why="set by a thread not started")
                 for m in mid_node:
                     g.add_edge(q, tnode(m.name), why="could push")
@@ -137,23 +148,22 @@ def wait_for_graph(ctl: Controller) -> nx.DiGraph:
             g.add_node("reentrant pool", kind="pool")
     return g
 
-def analyse(ctl: Controller) -> DeadlockReport:
+def analyse(snap: ThreadsSnapshot, history: History, engine: Engine) -> DeadlockReport:
     """Explain why nothing can move (call when no thread is eligible)."""
     import networkx as nx
 
-    g = wait_for_graph(ctl)
-    threads = ctl._thread_words()
-    with ctl._cv:
-        infos = sorted(ctl._threads.values(), key=lambda t: t.index)
+    g = wait_for_graph(snap, history, engine)
+    threads = snap.words()
+    infos = list(snap.threads)  # by number
     paused = [t for t in infos if t.state == "paused" and t.user_paused]
     if paused:
         names = ", ".join(t.name for t in paused)
         blocked = []
         for t in infos:
             if t.state == "waiting":
-                st = ctl._status(t)
+                st = snap.statuses[t.name]
                 via = ""
-                if st.holder and ctl._threads.get(st.holder) in paused:
+                if st.holder and snap.get(st.holder) in paused:
                     via = f" (held by {st.holder}, which you paused)"
                 blocked.append(f"{t.name} is {st.detail}{via}")
         text = (f"Not a deadlock: nothing can move only because you paused {names}. "
@@ -170,7 +180,7 @@ def analyse(ctl: Controller) -> DeadlockReport:
             continue
         cycle = [u for u, _ in edges]
         break
-    text = _explain(ctl, g, cycle, infos)
+    text = _explain(history, engine, g, cycle, infos)
     if cycle:
         return DeadlockReport(True, text, cycle, threads, g, "cycle")
     # No cycle: report the chain of waits from the program's thread to its dead end.
@@ -182,43 +192,44 @@ def analyse(ctl: Controller) -> DeadlockReport:
         node = succ[0] if succ else None
     return DeadlockReport(True, text, chain, threads, g, "lost-wakeup")
 
-def _explain(ctl: Controller, g: nx.DiGraph, cycle: list[str], infos: list[ThreadInfo]) -> str:
+def _explain(history: History, engine: Engine, g: nx.DiGraph, cycle: list[str],
+             infos: list[ThreadSnapshot]) -> str:
     if not cycle:
         # No cycle: a wait that nothing will ever satisfy (a lost wake-up).
         program = next((t for t in infos if t.index == 1), None)
         start = program if program is not None and program.state == "waiting" else next(
             (t for t in infos if t.state == "waiting"), None)
         if start is None:
-            return "Nothing can move, but no thread is waiting on anything." + _hint(ctl)
-        what = describe_wait(start.waiting_on)
-        inside = current_node(ctl, start.name)
+            return "Nothing can move, but no thread is waiting on anything." + _hint(engine)
+        what = start.waiting_for
+        inside = current_node(history, start.name)
         where = f" (inside {inside})" if inside else ""
         text = (f"Deadlock: {start.name}{where} waits on {what}, and no other thread can "
                 "ever wake it: none is running a node and no task is queued for it.")
-        state = ctl.history.latest()
+        state = history.latest()
         owner = {gid: gt.owner for gid, gt in state.graph_tasks.items()}
-        completed = {e.graph_task: e.thread for e in list(ctl.history.events)
+        completed = {e.graph_task: e.thread for e in list(history.events)
                      if e.kind == "completion"}
         done = [(gid, thr) for gid, thr in sorted(completed.items()) if thr != owner.get(gid)]
         for gid, thr in done:
             text += (f" GraphTask {gid} completed on {thr}, not on its owner "
                      f"{owner.get(gid)}, and no wake-up task was pushed to the "
                      "owner's queue.")
-        return text + _hint(ctl)
+        return text + _hint(engine)
     hops = []
     n = len(cycle)
     for i in range(n):
         u, v = cycle[i], cycle[(i + 1) % n]
-        hops.append(_hop(ctl, g, u, v))
+        hops.append(_hop(history, g, u, v))
     return "Deadlock: " + "; ".join(hops) + ". No thread in this cycle can move." + \
-        _hint(ctl)
+        _hint(engine)
 
-def _hop(ctl: Controller, g: nx.DiGraph, u: str, v: str) -> str:
+def _hop(history: History, g: nx.DiGraph, u: str, v: str) -> str:
     su, sv = u.split(" ", 1), v.split(" ", 1)
     ku, nu = su[0], su[1]
     kv, nv = sv[0], sv[1]
     if ku == "thread":
-        node = current_node(ctl, nu)
+        node = current_node(history, nu)
         inside = f" (inside {node})" if node else ""
         if kv == "future":
             return f"{nu}{inside} waits on the future of {nv}"
@@ -227,7 +238,7 @@ def _hop(ctl: Controller, g: nx.DiGraph, u: str, v: str) -> str:
         return f"{nu}{inside} waits on {kv} '{nv}'"
     if ku == "future":
         if kv == "queue":
-            state = ctl.history.latest()
+            state = history.latest()
             tasks = [state.node_name(t[1]) for t in state.queue_order(nv)
                      if f"GraphTask {t[0]}" == nu]
             what = f"{nu}'s next task ({tasks[0]})" if tasks else f"{nu}'s next task"
@@ -251,8 +262,8 @@ def _hop(ctl: Controller, g: nx.DiGraph, u: str, v: str) -> str:
         return f"every pool thread is busy ({nv} among them) and the pool may not grow"
     return f"{u} -> {v}"
 
-def _hint(ctl: Controller) -> str:
-    o = ctl.engine.options()
+def _hint(engine: Engine) -> str:
+    o = engine.options()
     if o["reentrant"] == "block":
         return (" (engine option reentrant='block': PyTorch's fix is to run the nested "
                 "backward on the waiting thread, a nested thread_main.)")

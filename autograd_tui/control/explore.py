@@ -127,9 +127,9 @@ class _Policy:
         pick, _, start, nthreads = self.steps[-1]
         ctl = self.ctl
         events = ctl.history.events[start:end]
-        info = next(t for t in ctl._threads.values() if t.index == pick)
+        info = ctl.table.info(pick)  # no lock: choose may run at a gate, which holds it
         fp = step_footprint(
-            events, spawned=len(ctl._threads) > nthreads, finished=info.state == "finished",
+            events, spawned=len(ctl.table) > nthreads, finished=info.state == "finished",
             waits=(info.waiting_kind, info.waiting_on) if info.state == "waiting" else None)
         self.footprints.append(fp)
         return fp
@@ -139,7 +139,7 @@ class _Policy:
         prev = self._finish_step(now) if self.steps and self.want_footprints else None
         indices = tuple(t.index for t in eligible)
         pick = self.decide(len(self.steps), indices, prev)
-        self.steps.append((pick, indices, now, len(self.ctl._threads)))
+        self.steps.append((pick, indices, now, len(self.ctl.table)))
         for t in eligible:
             if t.index == pick:
                 return t

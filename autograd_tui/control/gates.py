@@ -1,13 +1,13 @@
 """The gates: what engine threads call, at each event and around each wait.
 
-Not in PyTorch.  The controller is the engine's observer and its wait tracker
-(``Engine.waits``, see ``engine/sync.py``): every event an engine thread emits
-passes ``_on_event`` (stored in the run's History, then the thread parks at its
-gate until the controller lets it go), and every blocking wait reports itself
-here, so the controller always knows what each thread is doing.  In a
-``run_until`` the thread that reaches a gate also asks the policy who moves next
-(``_step_on``) and, picked again, goes on: no hand-off to the caller per event.  A
-mixin of ``Controller``: these are the engine's side of it, ``controller.py`` the caller's.
+Not in PyTorch.  ``Gates`` is the controller's wait tracker and observer (``Engine.waits``,
+see ``engine/sync.py``; ``Engine.add_observer``): every event an engine thread emits passes
+``on_event`` (stored in the run's History, then the thread parks at its gate until it may
+go), and every blocking wait reports itself here, so the controller always knows what each
+thread is doing.  In a ``run_until`` the thread that reaches a gate also asks the policy
+who moves next (``_step_on``) and, picked again, goes on: no hand-off to the caller per
+event.  The ``Controller`` holds one and drives it (``grant``, ``pause``, ``wait_quiescent``);
+the threads themselves are in its ``ThreadTable`` (``table.py``), under the table's lock.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from autograd_tui.control.primitives import TrackedLock
+from autograd_tui.control.table import ThreadTable
 from autograd_tui.control.threads import ThreadInfo
 from autograd_tui.engine.events import EVENT_TYPES, Event
-from autograd_tui.engine.sync import ThreadAborted, Waitable
+from autograd_tui.engine.sync import ThreadAborted, TrackedLock, Waitable
 
 if TYPE_CHECKING:
     from autograd_tui.engine.engine import Engine
@@ -47,26 +47,31 @@ _NODE_META = EVENT_TYPES["node_meta"]
 
 
 class Gates:
-    """The state the gates share with the controller is set by ``Controller.__init__``."""
+    """Who may pass a gate: serialized, one thread at a time (the one holding the turn);
+    free-running, every thread not paused by the user."""
 
-    engine: Engine
-    history: History
-    serialized: bool
-    aborted: bool
-    _lock: threading.Lock  # the one lock: _cv (the driver's) and each thread's cv are on it
-    _cv: threading.Condition
-    _threads: dict[str, ThreadInfo]
-    _by_ident: dict[int, ThreadInfo]
-    _turn: str | None
-    _subscribers: list[Callable[[Event], None]]
-    _waitables: dict[int, Waitable]
-    _pause_new: bool
-    _pause_names: set[str]
-    _auto: AutoRun | None
-    _moved_at: float  # time.monotonic() of the last step taken at a gate
-    _watchers: int  # callers waiting for a free thread to pass gates (Controller.step)
-    policy: Any
-    choices: list[int]
+    def __init__(self, engine: Engine, history: History, table: ThreadTable, policy: Any, *,
+                 serialized: bool, stuck_after: float) -> None:
+        self.engine = engine
+        self.history = history
+        self.table = table
+        self.policy = policy
+        self.serialized = serialized
+        self.stuck_after = stuck_after
+        self.aborted = False
+        self.choices: list[int] = []  # the thread each step was granted to: the schedule
+        self.subscribers: list[Callable[[Event], None]] = []
+        self.auto: AutoRun | None = None  # the run_until under way, if any
+        # Bound here from the table: read at every gate.  All under the table's one lock.
+        self._cv = table.cv
+        self._threads = table.by_name
+        self._by_ident = table.by_ident
+        self._turn: str | None = None  # serialized: the thread that may move
+        self._waitables: dict[int, Waitable] = {}
+        self._pause_new = False
+        self._pause_names: set[str] = set()  # threads to pause as soon as they start
+        self._moved_at = 0.0  # time.monotonic() of the last step taken at a gate
+        self._watchers = 0  # callers waiting for a free thread to pass gates (pass_free)
 
     # --- the tracker interface (called by engine threads) -------------------------------------
     def make_lock(self, name: str) -> TrackedLock:
@@ -74,19 +79,12 @@ class Gates:
 
     def register_thread(self, name: str) -> None:
         with self._cv:
-            if name in self._threads:
-                raise RuntimeError(f"thread name {name!r} registered twice")
-            info = ThreadInfo(name, len(self._threads) + 1)  # threads are numbered from 1
-            info.cv = threading.Condition(self._lock)  # its own wake-up, on the one lock
-            info.user_paused = self._pause_new or name in self._pause_names
-            self._threads[name] = info
+            self.table.add(name, paused=self._pause_new or name in self._pause_names)
             self._cv.notify_all()
 
     def thread_begin(self, name: str) -> None:
         with self._cv:
-            info = self._threads[name]
-            info.ident = threading.get_ident()
-            self._by_ident[info.ident] = info
+            info = self.table.bind(name)
         self._park(info, None)
 
     def thread_end(self, name: str) -> None:
@@ -127,7 +125,6 @@ class Gates:
 
     def emit_wait(self, kind: str, on: str, obj: Any) -> None:
         """thread_wait / thread_wake events for locks and signals (a gate each)."""
-        eng = self.engine
         if threading.get_ident() not in self._by_ident:
             return
         holder = None
@@ -137,10 +134,11 @@ class Gates:
         data: dict[str, Any] = {"on": on, "target": obj.name}
         if kind == "thread_wait":
             data["holder"] = holder
-        eng._emit(kind, None, None, None, **data)
+        self.engine.emit(kind, **data)
 
-    def _quiescent(self) -> bool:
-        """No thread moves: each waits, is finished, or is held at its gate."""
+    # --- the driver's side (called by the Controller) ------------------------------------------
+    def quiescent(self) -> bool:
+        """No thread moves: each waits, is finished, or is held at its gate (lock held)."""
         if self._turn is not None:
             return False
         for t in self._threads.values():
@@ -152,25 +150,131 @@ class Gates:
             return False
         return True
 
-    def _eligible(self) -> list[ThreadInfo]:
+    def eligible(self) -> list[ThreadInfo]:
+        """The threads a step may be granted to (lock held)."""
         return [t for t in self._threads.values() if t.state == "paused" and not t.user_paused]
 
+    def wait_quiescent(self) -> bool:
+        """Wait until no thread moves; False if one stays busy past ``stuck_after``
+        (counted from the last step a gate took on its own, in a ``run_until``)."""
+        t0 = time.monotonic()
+        with self._cv:
+            while not self.quiescent():
+                left = max(t0, self._moved_at) + self.stuck_after - time.monotonic()
+                if left <= 0:
+                    self.auto = None  # the late thread's next gate hands back at once
+                    return False
+                self._cv.wait(left)
+        return True
+
+    def grant(self, info: ThreadInfo, auto: AutoRun | None) -> int:
+        """Serialized: give ``info`` the turn (one step); returns where its events start."""
+        with self._cv:
+            start = len(self.history.events)
+            self._turn = info.name
+            self.choices.append(info.index)
+            if auto is not None:
+                auto.thread, auto.start, auto.hit = info, start, False
+            info.cv.notify()
+            self._cv.notify_all()
+        return start
+
+    def pass_free(self, info: ThreadInfo, n: int) -> None:
+        """Free-running: let ``info`` pass ``n`` gates (if paused); wait until it has, waits,
+        finishes, or ``stuck_after`` runs out."""
+        with self._cv:
+            target = info.gates + n
+            info.allowance = n if info.user_paused else 0
+            self._cv.notify_all()
+            deadline = time.monotonic() + self.stuck_after
+            self._watchers += 1
+            try:
+                while not (info.gates >= target or info.state in ("waiting", "finished")):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cv.wait(left)
+            finally:
+                self._watchers -= 1
+
+    def settle(self, done: Callable[[], bool], timeout: float) -> str:
+        """Free-running: wait until ``done()`` or nothing moves; ``done``, ``quiescent``
+        or ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while not done():
+                if self.quiescent() and not done():
+                    return "quiescent"
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return "timeout"
+                self._cv.wait(min(left, 0.05))
+        return "done"
+
+    def pause(self, thread: str | int) -> None:
+        with self._cv:
+            if isinstance(thread, str) and thread not in self._threads:
+                self._pause_names.add(thread)
+                return
+            info = self.table.info(thread)
+            info.user_paused, info.allowance = True, 0
+
+    def resume(self, thread: str | int) -> None:
+        with self._cv:
+            if isinstance(thread, str):
+                self._pause_names.discard(thread)
+                if thread not in self._threads:
+                    return
+            info = self.table.info(thread)
+            info.user_paused, info.allowance = False, 0
+            self._cv.notify_all()
+
+    def pause_all(self) -> None:
+        with self._cv:
+            self._pause_new = True
+            for info in self._threads.values():
+                info.user_paused, info.allowance = True, 0
+
+    def resume_all(self) -> None:
+        with self._cv:
+            self._pause_new = False
+            self._pause_names.clear()
+            for info in self._threads.values():
+                info.user_paused, info.allowance = False, 0
+            self._cv.notify_all()
+
+    def record(self, event: Event) -> None:
+        """An event of the controller's own (a deadlock): stored and sent like the engine's."""
+        with self._cv:
+            self.history.append(event)
+        for fn in self.subscribers:
+            fn(event)
+
+    def abort(self) -> list[Waitable]:
+        """Every parked thread raises ThreadAborted; returns the waits to wake."""
+        with self._cv:
+            self.aborted = True
+            self._cv.notify_all()
+            for info in self._threads.values():
+                info.cv.notify_all()
+            return list(self._waitables.values())
+
     # --- gates --------------------------------------------------------------------------------
-    def _on_event(self, event: Event) -> None:
+    def on_event(self, event: Event) -> None:
         info = self._by_ident.get(threading.get_ident())
-        auto = self._auto
+        auto = self.auto
         asks = auto is not None and auto.predicate is not None
         if type(event) is _NODE_META:
             # Not a step of the engine but a note on a node, one per node of a PyTorch graph
             # (thousands for a model), right after dependencies_computed: no gate, so a step
             # does not stop at each.  The thread runs on to its next event's gate.
             info = None
-        if info is not None and not asks and not self._subscribers:
+        if info is not None and not asks and not self.subscribers:
             self._park(info, event, store=True)  # one lock round trip a gate
             return
         with self._cv:
             self.history.append(event)  # a list append: the fold runs when a view asks
-        for fn in self._subscribers:
+        for fn in self.subscribers:
             fn(event)
         if asks:
             # The breakpoint is tested here, outside the lock and before the thread parks:
@@ -195,7 +299,7 @@ class Gates:
                 info.gates += 1
             if self.serialized:
                 info.state = "paused"
-                auto = self._auto
+                auto = self.auto
                 if self._turn == info.name:
                     self._turn = None
                     if auto is not None and auto.thread is info:

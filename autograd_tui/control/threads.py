@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from autograd_tui.control.primitives import TrackedLock
 from autograd_tui.engine.events import Event
+from autograd_tui.engine.sync import TrackedLock
 from autograd_tui.history import EngineState
 
 

@@ -362,7 +362,7 @@ def test_resume_all_clears_every_pause(seed):
                 op = rng.choice(["pause", "resume", "pause_all", "resume_all", "start"])
                 started = ctl.thread_names()
                 if op == "start" and unstarted:
-                    ctl.register_thread(unstarted.pop())
+                    ctl.gates.register_thread(unstarted.pop())
                 elif op in ("pause", "resume"):
                     target = (rng.choice(range(1, len(started) + 1))
                               if started and rng.random() < 0.3 else rng.choice(names))
@@ -371,8 +371,8 @@ def test_resume_all_clears_every_pause(seed):
                     getattr(ctl, op)()
             ctl.resume_all()
             for name in unstarted[:rng.randint(0, len(unstarted))]:
-                ctl.register_thread(name)
-            paused = [n for n, info in ctl._threads.items() if info.user_paused]
+                ctl.gates.register_thread(name)
+            paused = [t.name for t in ctl.snapshot().threads if t.user_paused]
             assert paused == [], (seed, paused)
             assert not any(s.user_paused for s in ctl.thread_states().values())
         finally:
