@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from autograd_tui.control.threads import ThreadInfo, ThreadStatus, describe_wait, thread_status
 from autograd_tui.history import EngineState
@@ -106,7 +107,8 @@ class ThreadTable:
             infos = sorted(self.by_name.values(), key=lambda t: t.index)
             statuses = {t.name: self.status(t, state, serialized=serialized)
                         for t in self.by_name.values()}
-            return ThreadsSnapshot(tuple(self._copy(t) for t in infos), statuses)
+            return ThreadsSnapshot(tuple(self._copy(t) for t in infos),
+                                   MappingProxyType(statuses))
 
     def _copy(self, t: ThreadInfo) -> ThreadSnapshot:
         waiting = t.state == "waiting"
