@@ -74,8 +74,8 @@ def test_a_big_recording_says_it_is_loading(tmp_path, monkeypatch, capsys):
 
 def test_run_in_the_app_checks_the_arguments_and_builds_no_run(monkeypatch, capsys):
     """Without --headless the arguments are checked here; the app builds the one Run."""
-    from autograd_tui.session import run as runner
     from autograd_tui.commands import run as run_cmd
+    from autograd_tui.session import run as runner
 
     def no_run(*args, **kwargs):
         raise AssertionError("a throw-away Run was built")
