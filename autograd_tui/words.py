@@ -274,9 +274,3 @@ def format_event(e: Event, names: dict[int, str] | None = None) -> str:
     """One trace line: the event's number k, its thread, its GraphTask and its words."""
     return f"{e.seq:5d} {event_line(e, names)}"
 
-
-def print_trace(events: list[Event], out: Callable[[str], Any] = print) -> None:
-    """Print one readable line per event."""
-    names = node_names(events)
-    for e in events:
-        out(format_event(e, names))

@@ -1,7 +1,8 @@
 """The controller and what it needs: gates, policies, schedule strings, deadlocks.
 
 ``controller.py`` holds the gates and the driving (step, run, pause); ``policies.py``
-who moves next and the schedule strings; ``deadlock.py`` the wait-for graph and its
+who moves next and the schedule strings; ``query.py`` the one event query (breakpoints,
+jumps, ``--stop-at``); ``deadlock.py`` the wait-for graph and its
 explanation; ``primitives.py`` the locks and signals user code can hold across a
 backward; ``explore.py`` (with ``search.py`` and ``dependence.py``) the schedule
 explorer, which runs a scenario under many schedules (imported where used: it needs
@@ -15,16 +16,17 @@ from autograd_tui.control.policies import (
     RoundRobin,
     ScheduleDivergence,
     SeededRandom,
-    breakpoint_on,
     decode_schedule,
     encode_schedule,
     make_policy,
 )
 from autograd_tui.control.primitives import Signal, TrackedLock
+from autograd_tui.control.query import EventQuery, QueryError, breakpoint_on, parse_query
 from autograd_tui.control.threads import ThreadInfo, ThreadStatus
 
 __all__ = [
-    "STUCK_AFTER", "Controller", "DeadlockReport", "ExplicitSchedule", "RoundRobin",
+    "STUCK_AFTER", "Controller", "DeadlockReport", "EventQuery", "ExplicitSchedule", "RoundRobin",
     "ScheduleDivergence", "SeededRandom", "Signal", "StepResult", "ThreadInfo", "ThreadStatus",
-    "TrackedLock", "breakpoint_on", "decode_schedule", "encode_schedule", "make_policy",
+    "QueryError", "TrackedLock", "breakpoint_on", "decode_schedule", "encode_schedule",
+    "make_policy", "parse_query",
 ]
