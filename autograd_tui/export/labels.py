@@ -72,11 +72,7 @@ def event_text(state: EngineState) -> str:
     e = state.last_event
     if e is None:
         return "no events yet"
-    if e.kind == "deadlock":  # the cycle, not the explanation's first sentence
-        cycle = " → ".join(plain(c) for c in (e.data.get("cycle") or ()))
-        body = f"deadlock: {cycle}" if cycle else "deadlock"
-    else:
-        body = event_words(e, {i: info.name for i, info in state.nodes.items()})
+    body = event_words(e, {i: info.name for i, info in state.nodes.items()})
     return " · ".join(p for p in (f"event {state.index}", plain(e.thread), where(e),
                                   body.strip()) if p)
 
