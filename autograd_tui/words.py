@@ -231,9 +231,7 @@ def _rare_words(e: Event, nm: Callable[[int | None], str]) -> str:
     elif k == "reentrant_handoff":
         body = f"reentrant backward: {d['mode']} at depth {d['depth']}"
     elif k in ("thread_wait", "thread_wake"):
-        body = f"{k.split('_')[1]} on {d['on']} {d['target']}"
-        if d.get("holder"):
-            body += f" (held by {d['holder']})"
+        body = f"{k.split('_')[1]} on {wait_words(d['on'], d['target'], d.get('holder'))}"
     elif k == "error":
         body = f"error {d['exc_type']}: {d['message']}"
     elif k == "exec_info":
@@ -256,6 +254,13 @@ def _rare_words(e: Event, nm: Callable[[int | None], str]) -> str:
     return body
 
 
+def wait_words(on: str, target: object, holder: object = None) -> str:
+    """What a thread waits on, as a ``thread_wait`` names it: ``queue cpu``, ``future
+    GraphTask 2``, ``lock GraphTask 1 mutex (held by cuda:1)``.  The event log, the
+    controller's thread descriptions and the fold's thread states all say it so."""
+    return plain(f"{on} {target}" + (f" (held by {holder})" if holder else ""))
+
+
 def event_line(e: Event, names: dict[int, str] | None = None) -> str:
     """An event without its number: its thread, its GraphTask and its words (the app's
     event log shows the number in a column of its own)."""
@@ -274,9 +279,3 @@ def format_event(e: Event, names: dict[int, str] | None = None) -> str:
     """One trace line: the event's number k, its thread, its GraphTask and its words."""
     return f"{e.seq:5d} {event_line(e, names)}"
 
-
-def print_trace(events: list[Event], out: Callable[[str], Any] = print) -> None:
-    """Print one readable line per event."""
-    names = node_names(events)
-    for e in events:
-        out(format_event(e, names))

@@ -14,7 +14,14 @@ from rich.text import Text
 from autograd_tui.app import graph_draw
 from autograd_tui.app.theme import ANSI, BADGES, Palette
 from autograd_tui.history.state import EngineState
-from autograd_tui.words import node_label, plain, seq_text, short_value, value_summary
+from autograd_tui.words import (
+    node_label,
+    plain,
+    seq_text,
+    short_value,
+    value_summary,
+    wait_words,
+)
 
 #: state -> (style, one-letter badge) without a theme (the app draws with its theme's
 #: ``theme.Palette``); the letter keeps meaning without colour
@@ -178,8 +185,8 @@ def threads_rows(state: EngineState, live: dict[str, Any]) -> list[tuple[str, st
             node = ls.node or ""
             depth = str(ls.depth)
         else:
-            what = fs.state + (f" on {fs.waiting_on}" if fs and fs.waiting_on else "") \
-                if fs else "?"
+            what = fs.state + (f" on {wait_words(*fs.waiting_on)}" if fs and fs.waiting_on
+                               else "") if fs else "?"
             node = label_of(state, fs.node) if fs and fs.node is not None else ""
             depth = str(fs.depth) if fs else "0"
         rows.append((name, what, node, depth))

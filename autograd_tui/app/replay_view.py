@@ -14,10 +14,11 @@ import time
 from textual.timer import Timer
 
 from autograd_tui.app import render
-from autograd_tui.app.replay import EventQuery, Player, find_event, parse_query
+from autograd_tui.app.replay import Player, find_event
 from autograd_tui.app.screens import JumpScreen
 from autograd_tui.app.session_view import REFRESH_HZ, SessionView
 from autograd_tui.app.widgets import GraphPane
+from autograd_tui.control.query import EventQuery, parse_query
 from autograd_tui.words import format_event
 
 
@@ -134,7 +135,7 @@ class ReplayView(SessionView):
         if s is None or q is None:
             return
         self._stop_play()
-        k = find_event(s, q, self.cursor, forward, end=self._seen)
+        k = find_event(s, q, self.cursor, forward, end=self._seen, names=self._names())
         if k is None:
             where = "after" if forward else "before"
             self.notify(f"no {q.text} event {where} event {self.cursor}", timeout=3)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from autograd_tui.control import StepResult
-    from autograd_tui.engine.events import Event
+    from autograd_tui.control.query import EventQuery
     from autograd_tui.history.recordings import Recording
     from autograd_tui.scenarios import Scenario
     from autograd_tui.session.program_errors import ProgramError
@@ -133,47 +133,6 @@ def print_text(con: Any, line: str, style: str = "") -> None:
     from autograd_tui.words import plain
 
     con.print(Text(plain(line), style=style))
-
-
-#: trace lines written at a time (about 100 KB)
-TRACE_BATCH = 1000
-
-
-def print_trace(con: Any, events: Sequence[Event]) -> None:
-    """One line per event (``words.format_event``), coloured by kind.
-
-    Rich's print costs about 50 us a line, and a trace has as many lines as the run has
-    events: the lines are written in batches instead, each framed the way Rich frames
-    one line of its style on this console (asked once per style: colour on a terminal,
-    none under NO_COLOR or in a pipe), so the bytes are Rich's own."""
-    from rich.text import Text
-
-    from autograd_tui.words import KIND_STYLE, format_event, node_names
-
-    names = node_names(events)
-    if not con.soft_wrap or con.record or con.is_jupyter or con.legacy_windows:
-        for e in events:  # a console that lays lines out itself: line by line
-            con.print(Text(format_event(e, names), style=KIND_STYLE.get(e.kind, "")))
-        return
-    frames: dict[str, tuple[str, str]] = {}
-    batch: list[str] = []
-    try:
-        for e in events:
-            style = KIND_STYLE.get(e.kind, "")
-            frame = frames.get(style)
-            if frame is None:
-                with con.capture() as cap:
-                    con.print(Text("x", style=style))
-                before, _, after = cap.get().partition("x")
-                frame = frames[style] = (before, after)
-            batch.append(f"{frame[0]}{format_event(e, names)}{frame[1]}")
-            if len(batch) == TRACE_BATCH:
-                con.file.write("".join(batch))
-                batch.clear()
-        con.file.write("".join(batch))
-        con.file.flush()
-    except BrokenPipeError:  # the reader went away (``| head``): as Rich's print does
-        con.on_broken_pipe()
 
 
 # --- sources: recordings and scenarios ---------------------------------------------------------
@@ -313,9 +272,21 @@ def make_run(source: str, args: argparse.Namespace, *, full_tensors: bool = Fals
 
 
 def add_stop_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--stop-at", choices=["nonfinite"], default=None,
-                   help="--headless: stop at the first non-finite gradient (a node whose "
-                        "output holds NaN or Inf), say where it came from, exit 4")
+    p.add_argument("--stop-at", metavar="QUERY", default=None,
+                   help="--headless: stop at the first event QUERY matches (the app's "
+                        "breakpoints and jumps read it alike: 'node_start ReluBackward0', "
+                        "'push queue=cuda:0', ...); 'nonfinite' stops at the first "
+                        "non-finite gradient, says where it came from and exits 4")
+
+
+def stop_query(text: str) -> EventQuery:
+    """``--stop-at``'s query (``control/query.py``); one it cannot read is bad usage."""
+    from autograd_tui.control.query import QueryError, parse_query
+
+    try:
+        return parse_query(text)
+    except QueryError as e:
+        raise UsageError(f"--stop-at: {e}") from None
 
 
 def app_only_options(args: argparse.Namespace, record: str | None) -> None:
@@ -323,8 +294,8 @@ def app_only_options(args: argparse.Namespace, record: str | None) -> None:
     if record is not None:  # the app writes no recording: say so rather than drop it
         raise UsageError("--record needs --headless (the app does not write recordings)")
     if args.stop_at is not None:
-        raise UsageError("--stop-at needs --headless (in the app: b, first non-finite "
-                         "gradient)")
+        raise UsageError("--stop-at needs --headless (in the app: b, a breakpoint; its box "
+                         "first non-finite gradient)")
 
 
 def report_headless(con: Any, run: Run, result: StepResult, args: argparse.Namespace,
@@ -335,8 +306,10 @@ def report_headless(con: Any, run: Run, result: StepResult, args: argparse.Names
     if record is not None:
         run.save(record)
     if not args.quiet:
-        print_trace(con, run.events)
-    status = stop_summary(con, run, result)
+        from autograd_tui.export.text import print_trace
+
+        print_trace(run.events, con)
+    status = stop_summary(con, run, result, args.stop_at)
     if status is not None:
         con.print(f"schedule: {run.controller.schedule_string()}")
     else:
@@ -346,33 +319,40 @@ def report_headless(con: Any, run: Run, result: StepResult, args: argparse.Names
     return status
 
 
-def stop_summary(con: Any, run: Run, result: StepResult) -> int | None:
-    """After ``--stop-at nonfinite`` stopped a run: what it found, and exit 4 (None when
-    the run did not stop there)."""
+def stop_summary(con: Any, run: Run, result: StepResult, stop_at: str | None) -> int | None:
+    """After ``--stop-at`` stopped a run: at a non-finite gradient (``nonfinite``) what it
+    found, and exit 4; at another query's event, which one, and exit 0 (None when the run
+    did not stop there)."""
     from autograd_tui.control.nonfinite import explain, first_nonfinite
 
-    found = first_nonfinite(result.events[-1]) if result.status == "breakpoint" else None
-    if found is None:
+    if stop_at is None or result.status != "breakpoint" or not result.events:
         return None
+    hit = result.events[-1]
+    query = stop_query(stop_at)
+    found = first_nonfinite(hit) if query.nonfinite else None
+    if found is None:
+        print_text(con, f"stopped at event {hit.seq}, the first that {query.text!r} matches",
+                   style="bold")
+        return EXIT_OK
     con.print("[bold red]stopped at a non-finite gradient[/bold red]")
     print_text(con, explain(found, run.history))
     return EXIT_NONFINITE
 
 
 def run_to_end(run: Run, stop_at: str | None = None) -> StepResult:
-    """Run until the end, a deadlock or an error (or with ``stop_at="nonfinite"``, the
-    first non-finite gradient); a schedule that does not fit the run
-    (``--policy schedule:...``) is bad usage, and so is a parameter value the program
-    refuses: a ``ScenarioError`` it raises (``n`` must be at least 1, see
-    ``scenarios``), which no type check before the run can see."""
+    """Run until the end, a deadlock or an error (or with ``stop_at``, a query's text, the
+    first event it matches: ``"nonfinite"`` the first non-finite gradient); a schedule
+    that does not fit the run (``--policy schedule:...``) is bad usage, and so is a
+    parameter value the program refuses: a ``ScenarioError`` it raises (``n`` must be at
+    least 1, see ``scenarios``), which no type check before the run can see."""
     from autograd_tui.control import ScheduleDivergence
-    from autograd_tui.control.nonfinite import first_nonfinite
     from autograd_tui.scenarios import ScenarioError
 
+    query = stop_query(stop_at) if stop_at is not None else None
     try:
-        if stop_at == "nonfinite":
+        if query is not None:
             run.start()
-            result = run.controller.run_until(lambda e: first_nonfinite(e) is not None)
+            result = run.controller.run_until(query.matcher())
         else:
             result = run.run()
     except ScheduleDivergence as e:

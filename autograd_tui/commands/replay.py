@@ -24,7 +24,6 @@ from autograd_tui.commands.common import (
     load_recording,
     open_app,
     print_text,
-    print_trace,
 )
 
 
@@ -57,8 +56,10 @@ def run(args: argparse.Namespace) -> int:
         return _reexecute(rec, args.scenario)
     if not args.headless:
         return open_app(recording=rec)
+    from autograd_tui.export.text import print_trace
+
     con = console()
-    print_trace(con, rec.events)
+    print_trace(rec.events, con)
     con.print()
     lines = [f"recording: {args.file}", f"scenario: {rec.scenario}",
              f"events: {len(rec.events)}"]

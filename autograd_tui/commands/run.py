@@ -53,7 +53,8 @@ def add_parser(sub: Any) -> None:
             "autograd-tui run reentrant-deep --engine max_recursion_depth=10 --headless",
             "autograd-tui run linear-relu --headless --record run.jsonl.gz",
             "autograd-tui run ./my_scenario.py --headless",
-            "autograd-tui run anomaly-nan --headless --stop-at nonfinite"))
+            "autograd-tui run anomaly-nan --headless --stop-at nonfinite",
+            "autograd-tui run linear-relu --headless --stop-at \"node_start ReluBackward0\""))
     p.add_argument("scenario", metavar="NAME|PATH")
     add_run_options(p)
     p.add_argument("--record", metavar="FILE", help="write a recording (.jsonl or .jsonl.gz)")

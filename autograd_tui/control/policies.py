@@ -1,4 +1,4 @@
-"""Who moves next: scheduling policies, schedule strings and breakpoints.
+"""Who moves next: scheduling policies and schedule strings (breakpoints: ``query.py``).
 
 Not in PyTorch.  In serialized mode the controller asks a policy to pick one of the
 threads that may move.  The picks form a schedule, written as a run-length string
@@ -11,10 +11,8 @@ from 1 in the order they first appear, the same numbers as the app's keys 1-9
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Protocol
-
-from autograd_tui.engine.events import Event
 
 
 class ScheduleDivergence(RuntimeError):
@@ -116,28 +114,3 @@ def make_policy(policy: str = "round-robin", seed: int = 0) -> Any:
         f"unknown policy {policy!r}: use round-robin, random or schedule:STRING"
     )
 
-
-def breakpoint_on(kind: str | None = None, node: str | int | None = None,
-                  queue: str | None = None, graph_task: int | None = None,
-                  thread: str | None = None, names: dict[int, str] | None = None
-                  ) -> Callable[[Event], bool]:
-    """A predicate for ``run_until``: every given field must match.  ``node`` is a
-    node id or a node name (matched against ``data['name']`` or ``names``)."""
-
-    def match(e: Event) -> bool:
-        if kind is not None and e.kind != kind:
-            return False
-        if queue is not None and e.queue != queue:
-            return False
-        if graph_task is not None and e.graph_task != graph_task:
-            return False
-        if thread is not None and e.thread != thread:
-            return False
-        if node is not None:
-            if isinstance(node, int):
-                return e.node == node
-            name = e.data.get("name") or (names or {}).get(e.node)  # type: ignore[arg-type]
-            return name == node
-        return True
-
-    return match

@@ -2,8 +2,8 @@
 
 Not in PyTorch.  ``ThreadInfo`` is the controller's record of one thread (where it
 is: at a gate, waiting, running; what it waits on); ``ThreadStatus`` is what a view
-is given; ``thread_status`` says it in words, with the node the thread runs taken
-from the run's folded state.
+is given; ``thread_status`` says it in words (``words.py``'s, as the thread's events say
+it), with the node the thread runs taken from the run's folded state.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from autograd_tui.engine.events import Event
 from autograd_tui.engine.sync import TrackedLock
 from autograd_tui.history import EngineState
+from autograd_tui.words import wait_words
 
 
 @dataclass
@@ -43,22 +44,26 @@ class ThreadStatus:
     user_paused: bool = False
 
 
-def describe_wait(obj: Any) -> str:
-    """What a thread waits on, in words: ``queue cpu``, ``lock 'user lock'``, ..."""
+def _wait_target(obj: Any) -> tuple[str, str] | None:
+    """(on, target) of the ``thread_wait`` event a wait on ``obj`` emits."""
+    kind = getattr(obj, "wait_kind", None)
+    if kind in ("queue", "lock", "signal"):
+        return kind, obj.name
+    if kind == "future":
+        return kind, f"GraphTask {obj.graph_task_id}"
+    if kind == "pool":
+        return kind, "reentrant pool"
+    return None
+
+
+def describe_wait(obj: Any, holder: str | None = None) -> str:
+    """What a thread waits on, in ``words.wait_words``'s words (as its ``thread_wait``
+    event names it): ``queue cpu``, ``lock user lock (held by cuda:0)``, ``future
+    GraphTask 2``, ..."""
     if obj is None:
         return "?"
-    kind = getattr(obj, "wait_kind", "object")
-    if kind == "queue":
-        return f"queue {obj.name}"
-    if kind == "future":
-        return f"the future of GraphTask {obj.graph_task_id}"
-    if kind == "lock":
-        return f"lock '{obj.name}'"
-    if kind == "pool":
-        return "the reentrant pool's work queue"
-    if kind == "signal":
-        return f"signal '{obj.name}'"
-    return repr(obj)
+    target = _wait_target(obj)
+    return wait_words(*target, holder) if target is not None else repr(obj)
 
 
 def thread_status(info: ThreadInfo, state: EngineState, *, serialized: bool,
@@ -68,14 +73,13 @@ def thread_status(info: ThreadInfo, state: EngineState, *, serialized: bool,
     node = state.node_name(th.node) if th is not None and th.nodes else None
     depth = th.depth if th is not None else 0
     if info.state == "waiting":
-        what = describe_wait(info.waiting_on)
         holder = None
         if isinstance(info.waiting_on, TrackedLock) and info.waiting_on.holder is not None:
             h = by_ident.get(info.waiting_on.holder)
             holder = h.name if h else "?"
-            what += f" held by {holder}"
-        return ThreadStatus(info.name, "waiting", f"waiting on {what}", node, depth,
-                            describe_wait(info.waiting_on), holder, info.user_paused)
+        return ThreadStatus(info.name, "waiting",
+                            f"waiting on {describe_wait(info.waiting_on, holder)}", node,
+                            depth, describe_wait(info.waiting_on), holder, info.user_paused)
     if info.state == "paused":
         after = f" after {info.last_event.kind}" if info.last_event else ""
         shown = "paused" if info.user_paused or serialized else "ready"

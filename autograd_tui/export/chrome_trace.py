@@ -13,11 +13,14 @@ chrome://tracing.  What is drawn (``docs/trace-format.md`` has the details):
 * one process, "autograd engine" (pid 1), and one track (tid) per engine thread,
   named by ``thread_name`` metadata events, in order of first appearance;
 * **slices** ("X") on the thread's track: each node's execution from
-  ``node_start`` to ``node_end`` (or ``error``), named after the node; around it
+  ``node_start`` to ``node_end`` (or ``error``), named after the node
+  (``words.node_label``: ``ReluBackward0#4``); around it
   the thread_main *task* from ``pop`` to ``outstanding_decrement`` (or to the
   ``completion``, ``wakeup`` and dummy ``push`` that follow it); and the
   thread's waits from ``thread_wait`` to ``thread_wake``;
-* **instant events** ("i", thread scope) for the other events: ``push``,
+* **instant events** ("i", thread scope), named as every view words the event
+  (``words.event_words``: ``push ReluBackward0#4 -> cpu (depth 0, seq 2, size 1)``),
+  for the other events: ``push``,
   ``pop``, ``dependency_decrement``, ``buffer_accumulate``, ``not_ready_*``,
   ``graph_task_created``, ``completion``, ``wakeup``, ``reentrant_handoff``, ...;
 * **counters** ("C"): each ReadyQueue's length (``push``/``pop`` ``size``) and each
@@ -45,6 +48,7 @@ from typing import Any
 from autograd_tui.engine.events import Event
 from autograd_tui.files import CannotWrite, write_bytes
 from autograd_tui.history.recordings import TraceError
+from autograd_tui.words import event_words, node_label
 
 PID = 1
 PROCESS_NAME = "autograd engine"
@@ -88,11 +92,6 @@ class _Builder:
             t = self.tids[thread] = len(self.tids) + 1
             self.stacks[t] = []
         return t
-
-    def node_name(self, node: int | None) -> str:
-        if node is None:
-            return "wake-up task"
-        return self.names.get(node, f"node {node}")
 
     def instant(self, e: Event, tid: int, name: str, args: dict[str, Any]) -> None:
         self.counts["instants"] += 1
@@ -173,15 +172,15 @@ class _Builder:
         if k == "dependencies_computed":
             for n in d.get("nodes", ()):
                 self.names[n["id"]] = n["name"]
-            self.instant(e, tid, f"dependencies computed: GraphTask {gt}",
+            self.instant(e, tid, event_words(e, self.names),
                          {**base, "nodes": len(d.get("nodes", ())),
                           "dependencies": d.get("dependencies", [])[:64],
                           "min_topo_nr": d.get("min_topo_nr")})
         elif k == "node_start":
-            name = d.get("name") or self.node_name(e.node)
+            name = d.get("name") or "node"
             if e.node is not None:
                 self.names[e.node] = name
-            self.open(tid, "node", e.node, name, ts,
+            self.open(tid, "node", e.node, node_label(name, e.node), ts,
                       {**base, "depth": d.get("depth"), "inputs": d.get("inputs")})
         elif k == "node_end":
             s = self.close(tid, "node", e.node, ts)
@@ -193,13 +192,11 @@ class _Builder:
         elif k == "error":
             s = self.close(tid, "node", e.node, ts) if e.node is not None else None
             if s is not None:
-                s.args["error"] = f"{d.get('exc_type')}: {d.get('message')}"
+                s.args["error"] = event_words(e, self.names)
                 s.args["end_seq"] = e.seq
-            self.instant(e, tid, f"error {d.get('exc_type')} in {self.node_name(e.node)}",
-                         {**base, **d})
+            self.instant(e, tid, event_words(e, self.names), {**base, **d})
         elif k == "push":
-            what = ("shutdown task" if d.get("shutdown") else self.node_name(e.node))
-            self.instant(e, tid, f"push {what} -> {e.queue}",
+            self.instant(e, tid, event_words(e, self.names),
                          {**base, **{f: d.get(f) for f in
                                      ("depth", "seq", "dummy", "shutdown", "size",
                                       "outstanding")}})
@@ -209,14 +206,14 @@ class _Builder:
                              "outstanding_tasks", d.get("outstanding", 0))
         elif k == "pop":
             shutdown, expired, dummy = d.get("shutdown"), d.get("expired"), d.get("dummy")
-            what = "shutdown task" if shutdown else self.node_name(e.node)
-            self.instant(e, tid, f"pop {what} <- {e.queue}" + (" (expired)" if expired else ""),
+            self.instant(e, tid, event_words(e, self.names),
                          {**base, "dummy": dummy, "shutdown": shutdown, "size": d.get("size"),
                           "expired": expired})
             self.counter(f"ReadyQueue {e.queue}", "queue", tid, ts, "size", d.get("size", 0))
             if not shutdown and not expired:
-                self.open(tid, "task", (gt, e.node),
-                          "wake-up task" if e.node is None else f"task {what}", ts,
+                task = ("wake-up task" if e.node is None
+                        else f"task {node_label(self.names.get(e.node), e.node)}")
+                self.open(tid, "task", (gt, e.node), task, ts,
                           {**base, "dummy": dummy})
             if shutdown:
                 return
@@ -239,21 +236,17 @@ class _Builder:
                 self.counter(f"GraphTask {gt} outstanding_tasks", "graph_task", tid, ts,
                              "outstanding_tasks", d.get("outstanding", 0))
         elif k == "thread_wait":
-            target = f"{d.get('on')} {d.get('target')}"
-            if d.get("holder"):
-                target += f" (held by {d['holder']})"
-            self.open(tid, "wait", None, f"wait on {target}", ts, {**base, **d})
+            self.open(tid, "wait", None, event_words(e, self.names), ts, {**base, **d})
         elif k == "thread_wake":
             s = self.close(tid, "wait", None, ts)
             if s is not None:
                 s.args["end_seq"] = e.seq
         elif k == "thread_exit":
             self.close_all(tid, ts)
-            self.instant(e, tid, "thread exit", base)
+            self.instant(e, tid, event_words(e, self.names), base)
         elif k == "reentrant_handoff":
             mode = d.get("mode")
-            self.instant(e, tid, f"reentrant {mode}: GraphTask {gt} (depth {d.get('depth')})",
-                         {**base, **d})
+            self.instant(e, tid, event_words(e, self.names), {**base, **d})
             if gt is not None:
                 self.flow_ids += 1
                 name = f"reentrant {mode} hand-off"
@@ -263,47 +256,19 @@ class _Builder:
                 self.counts["reentrant_flows"] += 1
         elif k == "wakeup":
             owner = d.get("owner", e.queue)
-            self.instant(e, tid, f"wake-up task -> {owner}", {**base, **d})
+            self.instant(e, tid, event_words(e, self.names), {**base, **d})
             self.flow_ids += 1
             self.flow("s", self.flow_ids, "wake-up task", "wakeup", tid, ts)
             self.wakeups.setdefault((gt, owner), []).append(self.flow_ids)
             self.counts["flows"] += 1
             self.counts["wakeup_flows"] += 1
         elif k == "completion":
-            err = d.get("error")
-            self.instant(e, tid, f"GraphTask {gt} " + ("failed" if err else "completed"),
-                         {**base, **d})
+            self.instant(e, tid, event_words(e, self.names), {**base, **d})
             if gt is not None and "outstanding" in d:
                 self.counter(f"GraphTask {gt} outstanding_tasks", "graph_task", tid, ts,
                              "outstanding_tasks", d["outstanding"])
         else:
-            self.instant(e, tid, self._instant_name(e), {**base, **d})
-
-    def _instant_name(self, e: Event) -> str:
-        d = e.data
-        k = e.kind
-        n = self.node_name(e.node)
-        if k == "dependency_decrement":
-            return f"dependencies[{n}] -> {d.get('remaining')}"
-        if k == "buffer_accumulate":
-            return f"buffer {n}[{d.get('slot')}] {d.get('mode')}"
-        if k == "not_ready_insert":
-            return f"not_ready += {n}"
-        if k == "not_ready_remove":
-            return f"not_ready -= {n}"
-        if k == "node_skipped":
-            return f"skip {n} ({d.get('reason')})"
-        if k == "hook":
-            return f"hook {d.get('hook_kind')} {d.get('name')}"
-        if k == "graph_task_created":
-            return f"GraphTask {e.graph_task} created (depth {d.get('reentrant_depth')})"
-        if k == "thread_start":
-            return f"thread start ({d.get('role')})"
-        if k == "exec_info":
-            return f"exec_info: GraphTask {e.graph_task}"
-        if k == "deadlock":
-            return "deadlock"
-        return k
+            self.instant(e, tid, event_words(e, self.names), {**base, **d})
 
     def finish(self) -> None:
         for tid in list(self.ending):

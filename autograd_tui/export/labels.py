@@ -29,7 +29,7 @@ from autograd_tui.export.style import (
     trunc,
 )
 from autograd_tui.history.state import EngineState, NodeState, QueueTask
-from autograd_tui.words import event_words, plain, seq_text, short_value, where
+from autograd_tui.words import event_words, plain, seq_text, short_value, wait_words, where
 
 #: leaves per row (TB) or per column (LR) in a collapsed-leaves node
 LEAVES_PER_LINE = 6
@@ -72,11 +72,7 @@ def event_text(state: EngineState) -> str:
     e = state.last_event
     if e is None:
         return "no events yet"
-    if e.kind == "deadlock":  # the cycle, not the explanation's first sentence
-        cycle = " → ".join(plain(c) for c in (e.data.get("cycle") or ()))
-        body = f"deadlock: {cycle}" if cycle else "deadlock"
-    else:
-        body = event_words(e, {i: info.name for i, info in state.nodes.items()})
+    body = event_words(e, {i: info.name for i, info in state.nodes.items()})
     return " · ".join(p for p in (f"event {state.index}", plain(e.thread), where(e),
                                   body.strip()) if p)
 
@@ -255,7 +251,8 @@ def side_table(state: EngineState) -> Html:
         if t.nodes:
             what = "in " + " › ".join(f"{esc(state.node_name(n))} #{n}" for _, n in t.nodes)
         if t.waiting_on:
-            what = (what + " · " if what else "") + "waiting on " + esc(t.waiting_on)
+            what = (what + " · " if what else "") + "waiting on " + esc(
+                wait_words(*t.waiting_on))
         colour = DEADLOCK_COLOR if state.deadlock and name in (state.deadlock.get("threads")
                                                                  or {}) else None
         name_html = f'<FONT COLOR="{colour}">{esc(name)}</FONT>' if colour else esc(name)

@@ -161,16 +161,10 @@ def _thread_exit(s: EngineState, e: Any) -> None:
     s.threads[e.thread] = ThreadState(e.thread, "finished")
 
 
-_WAIT_LABEL = {"queue": "queue {}", "future": "the future of {}", "lock": "lock '{}'",
-               "signal": "signal '{}'"}
-
-
 def _thread_wait(s: EngineState, e: Any) -> None:
     t = _thread(s, e.thread)
-    label = _WAIT_LABEL.get(e.on, "{}").format(e.target)
-    if e.holder:
-        label += f" held by {e.holder}"
-    s.threads[e.thread] = _new(ThreadState, (t.name, "waiting", label, t.nodes))
+    on = (e.on, e.target, e.holder)  # the views word it (words.wait_words)
+    s.threads[e.thread] = _new(ThreadState, (t.name, "waiting", on, t.nodes))
 
 
 def _thread_wake(s: EngineState, e: Any) -> None:

@@ -70,7 +70,8 @@ class GraphTaskState(NamedTuple):
 class ThreadState(NamedTuple):
     name: str
     state: str  # running | waiting | finished
-    waiting_on: str | None = None
+    #: (on, target, holder) of its thread_wait, worded by ``words.wait_words``
+    waiting_on: tuple[str, str, str | None] | None = None
     nodes: tuple[tuple[int | None, int], ...] = ()  # (graph_task, node) stack, innermost last
 
     @property

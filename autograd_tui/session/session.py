@@ -12,43 +12,18 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from autograd_tui import engine
-from autograd_tui.control import StepResult, ThreadStatus, breakpoint_on
-from autograd_tui.control.nonfinite import first_nonfinite
+from autograd_tui.control import EventQuery, StepResult, ThreadStatus
 from autograd_tui.engine.events import Event
 from autograd_tui.history import EngineState, History, StateError
 from autograd_tui.history.recordings import Recording
 from autograd_tui.session.run import Run
 from autograd_tui.words import plain
 
-
-@dataclass(frozen=True)
-class Breakpoint:
-    kind: str | None = None
-    node: str | None = None
-    queue: str | None = None
-    thread: str | None = None
-    nonfinite: bool = False  # a node_end whose outputs hold a NaN or an Inf (nonfinite.py)
-
-    def describe(self) -> str:
-        parts = [f"{k}={v}" for k, v in (("kind", self.kind), ("node", self.node),
-                                          ("queue", self.queue), ("thread", self.thread)) if v]
-        if self.nonfinite:
-            parts.insert(0, "first non-finite gradient")
-        return " ".join(parts) or "any event"
-
-    def predicate(self) -> Callable[[Event], bool]:
-        node: str | int | None = self.node
-        if node is not None and node.isdigit():
-            node = int(node)
-        match = breakpoint_on(kind=self.kind, node=node, queue=self.queue, thread=self.thread)
-        if not self.nonfinite:
-            return match
-        return lambda e: e.kind == "node_end" and match(e) and first_nonfinite(e) is not None
+#: a breakpoint is an event query (kind, node, queue, thread, non-finite): ``control/query.py``
+Breakpoint = EventQuery
 
 
 class Session:
@@ -198,6 +173,11 @@ class Session:
                 names.append(e.thread)
         return names
 
+    def _node_names(self) -> dict[int, str]:
+        """Node id -> name, of the nodes the run has made so far (a breakpoint's query
+        learns the later ones from the events)."""
+        return {n: info.name for n, info in self.history.latest().nodes.items()}
+
     @property
     def finished(self) -> bool:
         return self.status in ("completed", "deadlock", "error")
@@ -247,7 +227,8 @@ class Session:
             return StepResult("stopped", [])
         if self.finished:
             return StepResult("finished", [])
-        preds = [b.predicate() for b in self.breakpoints]
+        names = self._node_names() if any(b.by_name for b in self.breakpoints) else None
+        preds = [b.matcher(names) for b in self.breakpoints]
         hits: list[Event] = []
 
         def stop_here(e: Event) -> bool:

@@ -237,7 +237,7 @@ def test_p_pauses_the_selected_thread_and_space_stops_at_it() -> None:
 
 
 def test_the_threads_pane_shows_long_states_whole() -> None:
-    # multi-device: a thread waits on "lock 'GraphTask 1 mutex' held by cuda:1", longer
+    # multi-device: a thread waits on "lock GraphTask 1 mutex (held by cuda:1)", longer
     # than the pane at 120 columns: it wraps under the thread's row, never cut off
     app = App("multi-device")
 

@@ -20,7 +20,7 @@ from textual.widgets import Input, OptionList, Static
 from autograd_tui import scenarios
 from autograd_tui.app import render
 from autograd_tui.app.palette import commands
-from autograd_tui.app.replay import DEFAULT_SPEED, SPEEDS, Player, QueryError, parse_query
+from autograd_tui.app.replay import DEFAULT_SPEED, SPEEDS, Player
 from autograd_tui.app.screens import HELP, JumpScreen, ScenarioScreen
 from autograd_tui.app.screens.scenario_picker import matching
 from autograd_tui.app.widgets import LineTable
@@ -144,21 +144,7 @@ def test_space_behind_the_newest_event_plays_the_history_not_the_engine() -> Non
     run_app(app, script)
 
 
-# --- jumps --------------------------------------------------------------------------------------
-def test_parse_query_reads_kinds_and_nodes() -> None:
-    names = {4: "ReluBackward0", 5: "LinearBackward0", 6: "LinearBackward0"}
-    q = parse_query("push", names)
-    assert q.kind == "push" and q.nodes is None
-    assert parse_query("#5", names).nodes == {5} and parse_query("5", names).nodes == {5}
-    assert parse_query("LinearBackward0#6", names).nodes == {6}
-    assert parse_query("linearbackward0", names).nodes == {5, 6}
-    q = parse_query("node_start ReluBackward0", names)
-    assert q.kind == "node_start" and q.nodes == {4}
-    for bad in ("", "frobnicate", "push pop"):
-        with pytest.raises(QueryError):
-            parse_query(bad, names)
-
-
+# --- jumps (the query itself: tests/control/test_query.py) -------------------------------------
 def test_slash_jumps_to_the_next_event_of_a_kind_and_brackets_repeat(recording: Path) -> None:
     app = App(recording=trace.load(recording))
 

@@ -179,7 +179,7 @@ def test_the_batched_trace_is_what_rich_prints_line_by_line(options) -> None:
     from rich.text import Text
 
     from autograd_tui import scenarios
-    from autograd_tui.commands.common import TRACE_BATCH, print_trace
+    from autograd_tui.export.text import TRACE_BATCH, print_trace
     from autograd_tui.session.run import Run
     from autograd_tui.words import KIND_STYLE, format_event, node_names
 
@@ -194,7 +194,7 @@ def test_the_batched_trace_is_what_rich_prints_line_by_line(options) -> None:
     for out in (got, want):
         con = Console(file=out, highlight=False, soft_wrap=True, **options)
         if out is got:
-            print_trace(con, events)
+            print_trace(events, con)
         else:
             for e in events:
                 con.print(Text(format_event(e, names), style=KIND_STYLE.get(e.kind, "")))

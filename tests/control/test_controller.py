@@ -162,7 +162,7 @@ def test_pausing_one_thread_lets_the_others_run_until_they_need_it():
         assert st["reentrant-pool-1"].state == "paused"
         # cuda:0 handed its nested GraphTask to the pool thread and waits on its future.
         assert st["cuda:0"].state == "waiting"
-        assert st["cuda:0"].waiting_on.startswith("the future of GraphTask")
+        assert st["cuda:0"].waiting_on.startswith("future GraphTask")
         assert st["cuda:0"].node == "ReentrantBackward"
         assert st["cpu (owner)"].detail == "waiting on queue cpu"
         assert st["cuda:1"].detail == "waiting on queue cuda:1"
@@ -192,9 +192,9 @@ def test_paused_lock_holder_is_reported_as_a_pause_not_a_deadlock():
         states = ctl.thread_states()
         assert states["cuda:1"].user_paused and states["cuda:1"].state == "paused"
         owner = states["cpu (owner)"]
-        assert owner.state == "waiting" and owner.waiting_on == "lock 'GraphTask 1 mutex'"
+        assert owner.state == "waiting" and owner.waiting_on == "lock GraphTask 1 mutex"
         assert owner.holder == "cuda:1"
-        assert "cpu (owner) is waiting on lock 'GraphTask 1 mutex' held by cuda:1 (held by " \
+        assert "cpu (owner) is waiting on lock GraphTask 1 mutex (held by cuda:1) (held by " \
                "cuda:1, which you paused)" in r.report.explanation
         assert not any(e.kind == "deadlock" for e in ctl.events)
         ctl.resume("cuda:1")

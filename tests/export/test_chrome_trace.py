@@ -16,6 +16,7 @@ from autograd_tui.engine.events import Event, make_event
 from autograd_tui.export.chrome_trace import PID, PROCESS_NAME, to_chrome_trace, write_chrome_trace
 from autograd_tui.history import recordings as trace
 from autograd_tui.session.run import Run
+from autograd_tui.words import event_words, node_label, node_names
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -149,12 +150,13 @@ def test_linear_relu_structure(linear_relu):
     assert [ev["args"]["name"] for ev in evs if ev["name"] == "process_name"] == [PROCESS_NAME]
     assert all(ev["pid"] == PID for ev in evs)
     assert set(thread_names(t).values()) == {e.thread for e in events}
-    # one node slice per node execution, named after the node, spanning start..end
+    # one node slice per node execution, named as words.py names the node, spanning
+    # start..end
     nodes = [ev for ev in evs if ev["ph"] == "X" and ev["cat"] == "node"]
     starts = [e for e in events if e.kind == "node_start"]
     ends = {e.node: e for e in events if e.kind == "node_end"}
     assert sorted((ev["ts"], ev["name"]) for ev in nodes) == \
-        sorted((e.seq, e.data["name"]) for e in starts)
+        sorted((e.seq, node_label(e.data["name"], e.node)) for e in starts)
     for ev in nodes:
         a = ev["args"]
         assert ev["ts"] + ev["dur"] == ends[a["node"]].seq
@@ -167,7 +169,8 @@ def test_linear_relu_structure(linear_relu):
             assert instants[e.seq]["s"] == "t"
     relu_push = next(e for e in events if e.kind == "push" and e.node is not None
                      and instants[e.seq]["name"].startswith("push ReluBackward0"))
-    assert instants[relu_push.seq]["name"] == "push ReluBackward0 -> cpu"
+    assert instants[relu_push.seq]["name"] == event_words(relu_push, node_names(events))
+    assert instants[relu_push.seq]["name"].startswith(f"push ReluBackward0#{relu_push.node} -> cpu")
     # counters follow the queue length and outstanding_tasks exactly
     q = [(ev["ts"], ev["args"]["size"]) for ev in evs
          if ev["ph"] == "C" and ev["name"] == "ReadyQueue cpu"]

@@ -8,8 +8,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
 from autograd_tui.app.screens.modal import Modal
+from autograd_tui.control.query import QueryError
 from autograd_tui.session import Breakpoint
-from autograd_tui.words import EVENT_KINDS
 
 
 class BreakpointsScreen(Modal):
@@ -43,11 +43,13 @@ class BreakpointsScreen(Modal):
         if event.button.id == "bp-add":
             vals = {k: (self.query_one(f"#bp-{k}", Input).value.strip() or None)
                     for k in ("kind", "node", "queue", "thread")}
-            if vals["kind"] and vals["kind"] not in EVENT_KINDS:
-                self.notify(f"unknown event kind {vals['kind']!r}", severity="warning")
-                return
             box = self.query_one("#bp-nonfinite", Checkbox)
-            self.existing.append(Breakpoint(**vals, nonfinite=box.value))
+            try:  # the one event query checks the fields (control/query.py)
+                bp = Breakpoint(**vals, nonfinite=box.value)
+            except QueryError as e:
+                self.notify(str(e), severity="warning")
+                return
+            self.existing.append(bp)
             for k in ("kind", "node", "queue", "thread"):
                 self.query_one(f"#bp-{k}", Input).value = ""
             box.value = False

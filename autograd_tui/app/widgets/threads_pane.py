@@ -17,7 +17,7 @@ from autograd_tui.app.widgets.rows import Row, cells
 class ThreadsTable(LineTable):
     """The threads pane: ``#  thread  depth  node`` on a row's first line, and the
     thread's state below it, wrapped to the pane's width: at 120 columns a state such
-    as "waiting on lock 'GraphTask 1 mutex' held by cuda:1" does not fit in a column
+    as "waiting on lock GraphTask 1 mutex (held by cuda:1)" does not fit in a column
     beside the others.  A node name too long for the line ends in "…": the pane never
     scrolls sideways.
 
