@@ -96,7 +96,7 @@ OPS_INTRO = """
 ## Supported operations
 
 A lesson writes ops as in PyTorch.  These are the ones the engine has, from the op
-table (`engine/ops_table.py`) that `tests/engine/test_ops_parity.py` checks against PyTorch
+table (`engine/ops/table.py`) that `tests/engine/test_ops_parity.py` checks against PyTorch
 2.13 row by row: forward values and dtype, gradients, and the names of the backward
 graph's nodes, in float32 and float64.  The nodes column names the op's own backward
 nodes (the test checks that this engine and PyTorch both record them).  Besides these: `torch.tensor`, `zeros`, `ones`,
@@ -119,7 +119,7 @@ rewriting its base's history (`CopySlices`).
 
 
 def render_ops() -> str:
-    from autograd_tui.engine.ops_table import OPS
+    from autograd_tui.engine.ops.table import OPS
 
     rows = [f"| `{r.api}` | {r.family} | "
             f"{', '.join(f'`{n}`' for n in r.nodes) or 'none: the result has no gradient'} "

@@ -28,7 +28,7 @@ DOCS = ROOT / "docs"
 ENGINE_DIR = ROOT / "engine"
 
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
-_REF = re.compile(r"\b([a-z_]+\.py):([A-Za-z_]\w*(?:\.\w+)*)")
+_REF = re.compile(r"\b((?:[a-z_]+/)?[a-z_]+\.py):([A-Za-z_]\w*(?:\.\w+)*)")
 
 
 def _cells(line: str) -> list[str]:
@@ -167,7 +167,8 @@ def test_every_ours_reference_resolves(ours_refs: list[tuple[str, str]]) -> None
         if not path.exists():
             missing.append(f"{file}:{dotted} (no such module)")
             continue
-        mod = importlib.import_module(f"autograd_tui.engine.{path.stem}")
+        mod = importlib.import_module(
+            "autograd_tui.engine." + file.removesuffix(".py").replace("/", "."))
         parts = dotted.split(".")
         obj = getattr(mod, parts[0], None)
         ok = obj is not None
@@ -187,10 +188,10 @@ def test_every_ours_reference_resolves(ours_refs: list[tuple[str, str]]) -> None
 # modules proper.  Private names, and the new subsystems (sync.py, control.py, state.py, ...),
 # are optional; but whatever the map names must exist (test above).
 _MAPPED_MODULES = {"autograd.py", "device.py", "engine.py", "events.py", "function.py",
-                   "grad_mode.py", "graph.py", "graph_task.py", "input_buffer.py", "ops.py",
-                   "ops_common.py", "ops_pointwise.py", "ops_reduction.py", "ops_shape.py",
-                   "ops_matmul.py", "ops_indexing.py", "ops_views.py", "ops_math.py",
-                   "ops_extrema.py", "ops_join.py", "ops_nn.py", "ops_inplace.py",
+                   "grad_mode.py", "graph.py", "graph_task.py", "input_buffer.py",
+                   "ops/base.py", "ops/arith.py", "ops/pointwise.py", "ops/reduction.py",
+                   "ops/shape.py", "ops/views.py", "ops/matmul.py", "ops/indexing.py",
+                   "ops/join.py", "ops/extrema.py", "ops/nn.py", "ops/inplace.py",
                    "creation.py", "tensor_methods.py",
                    "python_hook.py", "ready_queue.py", "strides.py", "tensor.py"}
 _METHODS_CHECKED = {"engine.py", "graph_task.py", "ready_queue.py", "input_buffer.py",

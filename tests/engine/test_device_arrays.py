@@ -41,8 +41,8 @@ from autograd_tui.control import Controller
 from autograd_tui.engine import device as dev
 from autograd_tui.engine import ops
 from autograd_tui.engine.graph import Node
-from autograd_tui.engine.ops_common import OpNode
-from autograd_tui.engine.ops_table import OPS, OpRow
+from autograd_tui.engine.ops.base import OpNode
+from autograd_tui.engine.ops.table import OPS, OpRow
 from autograd_tui.engine.tensor import Tensor
 
 pytestmark = pytest.mark.timeout(300)

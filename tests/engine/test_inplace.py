@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from autograd_tui import engine, scenarios
-from autograd_tui.engine.ops_inplace import LEAF_INPLACE
+from autograd_tui.engine.ops.inplace import LEAF_INPLACE
 from autograd_tui.session.run import Run
 
 pytestmark = pytest.mark.timeout(60)

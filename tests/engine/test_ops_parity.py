@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from autograd_tui import engine
-from autograd_tui.engine.ops_table import OPS, OpRow
+from autograd_tui.engine.ops.table import OPS, OpRow
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed: the parity checks "
                                             "compare with it (pip install -e .[torch])")
@@ -96,7 +96,7 @@ def test_the_table_covers_every_recorded_node_class() -> None:
     graph), but for the double-backward-only and internal ones."""
     from autograd_tui.engine import ops
     from autograd_tui.engine.graph import Node
-    from autograd_tui.engine.ops_common import OpNode
+    from autograd_tui.engine.ops.base import OpNode
 
     defined = {v.__name__ for v in vars(ops).values()
                if isinstance(v, type) and issubclass(v, Node) and v not in (Node, OpNode)}

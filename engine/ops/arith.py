@@ -8,10 +8,15 @@ from typing import Any
 
 import numpy as np
 
-from . import device as _dev
-from . import grad_mode
-from .graph import Node
-from .ops_common import (
+from .. import device as _dev
+from .. import grad_mode
+from ..graph import Node
+from ..strides import (
+    contiguous,
+    elementwise_layout,
+)
+from ..tensor import Tensor
+from .base import (
     Grads,
     OpNode,
     _check_broadcast,
@@ -23,11 +28,6 @@ from .ops_common import (
     _record,
     _wrap,
 )
-from .strides import (
-    contiguous,
-    elementwise_layout,
-)
-from .tensor import Tensor
 
 
 class AddBackward0(OpNode):

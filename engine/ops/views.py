@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from . import device as _dev
-from .graph import Node
-from .ops_common import Grads, OpNode, _new, _record, _with_sizes
-from .ops_shape import UnsqueezeBackward0, _clone, reshape
-from .strides import as_strided, element_strides, is_contiguous
-from .tensor import Tensor
+from .. import device as _dev
+from ..graph import Node
+from ..strides import as_strided, element_strides, is_contiguous
+from ..tensor import Tensor
+from .base import Grads, OpNode, _new, _record, _with_sizes
+from .shape import UnsqueezeBackward0, _clone, reshape
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from . import device as _dev
-from . import grad_mode
-from .ops_common import Grads, OpNode, _check_broadcast, _check_same_device, _data, _new, _record
-from .ops_pointwise import _unary, div, mul, neg, pow
-from .strides import elementwise_layout
-from .tensor import Tensor
+from .. import device as _dev
+from .. import grad_mode
+from ..strides import elementwise_layout
+from ..tensor import Tensor
+from .arith import _unary, div, mul, neg, pow
+from .base import Grads, OpNode, _check_broadcast, _check_same_device, _data, _new, _record
 
 
 def _mask(cond: Any, like: Tensor) -> Tensor:

@@ -11,15 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from . import device as _dev
-from . import grad_mode
-from .ops_common import Grads, OpNode, _new, _record
-from .ops_math import _mask
-from .ops_pointwise import exp, mul, rsub, sub
-from .ops_reduction import sum
-from .ops_shape import expand
-from .ops_views import _wrap_dim
-from .tensor import Tensor
+from .. import device as _dev
+from .. import grad_mode
+from ..tensor import Tensor
+from .arith import exp, mul, rsub, sub
+from .base import Grads, OpNode, _new, _record
+from .pointwise import _mask
+from .reduction import sum
+from .shape import expand
+from .views import _wrap_dim
 
 _REDUCTIONS = ("mean", "sum", "none")
 

@@ -15,16 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from . import device as _dev
-from . import grad_mode
-from .ops_common import Grads, OpNode, _new, _norm_dims, _record
-from .ops_math import _mask, maximum, minimum
-from .ops_pointwise import div, mul, where_const
-from .ops_reduction import _unsqueeze_shape
-from .ops_shape import expand
-from .ops_views import _wrap_dim
-from .strides import contiguous
-from .tensor import Tensor
+from .. import device as _dev
+from .. import grad_mode
+from ..strides import contiguous
+from ..tensor import Tensor
+from .arith import div, mul, where_const
+from .base import Grads, OpNode, _new, _norm_dims, _record
+from .pointwise import _mask, maximum, minimum
+from .reduction import _unsqueeze_shape
+from .shape import expand
+from .views import _wrap_dim
 
 # ``torch.return_types.max``: values and indices, by name or unpacked
 MaxResult = namedtuple("MaxResult", ["values", "indices"])

@@ -7,21 +7,21 @@ from typing import Any
 
 import numpy as np
 
-from . import grad_mode
-from .graph import Node
-from .ops_common import (
+from .. import grad_mode
+from ..graph import Node
+from ..strides import (
+    contiguous,
+)
+from ..tensor import Tensor
+from .arith import mul
+from .base import (
     Grads,
     OpNode,
     _check_same_device,
     _new,
     _record,
 )
-from .ops_pointwise import mul
-from .ops_shape import _squeeze0, _unsqueeze0, reshape, t
-from .strides import (
-    contiguous,
-)
-from .tensor import Tensor
+from .shape import _squeeze0, _unsqueeze0, reshape, t
 
 
 # --- matrix products -----------------------------------------------------------

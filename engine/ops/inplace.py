@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import device as _dev
-from . import grad_mode
-from .graph import InputMetadata
-from .ops_common import Grads, OpNode, _new, _record
-from .ops_pointwise import add, div, mul, sub
-from .tensor import Tensor
+from .. import device as _dev
+from .. import grad_mode
+from ..graph import InputMetadata
+from ..tensor import Tensor
+from .arith import add, div, mul, sub
+from .base import Grads, OpNode, _new, _record
 
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 

@@ -10,19 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from . import device as _dev
-from . import grad_mode
-from . import ops_reduction as _red
-from .graph import Node
-from .ops_common import (
-    Grads,
-    OpNode,
-    _is_dense,
-    _new,
-    _record,
-    _with_sizes,
-)
-from .strides import (
+from .. import device as _dev
+from .. import grad_mode
+from ..graph import Node
+from ..strides import (
     as_strided,
     compute_stride,
     element_strides,
@@ -32,7 +23,16 @@ from .strides import (
     is_non_overlapping_and_dense,
     restride,
 )
-from .tensor import Tensor
+from ..tensor import Tensor
+from . import reduction as _red
+from .base import (
+    Grads,
+    OpNode,
+    _is_dense,
+    _new,
+    _record,
+    _with_sizes,
+)
 
 
 class ViewBackward0(OpNode):

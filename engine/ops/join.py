@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from . import device as _dev
-from . import grad_mode
-from .graph import Node, collect_next_edges
-from .ops_common import Grads, OpNode, _check_same_device, _new, _record
-from .ops_indexing import SelectBackward0, SliceBackward0, _getitem_raw
-from .ops_reduction import sum
-from .ops_shape import reshape
-from .ops_views import _wrap_dim
-from .tensor import Tensor
+from .. import device as _dev
+from .. import grad_mode
+from ..graph import Node, collect_next_edges
+from ..tensor import Tensor
+from .base import Grads, OpNode, _check_same_device, _new, _record
+from .indexing import SelectBackward0, SliceBackward0, _getitem_raw
+from .reduction import sum
+from .shape import reshape
+from .views import _wrap_dim
 
 
 def _narrow(g: Tensor, dim: int, start: int, length: int) -> Tensor:

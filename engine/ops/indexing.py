@@ -7,18 +7,18 @@ from typing import Any
 
 import numpy as np
 
-from . import device as _dev
-from .graph import Node
-from .ops_common import (
+from .. import device as _dev
+from ..graph import Node
+from ..tensor import Tensor
+from .base import (
     Grads,
     OpNode,
     _new,
     _record,
     _with_sizes,
 )
-from .ops_shape import AliasBackward0
-from .ops_views import unsqueeze
-from .tensor import Tensor
+from .shape import AliasBackward0
+from .views import unsqueeze
 
 
 # --- indexing ------------------------------------------------------------------

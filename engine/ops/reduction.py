@@ -9,20 +9,20 @@ from typing import Any
 
 import numpy as np
 
-from . import ops_shape as _shape
-from .graph import Node
-from .ops_common import (
+from ..graph import Node
+from ..strides import (
+    contiguous,
+)
+from ..tensor import Tensor
+from . import shape as _shape
+from .arith import div
+from .base import (
     Grads,
     OpNode,
     _new,
     _norm_dims,
     _record,
 )
-from .ops_pointwise import div
-from .strides import (
-    contiguous,
-)
-from .tensor import Tensor
 
 
 # --- broadcasting --------------------------------------------------------------

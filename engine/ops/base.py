@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from . import grad_mode
-from .errstate import errors_ignored
-from .graph import Node, collect_next_edges
-from .strides import (
+from .. import grad_mode
+from ..errstate import errors_ignored
+from ..graph import Node, collect_next_edges
+from ..strides import (
     contiguous_strides,
     elementwise_layout,
 )
-from .tensor import Tensor
+from ..tensor import Tensor
 
 Grads = list[Tensor | None]
 
