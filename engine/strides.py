@@ -7,7 +7,7 @@ non-contiguous one, else ``CloneBackward0`` + ``UnsafeViewBackward0``.  So the
 NumPy arrays under our tensors carry the strides PyTorch would give them: views
 (``t``, select, slice, ``reshape``, ``unsqueeze``) are NumPy views with the
 same strides, and the outputs of elementwise ops and ``clone`` are laid out as
-TensorIterator and ``empty_like`` would lay them out.  ``ops.py`` decides which
+TensorIterator and ``empty_like`` would lay them out.  The ``ops`` package decides which
 op makes which layout; this module holds the layout rules it uses:
 
 ==================================  ==================================================

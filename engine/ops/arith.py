@@ -1,5 +1,17 @@
-"""Pointwise ops: arithmetic, powers, comparisons and unary functions, each with
-its backward node (``derivatives.yaml``).
+"""The arithmetic operators and the binary pointwise ops: ``+ - * /`` (``add``, ``sub``,
+``rsub``, ``mul``, ``div``), unary minus (``neg``), ``maximum``/``minimum``, ``where`` and
+the comparisons, each with its backward node.
+
+Mirrors ATen's binary ops and their ``derivatives.yaml`` formulas (``mul_tensor_backward``,
+``div_tensor_self_backward``/``div_tensor_other_backward``, ``at::where``'s masked
+gradients), written with Tensor ops so a double backward records.  A Python scalar
+operand is a constant: its edge is invalid, as in PyTorch.
+
+Departures: ``neg`` lives here, not with the unary functions in ``pointwise.py``: it is
+the operator ``-a`` that ``sub``'s and ``div``'s gradients are written with, and the
+unary functions' formulas are written with this module, so the imports go one way.
+A comparison records nothing (a bool result has no gradient); masks are constants, made
+with their operand's array module on its device.
 """
 
 from __future__ import annotations
@@ -10,30 +22,27 @@ import numpy as np
 
 from .. import device as _dev
 from .. import grad_mode
-from ..graph import Node
-from ..strides import (
-    contiguous,
-    elementwise_layout,
-)
+from ..strides import elementwise_layout
 from ..tensor import Tensor
 from .base import (
     Grads,
     OpNode,
-    _check_broadcast,
-    _check_same_device,
-    _computes,
-    _data,
-    _elementwise,
-    _new,
-    _record,
-    _wrap,
+    as_tensor,
+    check_broadcast,
+    check_same_device,
+    computes,
+    data_of,
+    dtype_name,
+    elementwise,
+    mask_of,
+    record,
 )
 
 
 class AddBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         g = grads[0]
-        c0, c1 = _computes(self)
+        c0, c1 = computes(self)
         return [g if c0 else None, g if c1 else None]
 
 
@@ -53,7 +62,7 @@ class MulBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         g = grads[0]
-        c0, c1 = _computes(self)
+        c0, c1 = computes(self)
         return [mul(g, s["other"]) if c0 else None, mul(g, s["self"]) if c1 else None]
 
 
@@ -73,48 +82,17 @@ class NegBackward0(OpNode):
         return [neg(grads[0])]
 
 
-class PowBackward0(OpNode):
-    """``t ** scalar``: ``pow_backward``."""
-
-    def apply(self, grads: Grads) -> Grads:
-        s = self.saved()
-        e = s["exponent"]
-        if e == 0:
-            return [zeros_like_t(grads[0])]
-        return [mul(grads[0], mul(pow(s["self"], e - 1), e))]
+def _wrap(x: Any) -> Any:
+    """An operand: a Tensor, or a Python or NumPy scalar (a constant)."""
+    if isinstance(x, (Tensor, int, float, bool, np.number)):
+        return x
+    raise TypeError(f"unsupported operand type: {type(x).__name__}")
 
 
-class PowBackward1(OpNode):
-    """``t ** t``: ``pow_backward_self`` and ``pow_backward_exponent``."""
-
-    def apply(self, grads: Grads) -> Grads:
-        s = self.saved()
-        g, a, e, result = grads[0], s["self"], s["exponent"], s["result"]
-        ga = gb = None
-        if self.should_compute_output(0):
-            ga = mul(g, mul(e, pow(a, sub(e, 1))))
-            ga = where_const(e.data == 0, ga, 0.0)
-        if self.should_compute_output(1):
-            mask = (a.data == 0) & (e.data >= 0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                gb = mul(g, where_const(mask, mul(result, log(a)), 0.0))
-        return [ga, gb]
-
-
-class PowBackward2(OpNode):
-    """``scalar ** t``."""
-
-    def apply(self, grads: Grads) -> Grads:
-        s = self.saved()
-        base, e, result = s["base"], s["exponent"], s["result"]
-        if base == 0:
-            return [where_const(e.data >= 0, mul(grads[0], 0.0), 0.0)]
-        return [mul(mul(grads[0], result), float(np.log(base)))]
-
-
-def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[Node], **save: Any) -> Tensor:
-    b = _wrap(b, a)
-    return _record(_elementwise(a, b, np_fn), node_cls, (a, b), **save)
+def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[OpNode],
+            saved: dict[str, Any] | None = None) -> Tensor:
+    b = _wrap(b)
+    return record(elementwise(a, b, np_fn), node_cls, (a, b), saved)
 
 
 def add(a: Tensor, b: Any) -> Tensor:
@@ -128,59 +106,29 @@ def sub(a: Tensor, b: Any) -> Tensor:
 def rsub(a: Tensor, b: Any) -> Tensor:
     """``b - a`` for a scalar ``b``: ``RsubBackward1`` with a single edge."""
     # ATen: sub(wrapped_scalar(b), a): the scalar is the first operand
-    out = _new(elementwise_layout(np.subtract(_data(b), a.data), _data(b), a.data), a.device)
-    return _record(out, RsubBackward1, (a,))
+    out = as_tensor(elementwise_layout(np.subtract(data_of(b), a.data), data_of(b), a.data),
+                    a.device)
+    return record(out, RsubBackward1, (a,))
 
 
 def mul(a: Tensor, b: Any) -> Tensor:
-    b = _wrap(b, a)
+    b = _wrap(b)
     if not grad_mode.is_grad_enabled():  # nothing to record (a backward pass, usually)
-        return _elementwise(a, b, np.multiply)
+        return elementwise(a, b, np.multiply)
     if a.requires_grad or getattr(b, "requires_grad", 0):
-        return _binary(a, b, np.multiply, MulBackward0, self=a, other=b)
+        return _binary(a, b, np.multiply, MulBackward0, {"self": a, "other": b})
     return _binary(a, b, np.multiply, MulBackward0)
 
 
 def div(a: Tensor, b: Any) -> Tensor:
-    b = _wrap(b, a)
-    need = grad_mode.is_grad_enabled() and (a.requires_grad or getattr(b, "requires_grad", 0))
+    b = _wrap(b)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return _binary(a, b, np.divide, DivBackward0,
-                       **({"self": a, "other": b} if need else {}))
+        return _binary(a, b, np.divide, DivBackward0, {"self": a, "other": b})
 
 
 def neg(a: Tensor) -> Tensor:
-    out = _new(elementwise_layout(np.negative(a.data), a.data), a.device)
-    return _record(out, NegBackward0, (a,))
-
-
-def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001 - torch's name
-    if isinstance(e, Tensor):
-        dev = _check_same_device(a, e)
-        _check_broadcast(a, e)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = _new(elementwise_layout(np.power(a.data, e.data), a.data, e.data), dev)
-        need = grad_mode.is_grad_enabled() and (a.requires_grad or e.requires_grad)
-        return _record(out, PowBackward1, (a, e),
-                       **({"self": a, "exponent": e, "result": out} if need else {}))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = _new(elementwise_layout(np.power(a.data, e), a.data), a.device)
-    need = grad_mode.is_grad_enabled() and a.requires_grad
-    return _record(out, PowBackward0, (a,), **({"self": a, "exponent": e} if need else {}))
-
-
-def rpow(a: Tensor, base: Any) -> Tensor:
-    """``base ** a`` for a scalar base."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # pow(Scalar, Tensor)'s meta function allocates a contiguous output
-        out = _new(contiguous(np.power(base, a.data)), a.device)
-    need = grad_mode.is_grad_enabled() and a.requires_grad
-    return _record(out, PowBackward2, (a,),
-                   **({"base": base, "exponent": a, "result": out} if need else {}))
-
-
-def compare(a: Tensor, b: Any, np_fn: Any) -> Tensor:
-    return _new(np_fn(a.data, _data(b)), a.device)
+    out = as_tensor(elementwise_layout(np.negative(a.data), a.data), a.device)
+    return record(out, NegBackward0, (a,))
 
 
 def where_const(mask: Any, t: Tensor, value: float) -> Tensor:
@@ -190,79 +138,119 @@ def where_const(mask: Any, t: Tensor, value: float) -> Tensor:
     if not mask.any():
         return t
     keep = xp.where(mask, 0.0, 1.0).astype(t.dtype)
-    out = mul(t, _new(keep, t.device))
+    out = mul(t, as_tensor(keep, t.device))
     if value != 0.0:
-        out = add(out, _new(xp.where(mask, value, 0.0).astype(t.dtype), t.device))
+        out = add(out, as_tensor(xp.where(mask, value, 0.0).astype(t.dtype), t.device))
     return out
 
 
 def zeros_like_t(t: Tensor) -> Tensor:
+    """``at::zeros_like`` without a node."""
     with _dev.on_device(t.device):
-        return _new(_dev.array_module(t.data).zeros_like(t.data), t.device)
+        return as_tensor(_dev.array_module(t.data).zeros_like(t.data), t.device)
 
 
-# --- unary ---------------------------------------------------------------------
-class ExpBackward0(OpNode):
+# --- maximum, minimum, where --------------------------------------------------------
+class MaximumBackward0(OpNode):
+    """Ties split the gradient in half, as ``at::maximum``'s formula does."""
+
+    is_max: bool
+
     def apply(self, grads: Grads) -> Grads:
-        return [mul(grads[0], self.saved()["result"])]
+        s = self.saved()
+        a, b = s["self"], s["other"]
+        g = grads[0]
+        sign = 1 if self.is_max else -1
+        gt = (a.data - b.data) * sign > 0
+        eq = a.data == b.data
+        wa = gt.astype(g.dtype) + eq.astype(g.dtype) * 0.5
+        wb = (~gt & ~eq).astype(g.dtype) + eq.astype(g.dtype) * 0.5
+        return [mul(g, as_tensor(wa, g.device)) if self.should_compute_output(0) else None,
+                mul(g, as_tensor(wb, g.device)) if self.should_compute_output(1) else None]
 
 
-class LogBackward0(OpNode):
+class MinimumBackward0(MaximumBackward0):
+    pass
+
+
+def _extremum(a: Tensor, b: Tensor, is_max: bool) -> Tensor:
+    dev = check_same_device(a, b)
+    check_broadcast(a, b)
+    fn = np.maximum if is_max else np.minimum
+    out = as_tensor(elementwise_layout(fn(a.data, b.data), a.data, b.data), dev)
+    node = MaximumBackward0 if is_max else MinimumBackward0
+    return record(out, node, (a, b), {"self": a, "other": b}, is_max=is_max)
+
+
+def maximum(a: Tensor, b: Tensor) -> Tensor:
+    return _extremum(a, b, True)
+
+
+def minimum(a: Tensor, b: Tensor) -> Tensor:
+    return _extremum(a, b, False)
+
+
+class WhereBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
-        return [div(grads[0], self.saved()["self"])]
+        cond = self.saved()["condition"]
+        g = grads[0]
+        xp = _dev.array_module(cond.data)
+        c = xp.broadcast_to(cond.data, g.shape)
+        ga = mul(g, mask_of(c, g)) if self.should_compute_output(0) else None
+        gb = mul(g, mask_of(~c, g)) if self.should_compute_output(1) else None
+        return [ga, gb]
 
 
-class ReciprocalBackward0(OpNode):
-    def apply(self, grads: Grads) -> Grads:
-        r = self.saved()["result"]
-        return [neg(mul(grads[0], mul(r, r)))]
+def where(condition: Tensor, a: Any, b: Any) -> Tensor:
+    """``torch.where(condition, a, b)``; a Python scalar operand is a constant."""
+    cond = condition.data
+    if cond.dtype != np.bool_:
+        raise RuntimeError(
+            f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+            f"{dtype_name(cond.dtype)}")
+    like = a if isinstance(a, Tensor) else b
+    xp = _dev.array_module(cond, data_of(a), data_of(b))
+    ad, bd = data_of(a), data_of(b)
+    if not isinstance(a, Tensor):
+        ad = xp.asarray(a, dtype=like.dtype) if isinstance(like, Tensor) else a
+    if not isinstance(b, Tensor):
+        bd = xp.asarray(b, dtype=like.dtype) if isinstance(like, Tensor) else b
+    dev = check_same_device(condition, *[t for t in (a, b) if isinstance(t, Tensor)])
+    data = xp.where(cond, ad, bd)
+    out = as_tensor(elementwise_layout(data, cond, ad, bd), dev)
+    return record(out, WhereBackward0, (a, b), {"condition": condition})
 
 
-class ReluBackward0(OpNode):
-    def apply(self, grads: Grads) -> Grads:
-        r = self.saved()["result"]
-        return [mul(grads[0], _new((r.data > 0).astype(r.dtype), r.device))]
+# --- comparisons: no gradient (a bool result) ------------------------------------------
+def compare(a: Tensor, b: Any, np_fn: Any) -> Tensor:
+    """``a < b`` and the like, as Tensor's operators call it (no broadcast check)."""
+    return as_tensor(np_fn(a.data, data_of(b)), a.device)
 
 
-class SigmoidBackward0(OpNode):
-    def apply(self, grads: Grads) -> Grads:
-        r = self.saved()["result"]
-        return [mul(grads[0], mul(r, rsub(r, 1.0)))]
+def _compare(a: Tensor, b: Any, fn: Any) -> Tensor:
+    check_broadcast(a, b)
+    return as_tensor(fn(a.data, data_of(b)), a.device)
 
 
-class TanhBackward0(OpNode):
-    def apply(self, grads: Grads) -> Grads:
-        r = self.saved()["result"]
-        return [mul(grads[0], rsub(mul(r, r), 1.0))]
+def eq(a: Tensor, b: Any) -> Tensor:
+    return _compare(a, b, np.equal)
 
 
-def _unary(a: Tensor, fn: Any, node_cls: type[Node], save: str) -> Tensor:
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = _new(elementwise_layout(fn(a.data), a.data), a.device)
-    if grad_mode.is_grad_enabled() and a.requires_grad:
-        return _record(out, node_cls, (a,), **{save: out if save == "result" else a})
-    return out
+def ne(a: Tensor, b: Any) -> Tensor:
+    return _compare(a, b, np.not_equal)
 
 
-def exp(a: Tensor) -> Tensor:
-    return _unary(a, np.exp, ExpBackward0, "result")
+def lt(a: Tensor, b: Any) -> Tensor:
+    return _compare(a, b, np.less)
 
 
-def log(a: Tensor) -> Tensor:
-    return _unary(a, np.log, LogBackward0, "self")
+def le(a: Tensor, b: Any) -> Tensor:
+    return _compare(a, b, np.less_equal)
 
 
-def reciprocal(a: Tensor) -> Tensor:
-    return _unary(a, np.reciprocal, ReciprocalBackward0, "result")
+def gt(a: Tensor, b: Any) -> Tensor:
+    return _compare(a, b, np.greater)
 
 
-def relu(a: Tensor) -> Tensor:
-    return _unary(a, lambda x: np.maximum(x, 0).astype(x.dtype), ReluBackward0, "result")
-
-
-def sigmoid(a: Tensor) -> Tensor:
-    return _unary(a, lambda x: 1.0 / (1.0 + np.exp(-x)), SigmoidBackward0, "result")
-
-
-def tanh(a: Tensor) -> Tensor:
-    return _unary(a, np.tanh, TanhBackward0, "result")
+def ge(a: Tensor, b: Any) -> Tensor:
+    return _compare(a, b, np.greater_equal)

@@ -1,23 +1,38 @@
-"""Helpers every op family shares: recording a node, wrapping operands, the
-elementwise kernel with TensorIterator's layout (see ``ops.py``).
+"""What every op family shares: the backward node's base (``OpNode``), recording it
+(``record``), the elementwise kernel with TensorIterator's layout, and small helpers.
+
+Mirrors:
+
+- ``record`` is the generated ``VariableType`` code of an op: ``collect_next_edges``, the
+  node made with what it saves, ``set_history`` (the output's ``grad_fn``, ``output_nr``
+  and input metadata);
+- ``OpNode`` is a generated node of ``derivatives.yaml``: its ``SavedVariable``s, checked
+  on unpacking against the version each had when saved (``SavedVariable::unpack``, with
+  its message word for word), and its other attributes (sizes, dims, flags), declared
+  on the class as the generated struct declares them;
+- ``elementwise`` lays its result out as ``TensorIterator`` does (``strides.py``);
+- ``check_broadcast``, ``check_same_device`` and ``wrap_dim`` raise ATen's errors
+  (``infer_size``, the device check, ``maybe_wrap_dim``).
+
+Departures: a saved tensor is a plain reference plus its version (no ``SavedVariable``
+object, no pack/unpack hooks); the elementwise kernel is NumPy's ufunc (or CuPy's, on a
+device array), run with floating-point errors silenced, as ATen's kernels are.
 """
 
 from __future__ import annotations
 
 import builtins
+import inspect
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .. import grad_mode
 from ..errstate import errors_ignored
 from ..graph import Node, collect_next_edges
-from ..strides import (
-    contiguous_strides,
-    elementwise_layout,
-)
+from ..strides import contiguous_strides, elementwise_layout
 from ..tensor import Tensor
 
 Grads = list[Tensor | None]
@@ -29,11 +44,16 @@ _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int6
                "bool": "Bool"}
 
 
+def dtype_name(dtype: Any) -> str:
+    """``toString(ScalarType)``: ``Float``, ``Long``, ``Bool``, ... (NumPy's name otherwise)."""
+    name = np.dtype(dtype).name
+    return _TYPE_NAMES.get(name, name)
+
+
 def torch_type_string(t: Tensor) -> str:
     """``torch.FloatTensor``, ``torch.cuda.DoubleTensor``: the legacy type name PyTorch's
     messages print."""
-    kind = _TYPE_NAMES.get(np.dtype(t.dtype).name, np.dtype(t.dtype).name)
-    return f"torch.{'cuda.' if t.device != 'cpu' else ''}{kind}Tensor"
+    return f"torch.{'cuda.' if t.device != 'cpu' else ''}{dtype_name(t.dtype)}Tensor"
 
 
 def _short_name(node: Node) -> str:
@@ -55,10 +75,43 @@ def modified_message(node: Node, t: Tensor, version: int, is_output: bool) -> st
 
 
 class OpNode(Node):
-    """An op's backward node: its saved tensors are checked against the version each had
-    when saved (``SavedVariable::unpack``), so an in-place change in between raises."""
+    """An op's backward node, made with everything it keeps (``record`` makes it):
 
-    _saved_versions: list[tuple[str, int, bool]] = []
+    - ``saved``: its SavedVariables (the tensors, and the scalars its formula reads beside
+      them), unpacked by ``saved()``, which checks each tensor's version, and released
+      after a backward without ``retain_graph``;
+    - keyword fields: the attributes a formula needs that are not tensors (sizes, dims,
+      flags).  A release keeps them, as PyTorch's node keeps its non-tensor attributes
+      (a node with no saved tensor can run twice).  Each subclass declares its fields as
+      class annotations; any other keyword is refused.
+    """
+
+    # SavedVariable's saved_version_: (name, version at save, saved its own output?)
+    _saved_versions: Sequence[tuple[str, int, bool]] = ()
+    _FIELDS: ClassVar[dict[type, frozenset[str]]] = {}  # a node class -> its declared fields
+
+    def __init__(self, saved: Mapping[str, Any] | None = None, output: Tensor | None = None,
+                 **fields: Any) -> None:
+        Node.__init__(self)  # not super(): a node is made per op, on the forward's hot path
+        if fields:
+            declared = OpNode._FIELDS.get(type(self)) or self._declared()
+            if not declared.issuperset(fields):
+                raise TypeError(f"{type(self).__name__} declares no field "
+                                f"{sorted(set(fields) - declared)}")
+            self.__dict__.update(fields)
+        if saved:
+            self.save(**saved)
+            self._saved_versions = [(k, v._version, v is output) for k, v in saved.items()
+                                    if type(v) is Tensor]
+
+    @classmethod
+    def _declared(cls) -> frozenset[str]:
+        names = OpNode._FIELDS.get(cls)
+        if names is None:
+            names = frozenset(n for k in cls.__mro__ if issubclass(k, OpNode) and k is not OpNode
+                              for n in inspect.get_annotations(k))
+            OpNode._FIELDS[cls] = names
+        return names
 
     def saved(self) -> dict[str, Any]:
         saved = super().saved()
@@ -87,8 +140,26 @@ class OpNode(Node):
                 "source": None, "saved": lines}
 
 
+def record(out: Tensor, node_cls: type[OpNode], inputs: Sequence[Any],
+           saved: Mapping[str, Any] | None = None, **fields: Any) -> Tensor:
+    """Attach a backward node to ``out`` if grad mode is on and an input requires grad:
+    ``node_cls(saved, out, **fields)``, with an edge per input."""
+    if not grad_mode.is_grad_enabled():
+        return out
+    if not builtins.any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
+        return out
+    node = node_cls(saved, out, **fields) if saved or fields else node_cls()
+    # A Python scalar is a constant: its edge is invalid (Edge(None, 0)), as in PyTorch.
+    node.set_next_edges(collect_next_edges(*[t if isinstance(t, Tensor) else None
+                                             for t in inputs]))
+    node.add_input_metadata(out.shape, out.dtype, out.device)
+    out.grad_fn = node
+    out.output_nr = 0
+    return out
+
+
 # --- helpers -------------------------------------------------------------------
-def _check_same_device(*ts: Any) -> str:
+def check_same_device(*ts: Any) -> str:
     devs = {t.device for t in ts if isinstance(t, Tensor) and t.ndim > 0 or
             isinstance(t, Tensor) and t.requires_grad}
     devs |= {t.device for t in ts if isinstance(t, Tensor)}
@@ -101,49 +172,28 @@ def _check_same_device(*ts: Any) -> str:
     return devs.pop() if devs else "cpu"
 
 
-def _record(out: Tensor, node_cls: type[Node], inputs: Sequence[Any], **saved: Any) -> Tensor:
-    """Attach a backward node to ``out`` if grad mode is on and an input requires grad."""
-    if not grad_mode.is_grad_enabled():
-        return out
-    if not builtins.any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
-        return out
-    node = node_cls()
-    # A Python scalar is a constant: its edge is invalid (Edge(None, 0)), as in PyTorch.
-    node.set_next_edges(collect_next_edges(*[t if isinstance(t, Tensor) else None
-                                             for t in inputs]))
-    if saved:
-        node.save(**saved)
-        # SavedVariable's saved_version_: (name, version at save, saved its own output?)
-        node._saved_versions = [(k, v._version, v is out) for k, v in saved.items()
-                                if type(v) is Tensor]
-    node.add_input_metadata(out.shape, out.dtype, out.device)
-    out.grad_fn = node
-    out.output_nr = 0
-    return out
-
-
-def _wrap(x: Any, like: Tensor) -> Any:
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(x, (int, float, bool, np.number)):
-        return x
-    raise TypeError(f"unsupported operand type: {type(x).__name__}")
-
-
-def _data(x: Any) -> Any:
+def data_of(x: Any) -> Any:
+    """A Tensor's array, or a Python scalar as it is."""
     return x.data if isinstance(x, Tensor) else x
 
 
-def _new(data: Any, device: str) -> Tensor:
+def as_tensor(data: Any, device: str) -> Tensor:
+    """An op's result: ``data`` (no copy) as a Tensor on ``device``."""
     # a NumPy scalar (a 0-dim result) becomes a 0-dim array; any other array is kept
     return Tensor(np.asarray(data) if isinstance(data, np.generic) else data, device=device)
+
+
+def mask_of(cond: Any, like: Tensor) -> Tensor:
+    """A 0/1 Tensor of ``like``'s dtype and device: ``cond`` as a constant factor (a
+    comparison has no gradient, so a formula multiplies by its mask)."""
+    return as_tensor(cond.astype(like.dtype), like.device)
 
 
 def _shape_of(x: Any) -> tuple[int, ...]:
     return x.shape if isinstance(x, Tensor) else ()
 
 
-def _computes(node: Node) -> tuple[bool, bool]:
+def computes(node: Node) -> tuple[bool, bool]:
     """``should_compute_output(0)`` and ``(1)`` of a binary op's node, in one call."""
     edges = node._next_edges
     n = len(edges)
@@ -151,7 +201,7 @@ def _computes(node: Node) -> tuple[bool, bool]:
             n > 1 and edges[1].function is not None)
 
 
-def _check_broadcast(a: Any, b: Any) -> None:
+def check_broadcast(a: Any, b: Any) -> None:
     """The broadcasting ``at::infer_size``'s error (ExpandUtils.cpp, not
     ``strides.infer_size``) for shapes that do not broadcast, in PyTorch's words."""
     sa, sb = _shape_of(a), _shape_of(b)
@@ -172,7 +222,7 @@ def _check_broadcast(a: Any, b: Any) -> None:
 _DENSE_STRIDES: dict[tuple[tuple[int, ...], int], tuple[int, ...] | None] = {}
 
 
-def _is_dense(arr: np.ndarray) -> bool:
+def is_dense(arr: np.ndarray) -> bool:
     """True if ``arr`` has ``contiguous_strides`` exactly (so ``restride`` keeps it)."""
     if arr.ndim == 1:
         return arr.strides[0] == arr.itemsize  # contiguous_strides((n,)) == (1,)
@@ -186,7 +236,7 @@ def _is_dense(arr: np.ndarray) -> bool:
     return arr.strides == strides
 
 
-def _elementwise(a: Tensor, b: Any, np_fn: Any) -> Tensor:
+def elementwise(a: Tensor, b: Any, np_fn: Any) -> Tensor:
     """``np_fn(a, b)`` (``b`` wrapped) on one device, laid out as TensorIterator lays it out."""
     ad = a.data
     # Fast path (the backward pass's usual case): where the checks below cannot fail
@@ -201,29 +251,34 @@ def _elementwise(a: Tensor, b: Any, np_fn: Any) -> Tensor:
                     and ad.flags.c_contiguous and bd.flags.c_contiguous)
         else:
             bd = b
-            fast = ad.ndim <= 1 or _is_dense(ad)
+            fast = ad.ndim <= 1 or is_dense(ad)
         if fast:
             if errors_ignored():
                 data = np_fn(ad, bd)
             else:
                 with np.errstate(all="ignore"):
                     data = np_fn(ad, bd)
-            if type(data) is not np.ndarray or not _is_dense(data):
+            if type(data) is not np.ndarray or not is_dense(data):
                 data = elementwise_layout(data, ad, bd)
             return Tensor(data, device=a.device)
-    dev = _check_same_device(a, b)
-    _check_broadcast(a, b)
+    dev = check_same_device(a, b)
+    check_broadcast(a, b)
     with np.errstate(all="ignore"):  # inf * 0, inf - inf: NaN, silently, as in torch
-        data = np_fn(ad, _data(b))
-    return _new(elementwise_layout(data, ad, _data(b)), dev)
+        data = np_fn(ad, data_of(b))
+    return as_tensor(elementwise_layout(data, ad, data_of(b)), dev)
 
 
-def _norm_dims(dim: int | Sequence[int], ndim: int) -> tuple[int, ...]:
+def norm_dims(dim: int | Sequence[int], ndim: int) -> tuple[int, ...]:
+    """Reduction dims, wrapped and sorted."""
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     return tuple(sorted(d % builtins.max(ndim, 1) for d in dims))
 
 
-def _with_sizes(out: Tensor, a: Tensor) -> Tensor:
-    if out.grad_fn is not None:
-        out.grad_fn._self_sizes = a.shape  # type: ignore[attr-defined]
-    return out
+def wrap_dim(dim: int, ndim: int) -> int:
+    """``maybe_wrap_dim``: a negative dimension counts from the end; out of range raises."""
+    n = builtins.max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+            f"but got {dim})")
+    return dim % n

@@ -4,7 +4,12 @@ Ties as ATen breaks them: ``max()`` over everything spreads the gradient evenly 
 the maxima (``evenly_distribute_backward``); ``max(dim)`` gives it to the index it
 returns, the first maximum (``value_selecting_reduction_backward``).  ``norm`` is
 ``linalg_vector_norm`` (``LinalgVectorNormBackward0``), a zero norm giving a zero
-gradient, for p = 2 and p = 1.
+gradient.  ``argmax``/``argmin`` record nothing (an integer result).
+
+Mirrors ``at::max``/``at::min`` (``MaxBackward0``/``1``, ``MinBackward0``/``1``),
+``at::linalg_vector_norm`` and ``at::argmax``/``argmin``, with PyTorch's errors.
+
+Departures: ``norm`` has p = 2 and p = 1 only (another p raises NotImplementedError).
 """
 
 from __future__ import annotations
@@ -16,15 +21,11 @@ from typing import Any
 import numpy as np
 
 from .. import device as _dev
-from .. import grad_mode
 from ..strides import contiguous
 from ..tensor import Tensor
-from .arith import div, mul, where_const
-from .base import Grads, OpNode, _new, _norm_dims, _record
-from .pointwise import _mask, maximum, minimum
-from .reduction import _unsqueeze_shape
-from .shape import expand
-from .views import _wrap_dim
+from .arith import div, maximum, minimum, mul, where_const
+from .base import Grads, OpNode, as_tensor, mask_of, norm_dims, record, wrap_dim
+from .reduction import expand, unsqueeze_reduced
 
 # ``torch.return_types.max``: values and indices, by name or unpacked
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
@@ -38,7 +39,7 @@ class MaxBackward1(OpNode):
         a, result = s["self"], s["result"]
         hit = a.data == result.data
         share = hit.astype(a.dtype) / hit.sum().astype(a.dtype)
-        return [mul(expand(grads[0], a.shape), _new(share, a.device))]
+        return [mul(expand(grads[0], a.shape), as_tensor(share, a.device))]
 
 
 class MinBackward1(MaxBackward1):
@@ -48,16 +49,20 @@ class MinBackward1(MaxBackward1):
 class MaxBackward0(OpNode):
     """``max(dim)``: the gradient to the returned index."""
 
+    self_sizes: tuple[int, ...]
+    dim: int
+    keepdim: bool
+
     def apply(self, grads: Grads) -> Grads:
-        idx, sizes, d = self.saved()["indices"], self._self_sizes, self._dim
-        g = _unsqueeze_shape(grads[0], sizes, (d,), self._keepdim)
+        idx, sizes, d = self.saved()["indices"], self.self_sizes, self.dim
+        g = unsqueeze_reduced(grads[0], sizes, (d,), self.keepdim)
         xp = _dev.array_module(idx.data)
-        idx_k = idx.data if self._keepdim else xp.expand_dims(idx.data, d)
+        idx_k = idx.data if self.keepdim else xp.expand_dims(idx.data, d)
         shape = [1] * len(sizes)
         if sizes:
             shape[d] = sizes[d]
         pos = xp.arange(sizes[d] if sizes else 1).reshape(shape)
-        return [mul(expand(g, sizes), _mask(pos == idx_k, g))]
+        return [mul(expand(g, sizes), mask_of(pos == idx_k, g))]
 
 
 class MinBackward0(MaxBackward0):
@@ -71,26 +76,20 @@ def _full(a: Tensor, is_max: bool) -> Tensor:
             "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
     xp = _dev.array_module(a.data)
     data = (xp.max if is_max else xp.min)(a.data)
-    out = _new(contiguous(data), a.device)
-    need = grad_mode.is_grad_enabled() and a.requires_grad
-    return _record(out, MaxBackward1 if is_max else MinBackward1, (a,),
-                   **({"self": a, "result": out} if need else {}))
+    out = as_tensor(contiguous(data), a.device)
+    return record(out, MaxBackward1 if is_max else MinBackward1, (a,),
+                  {"self": a, "result": out})
 
 
 def _along(a: Tensor, dim: int, keepdim: bool, is_max: bool) -> MaxResult:
-    d = _wrap_dim(dim, a.ndim)
+    d = wrap_dim(dim, a.ndim)
     xp = _dev.array_module(a.data)
     axis = d if a.ndim else None
     idx = (xp.argmax if is_max else xp.argmin)(a.data, axis=axis, keepdims=keepdim)
     values = (xp.max if is_max else xp.min)(a.data, axis=axis, keepdims=keepdim)
-    indices = _new(xp.asarray(idx).astype(np.int64), a.device)
-    out = _new(contiguous(values), a.device)
-    need = grad_mode.is_grad_enabled() and a.requires_grad
-    out = _record(out, MaxBackward0 if is_max else MinBackward0, (a,),
-                  **({"indices": indices} if need else {}))
-    if out.grad_fn is not None:
-        node: Any = out.grad_fn
-        node._self_sizes, node._dim, node._keepdim = a.shape, d, keepdim
+    indices = as_tensor(xp.asarray(idx).astype(np.int64), a.device)
+    out = record(as_tensor(contiguous(values), a.device), MaxBackward0 if is_max else MinBackward0,
+                 (a,), {"indices": indices}, self_sizes=a.shape, dim=d, keepdim=keepdim)
     return MaxResult(out, indices)
 
 
@@ -108,14 +107,18 @@ def min(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
 
 
 class LinalgVectorNormBackward0(OpNode):
+    dims: tuple[int, ...]
+    keepdim: bool
+    ord: float
+
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         a, result = s["self"], s["result"]
-        dims, keepdim = self._dims, self._keepdim
-        g = _unsqueeze_shape(grads[0], a.shape, dims, keepdim)
-        if self._ord == 1:
-            return [mul(g, _new(np.sign(a.data), a.device))]
-        n = _unsqueeze_shape(result, a.shape, dims, keepdim)
+        dims, keepdim = self.dims, self.keepdim
+        g = unsqueeze_reduced(grads[0], a.shape, dims, keepdim)
+        if self.ord == 1:
+            return [mul(g, as_tensor(np.sign(a.data), a.device))]
+        n = unsqueeze_reduced(result, a.shape, dims, keepdim)
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = where_const(n.data == 0, div(g, n), 0.0)
         return [mul(a, scale)]
@@ -129,21 +132,16 @@ def norm(a: Tensor, p: float = 2, dim: int | Sequence[int] | None = None,
         raise RuntimeError(
             "linalg.vector_norm: Expected a floating point or complex tensor as input. "
             f"Got {np.dtype(a.dtype).name}")
-    dims = tuple(range(a.ndim)) if dim is None else _norm_dims(dim, a.ndim)
+    dims = tuple(range(a.ndim)) if dim is None else norm_dims(dim, a.ndim)
     axis = dims if a.ndim else None
     xp = _dev.array_module(a.data)
     if p == 2:
         data = xp.sqrt((a.data * a.data).sum(axis=axis, keepdims=keepdim))
     else:
         data = xp.abs(a.data).sum(axis=axis, keepdims=keepdim)
-    out = _new(contiguous(data).astype(a.dtype), a.device)
-    need = grad_mode.is_grad_enabled() and a.requires_grad
-    out = _record(out, LinalgVectorNormBackward0, (a,),
-                  **({"self": a, "result": out} if need else {}))
-    if out.grad_fn is not None:
-        node: Any = out.grad_fn
-        node._dims, node._keepdim, node._ord = dims, keepdim, p
-    return out
+    out = as_tensor(contiguous(data).astype(a.dtype), a.device)
+    return record(out, LinalgVectorNormBackward0, (a,), {"self": a, "result": out},
+                  dims=dims, keepdim=keepdim, ord=p)
 
 
 def _arg(a: Tensor, dim: int | None, keepdim: bool, is_max: bool) -> Tensor:
@@ -154,8 +152,8 @@ def _arg(a: Tensor, dim: int | None, keepdim: bool, is_max: bool) -> Tensor:
         if keepdim:
             idx = xp.asarray(idx).reshape((1,) * a.ndim)
     else:
-        idx = fn(a.data, axis=_wrap_dim(dim, a.ndim) if a.ndim else None, keepdims=keepdim)
-    return _new(xp.asarray(idx).astype(np.int64), a.device)
+        idx = fn(a.data, axis=wrap_dim(dim, a.ndim) if a.ndim else None, keepdims=keepdim)
+    return as_tensor(xp.asarray(idx).astype(np.int64), a.device)
 
 
 def argmax(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:

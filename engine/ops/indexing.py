@@ -1,4 +1,17 @@
-"""Indexing: ``x[key]`` as the chain of ``select``/``slice`` views PyTorch records.
+"""Indexing: ``x[key]`` as the chain of views PyTorch records (``applySlicing``):
+``select`` and ``slice`` for integers and slices, ``unsqueeze`` for ``None``, ``alias`` for
+a key that selects everything, then one ``index`` for Tensor, list and mask indices.
+
+Mirrors ``at::select``/``at::slice`` (``SelectBackward0``/``SliceBackward0``, whose
+gradients are ``select_backward``/``slice_backward``: zeros with the gradient written in,
+recording ``SelectBackwardBackward0``/``SliceBackwardBackward0`` in a double backward),
+``at::alias`` (``AliasBackward0``), ``at::index`` (``IndexBackward0``: the gradient
+accumulated into zeros, ``_index_put_impl_``, ``IndexPutImplBackward0``) and PyTorch's
+index errors, word for word.
+
+Departures: a view is NumPy's basic indexing of the previous view (the same strides as
+ATen's), and a backward formula writes into its zeros with NumPy indexing, not through a
+view and ``copy_``.
 """
 
 from __future__ import annotations
@@ -8,58 +21,64 @@ from typing import Any
 import numpy as np
 
 from .. import device as _dev
-from ..graph import Node
 from ..tensor import Tensor
-from .base import (
-    Grads,
-    OpNode,
-    _new,
-    _record,
-    _with_sizes,
-)
-from .shape import AliasBackward0
+from .base import Grads, OpNode, as_tensor, record
 from .views import unsqueeze
 
 
-# --- indexing ------------------------------------------------------------------
 class SelectBackward0(OpNode):
+    self_sizes: tuple[int, ...]
+    key: tuple[Any, ...]
+
     def apply(self, grads: Grads) -> Grads:
-        return [_scatter_zeros(grads[0], self._self_sizes, self._key, SelectBackwardBackward0)]
+        return [_scatter_zeros(grads[0], self.self_sizes, self.key, SelectBackwardBackward0)]
 
 
 class SliceBackward0(OpNode):
+    self_sizes: tuple[int, ...]
+    key: tuple[Any, ...]
+
     def apply(self, grads: Grads) -> Grads:
-        return [_scatter_zeros(grads[0], self._self_sizes, self._key, SliceBackwardBackward0)]
+        return [_scatter_zeros(grads[0], self.self_sizes, self.key, SliceBackwardBackward0)]
 
 
 class SelectBackwardBackward0(OpNode):
+    key: tuple[Any, ...]
+
     def apply(self, grads: Grads) -> Grads:
-        return [_getitem_raw(grads[0], self._key, SelectBackward0)]
+        return [index_view(grads[0], self.key, SelectBackward0)]
 
 
 class SliceBackwardBackward0(OpNode):
+    key: tuple[Any, ...]
+
     def apply(self, grads: Grads) -> Grads:
-        return [_getitem_raw(grads[0], self._key, SliceBackward0)]
+        return [index_view(grads[0], self.key, SliceBackward0)]
+
+
+class AliasBackward0(OpNode):
+    """``alias``: indexing that selects everything (``x[:, :]``, ``x[()]``)."""
+
+    def apply(self, grads: Grads) -> Grads:
+        return [grads[0]]
 
 
 def _scatter_zeros(g: Tensor, sizes: tuple[int, ...], key: tuple[Any, ...],
-                   node_cls: type[Node]) -> Tensor:
+                   node_cls: type[OpNode]) -> Tensor:
+    """``select_backward``/``slice_backward``: zeros of ``sizes`` with ``g`` at ``key``."""
     with _dev.on_device(g.device):
         data = _dev.array_module(g.data).zeros(sizes, dtype=g.dtype)
     data[key] = g.data
-    out = _record(_new(data, g.device), node_cls, (g,))
-    if out.grad_fn is not None:
-        out.grad_fn._key = key  # type: ignore[attr-defined]
-    return out
+    return record(as_tensor(data, g.device), node_cls, (g,), key=key)
 
 
-def _getitem_raw(a: Tensor, key: tuple[Any, ...], node_cls: type[Node]) -> Tensor:
+def index_view(a: Tensor, key: tuple[Any, ...], node_cls: type[OpNode]) -> Tensor:
+    """The select or slice view of ``a`` at ``key`` (integers and slices only), recording
+    ``node_cls``."""
     # a view, with the base's strides, as select/slice return (``...`` keeps a 0-d result
     # an array)
-    out = _with_sizes(_record(_new(a.data[key + (Ellipsis,)], a.device), node_cls, (a,)), a)
-    if out.grad_fn is not None:
-        out.grad_fn._key = key  # type: ignore[attr-defined]
-    return out
+    return record(as_tensor(a.data[key + (Ellipsis,)], a.device), node_cls, (a,),
+                  self_sizes=a.shape, key=key)
 
 
 def _is_full_slice(k: slice, n: int) -> bool:
@@ -135,7 +154,7 @@ def index(a: Tensor, key: Any) -> Tensor:
             if multi and _is_full_slice(k, out.shape[dim]):
                 dim += 1
                 continue
-            out = _getitem_raw(out, full + (k,), SliceBackward0)
+            out = index_view(out, full + (k,), SliceBackward0)
             dim += 1
         else:
             n = out.shape[dim]
@@ -143,7 +162,7 @@ def index(a: Tensor, key: Any) -> Tensor:
                 raise IndexError(
                     f"index {k} is out of bounds for dimension {dim} with size {n}"
                 )
-            out = _getitem_raw(out, full + (int(k) % n,), SelectBackward0)
+            out = index_view(out, full + (int(k) % n,), SelectBackward0)
     if adv:
         if dim > out.ndim:
             raise IndexError(f"too many indices for tensor of dimension {a.ndim}")
@@ -151,23 +170,28 @@ def index(a: Tensor, key: Any) -> Tensor:
         adv_key = tuple(adv.get(i, slice(None)) for i in range(last + 1))
         return _index_adv(out, adv_key)
     if out is a:
-        out = _record(_new(a.data[...], a.device), AliasBackward0, (a,))
+        out = record(as_tensor(a.data[...], a.device), AliasBackward0, (a,))
     return out
 
 
 class IndexBackward0(OpNode):
     """Advanced indexing: the gradient accumulated into zeros at the indexed places."""
 
+    self_sizes: tuple[int, ...]
+    key: tuple[Any, ...]
+
     def apply(self, grads: Grads) -> Grads:
-        return [_index_put_zeros(grads[0], self._self_sizes, self._key)]
+        return [_index_put_zeros(grads[0], self.self_sizes, self.key)]
 
 
 class IndexPutImplBackward0(OpNode):
     """``_index_put_impl_(zeros, indices, grad, accumulate=True)``: IndexBackward0's
     gradient, recorded in a double backward (the zeros' edge is invalid)."""
 
+    key: tuple[Any, ...]
+
     def apply(self, grads: Grads) -> Grads:
-        return [None, _index_adv(grads[0], self._key)]
+        return [None, _index_adv(grads[0], self.key)]
 
 
 def _index_adv(a: Tensor, key: tuple[Any, ...]) -> Tensor:
@@ -175,17 +199,11 @@ def _index_adv(a: Tensor, key: tuple[Any, ...]) -> Tensor:
         data = a.data[key]
     except IndexError as e:
         raise IndexError(str(e).replace("axis", "dimension")) from None
-    out = _with_sizes(_record(_new(data, a.device), IndexBackward0, (a,)), a)
-    if out.grad_fn is not None:
-        out.grad_fn._key = key  # type: ignore[attr-defined]
-    return out
+    return record(as_tensor(data, a.device), IndexBackward0, (a,), self_sizes=a.shape, key=key)
 
 
 def _index_put_zeros(g: Tensor, sizes: tuple[int, ...], key: tuple[Any, ...]) -> Tensor:
     with _dev.on_device(g.device):
         data = _dev.array_module(g.data).zeros(sizes, dtype=g.dtype)
     np.add.at(data, key, g.data)  # a ufunc: a device array's module runs it
-    out = _record(_new(data, g.device), IndexPutImplBackward0, (None, g))
-    if out.grad_fn is not None:
-        out.grad_fn._key = key  # type: ignore[attr-defined]
-    return out
+    return record(as_tensor(data, g.device), IndexPutImplBackward0, (None, g), key=key)

@@ -4,11 +4,14 @@ with PyTorch's version counter.
 Each writes the out-of-place result into the tensor's own array (views of it see the
 change), bumps ``_version`` and, where it records, makes the op's node the tensor's
 ``grad_fn`` (``rebase_history``): the old history becomes the node's next edge.  A
-saved tensor remembers the version it had when saved (``ops_common.OpNode``), so a
+saved tensor remembers the version it had when saved (``base.OpNode``), so a
 backward through a node whose saved tensor was changed since raises PyTorch's error.
 As in PyTorch, a leaf that requires grad refuses an in-place op while grad mode is on;
-an operand the node saves is saved as a copy of its value before the op (ATen's
-``original_self``).
+an op whose node saves ``self`` (``mul_``, ``div_``) computes from a copy of the value
+before the op (ATen's ``original_self``), so the node is made with what it keeps.
+
+Mirrors ``at::add_`` and the other in-place ops, ``VariableVersion``, ``rebase_history``
+and ``check_inplace`` (the leaf error, word for word).
 
 Departures: a view does not share its base's version counter, and an in-place op on a
 view does not rewrite the base's history (``CopySlices``).
@@ -23,7 +26,7 @@ from .. import grad_mode
 from ..graph import InputMetadata
 from ..tensor import Tensor
 from .arith import add, div, mul, sub
-from .base import Grads, OpNode, _new, _record
+from .base import Grads, OpNode, as_tensor, record
 
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 
@@ -39,45 +42,50 @@ def _commit(t: Tensor, r: Tensor) -> Tensor:
         raise RuntimeError(
             f"output with shape {list(t.shape)} doesn't match the broadcast shape "
             f"{list(r.shape)}")
-    node = r.grad_fn
-    if node is not None:
-        saved = node._saved or {}
-        copied = set()
-        for k, v in list(saved.items()):  # the operand's value before the op
-            if v is t:
-                saved[k] = Tensor(v.data.copy(), device=v.device)
-                copied.add(k)
-        node._saved_versions = [(k, 0, False) if k in copied else (k, v, o)
-                                for k, v, o in node._saved_versions]
     t.data[...] = r.data
     t._version += 1
-    if node is not None:
+    node = r.grad_fn
+    if node is not None:  # rebase_history: the node's input is now ``t`` itself
         node._input_metadata[0] = InputMetadata(t.shape, t.dtype, t.device)
         t.grad_fn, t.output_nr = node, 0
     return t
 
 
-def _binary_(t: Tensor, other: Any, fn: Any) -> Tensor:
+def _original(t: Tensor) -> Tensor:
+    """``original_self``: ``t``'s value before the op, with ``t``'s history (so the same
+    edge), for a node to save; nothing else holds it, so it stays at version 0."""
+    copy = Tensor(t.data.copy(), device=t.device)
+    copy.grad_fn, copy.output_nr = t.grad_fn, t.output_nr
+    copy._requires_grad = t._requires_grad
+    return copy
+
+
+def _binary_(t: Tensor, other: Any, fn: Any, saves_self: bool) -> Tensor:
     _check_leaf(t)
+    if saves_self and grad_mode.is_grad_enabled() and (
+            t.requires_grad or getattr(other, "requires_grad", False)):
+        # only ``self`` is the value before the op: an ``other`` that is ``t`` itself is
+        # saved as it is, so its version check fails after the op, as in PyTorch
+        return _commit(t, fn(_original(t), other))
     return _commit(t, fn(t, other))
 
 
 def add_(t: Tensor, other: Any, alpha: float = 1) -> Tensor:
     return _binary_(t, other if alpha == 1 else mul(other, alpha) if isinstance(
-        other, Tensor) else other * alpha, add)
+        other, Tensor) else other * alpha, add, saves_self=False)
 
 
 def sub_(t: Tensor, other: Any, alpha: float = 1) -> Tensor:
     return _binary_(t, other if alpha == 1 else mul(other, alpha) if isinstance(
-        other, Tensor) else other * alpha, sub)
+        other, Tensor) else other * alpha, sub, saves_self=False)
 
 
 def mul_(t: Tensor, other: Any) -> Tensor:
-    return _binary_(t, other, mul)
+    return _binary_(t, other, mul, saves_self=True)
 
 
 def div_(t: Tensor, other: Any) -> Tensor:
-    return _binary_(t, other, div)
+    return _binary_(t, other, div, saves_self=True)
 
 
 class ZeroBackward0(OpNode):
@@ -96,7 +104,7 @@ def _fill(t: Tensor, value: float, node_cls: type[OpNode]) -> Tensor:
     if grad_mode.is_grad_enabled() and t.requires_grad:
         old = Tensor(t.data, device=t.device)
         old.grad_fn, old.output_nr = t.grad_fn, t.output_nr
-        r = _record(_new(t.data, t.device), node_cls, (old,))
+        r = record(as_tensor(t.data, t.device), node_cls, (old,))
         t.grad_fn, t.output_nr = r.grad_fn, 0
     return t
 
@@ -132,9 +140,6 @@ def copy_(t: Tensor, src: Tensor) -> Tensor:
         old = Tensor(t.data, device=t.device)
         old.grad_fn, old.output_nr = t.grad_fn, t.output_nr
         old._requires_grad = False
-        r = _record(_new(t.data, t.device), CopyBackwards, (old, src))
+        r = record(as_tensor(t.data, t.device), CopyBackwards, (old, src))
         t.grad_fn, t.output_nr = r.grad_fn, 0
     return t
-
-
-

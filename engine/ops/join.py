@@ -1,9 +1,14 @@
 """Joining and splitting: ``cat``, ``stack``, ``split``/``chunk`` (one node with an
 output per piece, as ``SplitBackward0`` has) and ``repeat``.
 
-The backward formulas are ATen's: ``cat`` narrows the gradient (``SliceBackward0`` in
-a double backward), ``stack`` selects, ``split`` concatenates the pieces' gradients
-(zeros for a piece without one), ``repeat`` sums the tiles.
+Mirrors ``at::cat``, ``at::stack``, ``at::split``/``split_with_sizes``/``chunk`` and
+``at::repeat`` with their nodes and ``derivatives.yaml`` formulas: ``cat`` narrows the
+gradient (``SliceBackward0`` in a double backward), ``stack`` selects, ``split``
+concatenates the pieces' gradients (zeros for a piece without one, as
+``split_backward`` does), ``repeat`` sums the tiles (``repeat_backward``).
+
+Departures: ``cat`` and ``stack`` promote mixed dtypes by NumPy's ``result_type``
+(``_promoted``), which for a float with an integer differs from PyTorch's rule.
 """
 
 from __future__ import annotations
@@ -16,25 +21,27 @@ import numpy as np
 
 from .. import device as _dev
 from .. import grad_mode
-from ..graph import Node, collect_next_edges
+from ..graph import collect_next_edges
 from ..tensor import Tensor
-from .base import Grads, OpNode, _check_same_device, _new, _record
-from .indexing import SelectBackward0, SliceBackward0, _getitem_raw
+from .base import Grads, OpNode, as_tensor, check_same_device, record, wrap_dim
+from .indexing import SelectBackward0, SliceBackward0, index_view
 from .reduction import sum
 from .shape import reshape
-from .views import _wrap_dim
 
 
 def _narrow(g: Tensor, dim: int, start: int, length: int) -> Tensor:
-    return _getitem_raw(g, (slice(None),) * dim + (slice(start, start + length),),
+    return index_view(g, (slice(None),) * dim + (slice(start, start + length),),
                         SliceBackward0)
 
 
 class CatBackward0(OpNode):
+    dim: int
+    sizes: list[int]  # each input's size along ``dim``
+
     def apply(self, grads: Grads) -> Grads:
         g, out, start = grads[0], [], 0
-        for i, n in enumerate(self._sizes):
-            out.append(_narrow(g, self._dim, start, n) if self.should_compute_output(i)
+        for i, n in enumerate(self.sizes):
+            out.append(_narrow(g, self.dim, start, n) if self.should_compute_output(i)
                        else None)
             start += n
         return out
@@ -48,24 +55,24 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
-    dev = _check_same_device(*tensors)
-    d = _wrap_dim(dim, tensors[0].ndim)
+    dev = check_same_device(*tensors)
+    d = wrap_dim(dim, tensors[0].ndim)
     dtype = _promoted(tensors)
     xp = _dev.array_module(*[t.data for t in tensors])
     data = xp.concatenate([t.data.astype(dtype) for t in tensors], axis=d)
-    out = _record(_new(data, dev), CatBackward0, tensors)
-    if out.grad_fn is not None:
-        out.grad_fn._dim = d  # type: ignore[attr-defined]
-        out.grad_fn._sizes = [t.shape[d] for t in tensors]  # type: ignore[attr-defined]
-    return out
+    return record(as_tensor(data, dev), CatBackward0, tensors,
+                  dim=d, sizes=[t.shape[d] for t in tensors])
 
 
 class StackBackward0(OpNode):
+    dim: int
+    n: int  # the number of inputs
+
     def apply(self, grads: Grads) -> Grads:
         g = grads[0]
-        full = (slice(None),) * self._dim
-        return [_getitem_raw(g, full + (i,), SelectBackward0)
-                if self.should_compute_output(i) else None for i in range(self._n)]
+        full = (slice(None),) * self.dim
+        return [index_view(g, full + (i,), SelectBackward0)
+                if self.should_compute_output(i) else None for i in range(self.n)]
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
@@ -79,19 +86,18 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         raise RuntimeError(
             f"stack expects each tensor to be equal size, but got {list(a)} at entry 0 and "
             f"{list(b)} at entry {i}")
-    dev = _check_same_device(*tensors)
-    d = _wrap_dim(dim, tensors[0].ndim + 1)
+    dev = check_same_device(*tensors)
+    d = wrap_dim(dim, tensors[0].ndim + 1)
     dtype = _promoted(tensors)
     xp = _dev.array_module(*[t.data for t in tensors])
     data = xp.stack([t.data.astype(dtype) for t in tensors], axis=d)
-    out = _record(_new(data, dev), StackBackward0, tensors)
-    if out.grad_fn is not None:
-        out.grad_fn._dim, out.grad_fn._n = d, len(tensors)  # type: ignore[attr-defined]
-    return out
+    return record(as_tensor(data, dev), StackBackward0, tensors, dim=d, n=len(tensors))
 
 
 class SplitBackward0(OpNode):
     """One node, an output per piece; a piece without a gradient contributes zeros."""
+
+    dim: int
 
     def apply(self, grads: Grads) -> Grads:
         pieces = []
@@ -99,34 +105,35 @@ class SplitBackward0(OpNode):
             if g is None:
                 with _dev.on_device(device):
                     xp = _dev.array_module(*[x.data for x in grads if x is not None])
-                    g = _new(xp.zeros(shape, dtype=dtype), device)
+                    g = as_tensor(xp.zeros(shape, dtype=dtype), device)
             pieces.append(g)
-        return [cat(pieces, self._dim)]
+        return [cat(pieces, self.dim)]
 
 
 class SplitWithSizesBackward0(SplitBackward0):
     """``split`` with a list of sizes."""
 
 
-def _split(a: Tensor, sizes: list[int], dim: int, node_cls: type[Node]) -> tuple[Tensor, ...]:
+def _split(a: Tensor, sizes: list[int], dim: int,
+           node_cls: type[SplitBackward0]) -> tuple[Tensor, ...]:
     outs, start = [], 0
     for n in sizes:
         key = (slice(None),) * dim + (slice(start, start + n),)
-        outs.append(_new(a.data[key + (Ellipsis,)], a.device))
+        outs.append(as_tensor(a.data[key + (Ellipsis,)], a.device))
         start += n
     if grad_mode.is_grad_enabled() and a.requires_grad:
-        node = node_cls()
+        # ``record`` with an output per piece: each piece is output i of the one node
+        node = node_cls(dim=dim)
         node.set_next_edges(collect_next_edges(a))
         for i, o in enumerate(outs):
             node.add_input_metadata(o.shape, o.dtype, o.device)
             o.grad_fn, o.output_nr = node, i
-        node._dim = dim  # type: ignore[attr-defined]
     return tuple(outs)
 
 
 def split(a: Tensor, split_size_or_sections: int | Sequence[int],
           dim: int = 0) -> tuple[Tensor, ...]:
-    d = _wrap_dim(dim, a.ndim)
+    d = wrap_dim(dim, a.ndim)
     n = a.shape[d]
     if isinstance(split_size_or_sections, (int, np.integer)):
         step = int(split_size_or_sections)
@@ -144,7 +151,7 @@ def chunk(a: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """``chunk`` is ``split`` with ceil(size / chunks): ``SplitBackward0``."""
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
-    n = a.shape[_wrap_dim(dim, a.ndim)]
+    n = a.shape[wrap_dim(dim, a.ndim)]
     return split(a, max(-(-n // chunks), 1), dim)
 
 
@@ -152,8 +159,11 @@ class RepeatBackward0(OpNode):
     """Sum the tiles: the gradient reshaped to (repeat, size) pairs, summed over each
     repeat."""
 
+    repeats: tuple[int, ...]
+    self_sizes: tuple[int, ...]
+
     def apply(self, grads: Grads) -> Grads:
-        g, reps, sizes = grads[0], self._repeats, self._self_sizes
+        g, reps, sizes = grads[0], self.repeats, self.self_sizes
         lead = len(reps) - len(sizes)
         padded = (1,) * lead + tuple(sizes)
         split_shape: list[int] = []
@@ -172,8 +182,6 @@ def repeat(a: Tensor, repeats: Sequence[int]) -> Tensor:
             "of tensor")
     xp = _dev.array_module(a.data)
     data = a.data.reshape((1,) * (len(reps) - a.ndim) + a.shape)
-    out = _record(_new(xp.tile(data, reps), a.device), RepeatBackward0, (a,))
-    if out.grad_fn is not None:
-        out.grad_fn._repeats, out.grad_fn._self_sizes = reps, a.shape  # type: ignore[attr-defined]
-    return out
+    return record(as_tensor(xp.tile(data, reps), a.device), RepeatBackward0, (a,),
+                  repeats=reps, self_sizes=a.shape)
 

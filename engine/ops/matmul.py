@@ -1,4 +1,12 @@
-"""Matrix products (``mm``, ``dot``, ``mv``, ``matmul``) and ``linear``.
+"""Matrix products: ``mm``, ``dot``, ``mv`` and ``matmul``, which picks one of them by the
+operands' dims as ``at::matmul`` does.
+
+Mirrors ``at::mm``, ``at::dot``, ``at::mv`` (``MmBackward0``, ``DotBackward0``,
+``MvBackward0``, their ``derivatives.yaml`` formulas) and ``at::matmul``: a 1-D @ 2-D
+product is ``a.unsqueeze(0).mm(b).squeeze_(0)`` (``UnsqueezeBackward0``, ``MmBackward0``,
+``SqueezeBackward4``), with PyTorch's shape errors.
+
+Departures: operands of more than two dims (batched matmul) are refused.
 """
 
 from __future__ import annotations
@@ -7,21 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import grad_mode
-from ..graph import Node
-from ..strides import (
-    contiguous,
-)
+from ..strides import as_strided, contiguous, element_strides
 from ..tensor import Tensor
 from .arith import mul
-from .base import (
-    Grads,
-    OpNode,
-    _check_same_device,
-    _new,
-    _record,
-)
-from .shape import _squeeze0, _unsqueeze0, reshape, t
+from .base import Grads, OpNode, as_tensor, check_same_device, record
+from .shape import reshape
+from .views import t, unsqueeze
 
 
 # --- matrix products -----------------------------------------------------------
@@ -53,13 +52,12 @@ class MvBackward0(OpNode):
         return [ga, gb]
 
 
-def _mat(a: Tensor, b: Tensor, fn: Any, node_cls: type[Node], names: tuple[str, str]) -> Tensor:
-    dev = _check_same_device(a, b)
+def _mat(a: Tensor, b: Tensor, fn: Any, node_cls: type[OpNode],
+         names: tuple[str, str]) -> Tensor:
+    dev = check_same_device(a, b)
     with np.errstate(all="ignore"):  # inf * 0 inside the product: NaN, as in torch
         data = fn(a.data, b.data)
-    out = _new(contiguous(data), dev)
-    need = grad_mode.is_grad_enabled() and (a.requires_grad or b.requires_grad)
-    return _record(out, node_cls, (a, b), **({names[0]: a, names[1]: b} if need else {}))
+    return record(as_tensor(contiguous(data), dev), node_cls, (a, b), {names[0]: a, names[1]: b})
 
 
 def mm(a: Tensor, b: Tensor) -> Tensor:
@@ -98,48 +96,27 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         return mv(a, b)
     if a.ndim == 1 and b.ndim == 2:
         # at::matmul: a.unsqueeze(0).mm(b).squeeze_(0)
-        return _squeeze0(mm(_unsqueeze0(a), b))
+        return _squeeze0(mm(unsqueeze(a, 0), b))
     raise RuntimeError(
         f"matmul of {a.ndim}-D and {b.ndim}-D tensors is not supported by this engine "
         "(use 1-D or 2-D operands)"
     )
 
 
-# --- linear --------------------------------------------------------------------
-class LinearBackward0(OpNode):
-    """One node, three inputs (input, weight, bias): the seeds' LinearFunction."""
+class SqueezeBackward4(OpNode):
+    """``squeeze_(dim)``, in place on the ``mm`` result of a 1-D @ 2-D ``matmul``."""
+
+    self_sizes: tuple[int, ...]
 
     def apply(self, grads: Grads) -> Grads:
-        s = self.saved()
-        g, x, w = grads[0], s["input"], s["weight"]
-        gx = gw = gb = None
-        g2 = reshape(g, (1, -1)) if g.ndim == 1 else g
-        x2 = reshape(x, (1, -1)) if x.ndim == 1 else x
-        if self.should_compute_output(0):
-            gx = mm(g2, w)
-            if x.ndim == 1:
-                gx = reshape(gx, x.shape)
-        if self.should_compute_output(1):
-            gw = mm(t(g2), x2)
-        if self.should_compute_output(2):
-            gb = g  # validate_outputs sums the batch dimension away
-        return [gx, gw, gb]
+        return [reshape(grads[0], self.self_sizes)]
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    if x.ndim not in (1, 2) or weight.ndim != 2:
-        raise RuntimeError("linear(): input must be 1-D or 2-D and weight 2-D")
-    dev = _check_same_device(x, weight, *( [bias] if bias is not None else []))
-    if x.shape[-1] != weight.shape[1]:
-        raise RuntimeError(
-            f"mat1 and mat2 shapes cannot be multiplied "
-            f"({1 if x.ndim == 1 else x.shape[0]}x{x.shape[-1]} and "
-            f"{weight.shape[1]}x{weight.shape[0]})"
-        )
-    data = x.data @ weight.data.T
-    if bias is not None:
-        data = data + bias.data
-    out = _new(contiguous(data), dev)
-    need = grad_mode.is_grad_enabled()
-    return _record(out, LinearBackward0, (x, weight, bias),
-                   **({"input": x, "weight": weight} if need else {}))
+def _squeeze0(a: Tensor) -> Tensor:
+    """``squeeze_(0)`` on ``at::matmul``'s own ``mm`` result: a view without dim 0."""
+    data = a.data
+    if isinstance(data, np.ndarray):
+        view = as_strided(data, a.shape[1:], element_strides(data)[1:])
+    else:
+        view = data.reshape(a.shape[1:])
+    return record(as_tensor(view, a.device), SqueezeBackward4, (a,), self_sizes=a.shape)

@@ -1,8 +1,15 @@
-"""Neural-network ops: ``softmax``, ``log_softmax``, ``mse_loss``, ``nll_loss`` and
-``cross_entropy`` (``log_softmax`` then ``nll_loss``, as ATen composes it, so the graph
-is ``NllLossBackward0`` -> ``LogSoftmaxBackward0``).  Formulas from
-``derivatives.yaml`` (``_softmax_backward_data``, ``_log_softmax_backward_data``,
-``mse_loss_backward``, ``nll_loss_backward``), written with Tensor ops.
+"""Neural-network ops (``torch.nn.functional``): ``softmax``, ``log_softmax``,
+``mse_loss``, ``nll_loss``, ``cross_entropy`` (``log_softmax`` then ``nll_loss``, as ATen
+composes it, so the graph is ``NllLossBackward0`` -> ``LogSoftmaxBackward0``) and
+``linear``.
+
+Mirrors ATen's ops and their ``derivatives.yaml`` formulas (``_softmax_backward_data``,
+``_log_softmax_backward_data``, ``mse_loss_backward``, ``nll_loss_backward``), written
+with Tensor ops, with PyTorch's argument errors.
+
+Departures: ``linear`` is one ``LinearBackward0`` node with three inputs (input, weight,
+bias), the seeds' LinearFunction, where PyTorch records ``TBackward0`` +
+``AddmmBackward0``; ``nll_loss`` takes class-index targets only, without class weights.
 """
 
 from __future__ import annotations
@@ -12,32 +19,37 @@ from typing import Any
 import numpy as np
 
 from .. import device as _dev
-from .. import grad_mode
+from ..strides import contiguous
 from ..tensor import Tensor
-from .arith import exp, mul, rsub, sub
-from .base import Grads, OpNode, _new, _record
-from .pointwise import _mask
-from .reduction import sum
-from .shape import expand
-from .views import _wrap_dim
+from .arith import mul, rsub, sub
+from .base import Grads, OpNode, as_tensor, check_same_device, mask_of, record, wrap_dim
+from .matmul import mm
+from .pointwise import exp
+from .reduction import expand, sum
+from .shape import reshape
+from .views import t
 
 _REDUCTIONS = ("mean", "sum", "none")
 
 
 class SoftmaxBackward0(OpNode):
+    dim: int
+
     def apply(self, grads: Grads) -> Grads:
         g, y = grads[0], self.saved()["result"]
-        return [mul(y, sub(g, sum(mul(g, y), self._dim, keepdim=True)))]
+        return [mul(y, sub(g, sum(mul(g, y), self.dim, keepdim=True)))]
 
 
 class LogSoftmaxBackward0(OpNode):
+    dim: int
+
     def apply(self, grads: Grads) -> Grads:
         g, y = grads[0], self.saved()["result"]
-        return [sub(g, mul(exp(y), sum(g, self._dim, keepdim=True)))]
+        return [sub(g, mul(exp(y), sum(g, self.dim, keepdim=True)))]
 
 
 def _softmax(a: Tensor, dim: int, log: bool) -> Tensor:
-    d = _wrap_dim(dim, a.ndim)
+    d = wrap_dim(dim, a.ndim)
     axis = d if a.ndim else None
     xp = _dev.array_module(a.data)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -45,13 +57,9 @@ def _softmax(a: Tensor, dim: int, log: bool) -> Tensor:
         e = np.exp(shifted)
         total = e.sum(axis=axis, keepdims=True)
         data = shifted - np.log(total) if log else e / total
-    out = _new(xp.asarray(data).astype(a.dtype), a.device)
-    need = grad_mode.is_grad_enabled() and a.requires_grad
-    out = _record(out, LogSoftmaxBackward0 if log else SoftmaxBackward0, (a,),
-                  **({"result": out} if need else {}))
-    if out.grad_fn is not None:
-        out.grad_fn._dim = d  # type: ignore[attr-defined]
-    return out
+    out = as_tensor(xp.asarray(data).astype(a.dtype), a.device)
+    return record(out, LogSoftmaxBackward0 if log else SoftmaxBackward0, (a,), {"result": out},
+                  dim=d)
 
 
 def softmax(a: Tensor, dim: int) -> Tensor:
@@ -63,10 +71,12 @@ def log_softmax(a: Tensor, dim: int) -> Tensor:
 
 
 class MseLossBackward0(OpNode):
+    reduction: str
+
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         x, y = s["self"], s["target"]
-        scale = 2.0 / max(x.numel(), 1) if self._reduction == "mean" else 2.0
+        scale = 2.0 / max(x.numel(), 1) if self.reduction == "mean" else 2.0
         d = mul(mul(sub(x, y), scale), grads[0])
         return [d if self.should_compute_output(0) else None,
                 mul(d, -1.0) if self.should_compute_output(1) else None]
@@ -80,31 +90,29 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
         sq = diff * diff
     data = sq.mean() if reduction == "mean" else sq.sum() if reduction == "sum" else sq
     xp = _dev.array_module(input.data, target.data)
-    out = _new(xp.asarray(data), input.device)
-    need = grad_mode.is_grad_enabled() and (input.requires_grad or target.requires_grad)
-    out = _record(out, MseLossBackward0, (input, target),
-                  **({"self": input, "target": target} if need else {}))
-    if out.grad_fn is not None:
-        out.grad_fn._reduction = reduction  # type: ignore[attr-defined]
-    return out
+    out = as_tensor(xp.asarray(data), input.device)
+    return record(out, MseLossBackward0, (input, target), {"self": input, "target": target},
+                  reduction=reduction)
 
 
 class NllLossBackward0(OpNode):
     """``-grad`` (over the count of targets for ``mean``) at each target's class."""
 
+    reduction: str
+
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         x, onehot = s["self"], s["onehot"]
         g = grads[0]
-        if self._reduction == "none" and x.ndim == 2:
+        if self.reduction == "none" and x.ndim == 2:
             g = expand(g.reshape(x.shape[0], 1), x.shape)
         else:
             g = expand(g, x.shape)
-        w = rsub(_mask(onehot.data, g), 0.0)  # -onehot
-        if self._reduction == "mean":  # over the count of targets, kept on the device
+        w = rsub(mask_of(onehot.data, g), 0.0)  # -onehot
+        if self.reduction == "mean":  # over the count of targets, kept on the device
             xp = _dev.array_module(onehot.data)
             count = xp.maximum(onehot.data.sum(), 1).astype(g.dtype)
-            w = mul(w, _new(xp.asarray(1.0 / count).astype(g.dtype), g.device))
+            w = mul(w, as_tensor(xp.asarray(1.0 / count).astype(g.dtype), g.device))
         return [mul(g, w)]
 
 
@@ -131,17 +139,51 @@ def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: A0
         data = picked.sum()
     else:
         data = picked.sum() / xp.maximum(valid.sum(), 1)
-    out = _new(xp.asarray(data).astype(input.dtype), input.device)
-    need = grad_mode.is_grad_enabled() and input.requires_grad
-    mask = _new(onehot if input.ndim == 2 else onehot.reshape(c), input.device)
-    out = _record(out, NllLossBackward0, (input,),
-                  **({"self": input, "onehot": mask} if need else {}))
-    if out.grad_fn is not None:
-        out.grad_fn._reduction = reduction  # type: ignore[attr-defined]
-    return out
+    out = as_tensor(xp.asarray(data).astype(input.dtype), input.device)
+    mask = as_tensor(onehot if input.ndim == 2 else onehot.reshape(c), input.device)
+    return record(out, NllLossBackward0, (input,), {"self": input, "onehot": mask},
+                  reduction=reduction)
 
 
 def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: A002
                   ignore_index: int = -100) -> Any:
     dim = 1 if input.ndim >= 2 else 0
     return nll_loss(log_softmax(input, dim), target, reduction, ignore_index)
+
+
+# --- linear --------------------------------------------------------------------
+class LinearBackward0(OpNode):
+    """One node, three inputs (input, weight, bias): the seeds' LinearFunction."""
+
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        g, x, w = grads[0], s["input"], s["weight"]
+        gx = gw = gb = None
+        g2 = reshape(g, (1, -1)) if g.ndim == 1 else g
+        x2 = reshape(x, (1, -1)) if x.ndim == 1 else x
+        if self.should_compute_output(0):
+            gx = mm(g2, w)
+            if x.ndim == 1:
+                gx = reshape(gx, x.shape)
+        if self.should_compute_output(1):
+            gw = mm(t(g2), x2)
+        if self.should_compute_output(2):
+            gb = g  # validate_outputs sums the batch dimension away
+        return [gx, gw, gb]
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    if x.ndim not in (1, 2) or weight.ndim != 2:
+        raise RuntimeError("linear(): input must be 1-D or 2-D and weight 2-D")
+    dev = check_same_device(x, weight, *( [bias] if bias is not None else []))
+    if x.shape[-1] != weight.shape[1]:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied "
+            f"({1 if x.ndim == 1 else x.shape[0]}x{x.shape[-1]} and "
+            f"{weight.shape[1]}x{weight.shape[0]})"
+        )
+    data = x.data @ weight.data.T
+    if bias is not None:
+        data = data + bias.data
+    return record(as_tensor(contiguous(data), dev), LinearBackward0, (x, weight, bias),
+                  {"input": x, "weight": weight})

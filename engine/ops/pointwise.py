@@ -1,9 +1,16 @@
-"""More pointwise ops: ``sqrt``, ``abs``, ``sin``, ``cos``, ``square``, ``clamp``,
-``maximum``/``minimum``, ``where``, ``masked_fill`` and the comparisons, each with its
-``derivatives.yaml`` formula, written with Tensor ops (so double backward records).
+"""The unary pointwise ops: ``exp``, ``log``, ``reciprocal``, ``relu``, ``sigmoid``,
+``tanh``, ``sqrt``, ``abs``, ``sin``, ``cos``, ``square``, ``clamp``, ``masked_fill``, and the
+powers (``pow``, ``rpow``), each with its backward node.
 
-Masks are constants (a comparison has no gradient); where a formula multiplies by a
-mask, the mask is a Tensor made with its operand's array module, on its device.
+Mirrors ATen's unary ops and their ``derivatives.yaml`` formulas, written with Tensor ops
+(``arith.py``) so a double backward records: a node saves ``result`` where PyTorch's does
+(``exp``, ``sqrt``, ``sigmoid``, ``tanh``, ...) and ``self`` where it does (``log``, ``abs``,
+``sin``, ``cos``).  ``square`` is ``pow(self, 2)`` (``PowBackward0``), as in ATen.
+
+Departures: ReLU's double backward goes through a mask multiply, not
+``threshold_backward``.  ``t ** t`` sits here, with the other powers, because its gradient
+needs ``log``; unary minus is the operator ``neg`` in ``arith.py``.  Masks are constants,
+made with their operand's array module on its device.
 """
 
 from __future__ import annotations
@@ -13,16 +20,44 @@ from typing import Any
 import numpy as np
 
 from .. import device as _dev
-from .. import grad_mode
-from ..strides import elementwise_layout
+from ..strides import contiguous, elementwise_layout
 from ..tensor import Tensor
-from .arith import _unary, div, mul, neg, pow
-from .base import Grads, OpNode, _check_broadcast, _check_same_device, _data, _new, _record
+from .arith import div, mul, neg, rsub, sub, where_const, zeros_like_t
+from .base import Grads, OpNode, as_tensor, check_broadcast, check_same_device, mask_of, record
 
 
-def _mask(cond: Any, like: Tensor) -> Tensor:
-    """A 0/1 Tensor of ``like``'s dtype: ``cond`` as a constant factor."""
-    return _new(cond.astype(like.dtype), like.device)
+class ExpBackward0(OpNode):
+    def apply(self, grads: Grads) -> Grads:
+        return [mul(grads[0], self.saved()["result"])]
+
+
+class LogBackward0(OpNode):
+    def apply(self, grads: Grads) -> Grads:
+        return [div(grads[0], self.saved()["self"])]
+
+
+class ReciprocalBackward0(OpNode):
+    def apply(self, grads: Grads) -> Grads:
+        r = self.saved()["result"]
+        return [neg(mul(grads[0], mul(r, r)))]
+
+
+class ReluBackward0(OpNode):
+    def apply(self, grads: Grads) -> Grads:
+        r = self.saved()["result"]
+        return [mul(grads[0], as_tensor((r.data > 0).astype(r.dtype), r.device))]
+
+
+class SigmoidBackward0(OpNode):
+    def apply(self, grads: Grads) -> Grads:
+        r = self.saved()["result"]
+        return [mul(grads[0], mul(r, rsub(r, 1.0)))]
+
+
+class TanhBackward0(OpNode):
+    def apply(self, grads: Grads) -> Grads:
+        r = self.saved()["result"]
+        return [mul(grads[0], rsub(mul(r, r), 1.0))]
 
 
 class SqrtBackward0(OpNode):
@@ -33,7 +68,7 @@ class SqrtBackward0(OpNode):
 class AbsBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         a = self.saved()["self"]
-        return [mul(grads[0], _new(np.sign(a.data), a.device))]
+        return [mul(grads[0], as_tensor(np.sign(a.data), a.device))]
 
 
 class SinBackward0(OpNode):
@@ -44,6 +79,37 @@ class SinBackward0(OpNode):
 class CosBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         return [mul(grads[0], neg(sin(self.saved()["self"])))]
+
+
+def _unary(a: Tensor, fn: Any, node_cls: type[OpNode], save: str) -> Tensor:
+    """``fn`` elementwise; the node saves ``result`` or ``self``, as PyTorch's does."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out = as_tensor(elementwise_layout(fn(a.data), a.data), a.device)
+    return record(out, node_cls, (a,), {save: out if save == "result" else a})
+
+
+def exp(a: Tensor) -> Tensor:
+    return _unary(a, np.exp, ExpBackward0, "result")
+
+
+def log(a: Tensor) -> Tensor:
+    return _unary(a, np.log, LogBackward0, "self")
+
+
+def reciprocal(a: Tensor) -> Tensor:
+    return _unary(a, np.reciprocal, ReciprocalBackward0, "result")
+
+
+def relu(a: Tensor) -> Tensor:
+    return _unary(a, lambda x: np.maximum(x, 0).astype(x.dtype), ReluBackward0, "result")
+
+
+def sigmoid(a: Tensor) -> Tensor:
+    return _unary(a, lambda x: 1.0 / (1.0 + np.exp(-x)), SigmoidBackward0, "result")
+
+
+def tanh(a: Tensor) -> Tensor:
+    return _unary(a, np.tanh, TanhBackward0, "result")
 
 
 def sqrt(a: Tensor) -> Tensor:
@@ -62,22 +128,86 @@ def cos(a: Tensor) -> Tensor:
     return _unary(a, np.cos, CosBackward0, "self")
 
 
+# --- powers ----------------------------------------------------------------------
+class PowBackward0(OpNode):
+    """``t ** scalar``: ``pow_backward``."""
+
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        e = s["exponent"]
+        if e == 0:
+            return [zeros_like_t(grads[0])]
+        return [mul(grads[0], mul(pow(s["self"], e - 1), e))]
+
+
+class PowBackward1(OpNode):
+    """``t ** t``: ``pow_backward_self`` and ``pow_backward_exponent``."""
+
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        g, a, e, result = grads[0], s["self"], s["exponent"], s["result"]
+        ga = gb = None
+        if self.should_compute_output(0):
+            ga = mul(g, mul(e, pow(a, sub(e, 1))))
+            ga = where_const(e.data == 0, ga, 0.0)
+        if self.should_compute_output(1):
+            mask = (a.data == 0) & (e.data >= 0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gb = mul(g, where_const(mask, mul(result, log(a)), 0.0))
+        return [ga, gb]
+
+
+class PowBackward2(OpNode):
+    """``scalar ** t``."""
+
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        base, e, result = s["base"], s["exponent"], s["result"]
+        if base == 0:
+            return [where_const(e.data >= 0, mul(grads[0], 0.0), 0.0)]
+        return [mul(mul(grads[0], result), float(np.log(base)))]
+
+
+def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001 - torch's name
+    if isinstance(e, Tensor):
+        dev = check_same_device(a, e)
+        check_broadcast(a, e)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = as_tensor(elementwise_layout(np.power(a.data, e.data), a.data, e.data), dev)
+        return record(out, PowBackward1, (a, e), {"self": a, "exponent": e, "result": out})
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = as_tensor(elementwise_layout(np.power(a.data, e), a.data), a.device)
+    return record(out, PowBackward0, (a,), {"self": a, "exponent": e})
+
+
+def rpow(a: Tensor, base: Any) -> Tensor:
+    """``base ** a`` for a scalar base."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # pow(Scalar, Tensor)'s meta function allocates a contiguous output
+        out = as_tensor(contiguous(np.power(base, a.data)), a.device)
+    return record(out, PowBackward2, (a,), {"base": base, "exponent": a, "result": out})
+
+
 def square(a: Tensor) -> Tensor:
     """``torch.square`` is ``pow(self, 2)``: ``PowBackward0``."""
     return pow(a, 2)
 
 
+# --- clamp, masked_fill: the gradient passes where the value is kept -----------------
 class ClampBackward1(OpNode):
     """``clamp(min, max)`` with scalars: the gradient passes where min <= x <= max."""
 
+    min: float | None
+    max: float | None
+
     def apply(self, grads: Grads) -> Grads:
         a = self.saved()["self"]
-        lo, hi = self._min, self._max
+        lo, hi = self.min, self.max
         xp = _dev.array_module(a.data)
         keep = xp.ones_like(a.data, dtype=bool) if lo is None else a.data >= lo
         if hi is not None:
             keep = keep & (a.data <= hi)
-        return [mul(grads[0], _mask(keep, grads[0]))]
+        return [mul(grads[0], mask_of(keep, grads[0]))]
 
 
 def clamp(a: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
@@ -89,91 +219,8 @@ def clamp(a: Tensor, min: float | None = None, max: float | None = None) -> Tens
         data = xp.maximum(data, min)
     if max is not None:
         data = xp.minimum(data, max)
-    out = _new(elementwise_layout(data.astype(a.dtype), a.data), a.device)
-    need = grad_mode.is_grad_enabled() and a.requires_grad
-    out = _record(out, ClampBackward1, (a,), **({"self": a} if need else {}))
-    if out.grad_fn is not None:
-        out.grad_fn._min, out.grad_fn._max = min, max  # type: ignore[attr-defined]
-    return out
-
-
-class MaximumBackward0(OpNode):
-    """Ties split the gradient in half, as ``at::maximum``'s formula does."""
-
-    def apply(self, grads: Grads) -> Grads:
-        s = self.saved()
-        a, b = s["self"], s["other"]
-        g = grads[0]
-        sign = 1 if self._is_max else -1
-        gt = (a.data - b.data) * sign > 0
-        eq = a.data == b.data
-        wa = gt.astype(g.dtype) + eq.astype(g.dtype) * 0.5
-        wb = (~gt & ~eq).astype(g.dtype) + eq.astype(g.dtype) * 0.5
-        return [mul(g, _new(wa, g.device)) if self.should_compute_output(0) else None,
-                mul(g, _new(wb, g.device)) if self.should_compute_output(1) else None]
-
-
-class MinimumBackward0(MaximumBackward0):
-    pass
-
-
-def _extremum(a: Tensor, b: Tensor, is_max: bool) -> Tensor:
-    dev = _check_same_device(a, b)
-    _check_broadcast(a, b)
-    fn = np.maximum if is_max else np.minimum
-    out = _new(elementwise_layout(fn(a.data, b.data), a.data, b.data), dev)
-    need = grad_mode.is_grad_enabled() and (a.requires_grad or b.requires_grad)
-    node = MaximumBackward0 if is_max else MinimumBackward0
-    out = _record(out, node, (a, b), **({"self": a, "other": b} if need else {}))
-    if out.grad_fn is not None:
-        out.grad_fn._is_max = is_max  # type: ignore[attr-defined]
-    return out
-
-
-def maximum(a: Tensor, b: Tensor) -> Tensor:
-    return _extremum(a, b, True)
-
-
-def minimum(a: Tensor, b: Tensor) -> Tensor:
-    return _extremum(a, b, False)
-
-
-class WhereBackward0(OpNode):
-    def apply(self, grads: Grads) -> Grads:
-        cond = self.saved()["condition"]
-        g = grads[0]
-        xp = _dev.array_module(cond.data)
-        c = xp.broadcast_to(cond.data, g.shape)
-        ga = mul(g, _mask(c, g)) if self.should_compute_output(0) else None
-        gb = mul(g, _mask(~c, g)) if self.should_compute_output(1) else None
-        return [ga, gb]
-
-
-def where(condition: Tensor, a: Any, b: Any) -> Tensor:
-    """``torch.where(condition, a, b)``; a Python scalar operand is a constant."""
-    cond = condition.data
-    if cond.dtype != np.bool_:
-        raise RuntimeError(
-            f"where expected condition to be a boolean tensor, but got a tensor with dtype "
-            f"{_torch_dtype_name(cond.dtype)}")
-    like = a if isinstance(a, Tensor) else b
-    xp = _dev.array_module(cond, _data(a), _data(b))
-    ad, bd = _data(a), _data(b)
-    if not isinstance(a, Tensor):
-        ad = xp.asarray(a, dtype=like.dtype) if isinstance(like, Tensor) else a
-    if not isinstance(b, Tensor):
-        bd = xp.asarray(b, dtype=like.dtype) if isinstance(like, Tensor) else b
-    dev = _check_same_device(condition, *[t for t in (a, b) if isinstance(t, Tensor)])
-    data = xp.where(cond, ad, bd)
-    out = _new(elementwise_layout(data, cond, ad, bd), dev)
-    need = grad_mode.is_grad_enabled() and any(
-        isinstance(t, Tensor) and t.requires_grad for t in (a, b))
-    return _record(out, WhereBackward0, (a, b), **({"condition": condition} if need else {}))
-
-
-def _torch_dtype_name(dtype: Any) -> str:
-    return {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
-            "bool": "Bool", "float16": "Half"}.get(np.dtype(dtype).name, str(dtype))
+    out = as_tensor(elementwise_layout(data.astype(a.dtype), a.data), a.device)
+    return record(out, ClampBackward1, (a,), {"self": a}, min=min, max=max)
 
 
 class MaskedFillBackward0(OpNode):
@@ -181,7 +228,7 @@ class MaskedFillBackward0(OpNode):
         mask = self.saved()["mask"]
         g = grads[0]
         xp = _dev.array_module(mask.data)
-        return [mul(g, _mask(~xp.broadcast_to(mask.data, g.shape), g))]
+        return [mul(g, mask_of(~xp.broadcast_to(mask.data, g.shape), g))]
 
 
 def masked_fill(a: Tensor, mask: Tensor, value: float) -> Tensor:
@@ -191,36 +238,5 @@ def masked_fill(a: Tensor, mask: Tensor, value: float) -> Tensor:
             f"{np.dtype(mask.dtype).name}")
     xp = _dev.array_module(a.data, mask.data)
     data = xp.where(mask.data, xp.asarray(value, dtype=a.dtype), a.data).astype(a.dtype)
-    out = _new(elementwise_layout(data, a.data), a.device)
-    need = grad_mode.is_grad_enabled() and a.requires_grad
-    return _record(out, MaskedFillBackward0, (a,), **({"mask": mask} if need else {}))
-
-
-# --- comparisons: no gradient (a bool result) ------------------------------------------
-def _compare(a: Tensor, b: Any, fn: Any) -> Tensor:
-    _check_broadcast(a, b)
-    return _new(fn(a.data, _data(b)), a.device)
-
-
-def eq(a: Tensor, b: Any) -> Tensor:
-    return _compare(a, b, np.equal)
-
-
-def ne(a: Tensor, b: Any) -> Tensor:
-    return _compare(a, b, np.not_equal)
-
-
-def lt(a: Tensor, b: Any) -> Tensor:
-    return _compare(a, b, np.less)
-
-
-def le(a: Tensor, b: Any) -> Tensor:
-    return _compare(a, b, np.less_equal)
-
-
-def gt(a: Tensor, b: Any) -> Tensor:
-    return _compare(a, b, np.greater)
-
-
-def ge(a: Tensor, b: Any) -> Tensor:
-    return _compare(a, b, np.greater_equal)
+    out = as_tensor(elementwise_layout(data, a.data), a.device)
+    return record(out, MaskedFillBackward0, (a,), {"mask": mask})

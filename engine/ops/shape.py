@@ -1,6 +1,15 @@
-"""Views and copies: ``reshape`` (view, ``_reshape_alias`` or clone +
-``_unsafe_view``, as ATen picks from the strides), ``expand``, ``t``, ``clone``,
-``to``, ``unsqueeze``/``squeeze``.
+"""Reshapes and copies: ``reshape`` (a view, ``_reshape_alias`` or clone +
+``_unsafe_view``, as ATen picks from the strides), ``flatten``, ``clone``, ``contiguous``,
+``to``, and the gradient-free conversions (``long()``, ``bool()``).
+
+Mirrors ``at::reshape`` (``ViewBackward0``, ``ReshapeAliasBackward0``,
+``UnsafeViewBackward0``: which one from ``computeStride``, as PyTorch chooses, so the
+recorded node is PyTorch's), ``at::clone(memory_format)`` (``CloneBackward0``: dense
+strides kept, else the dimension order), ``at::flatten``, ``at::contiguous`` and
+``at::_to_copy`` (``ToCopyBackward0``).
+
+Departures: on a device (CuPy) array ``reshape`` records ``ViewBackward0`` without
+stride bookkeeping.
 """
 
 from __future__ import annotations
@@ -11,8 +20,6 @@ from typing import Any
 import numpy as np
 
 from .. import device as _dev
-from .. import grad_mode
-from ..graph import Node
 from ..strides import (
     as_strided,
     compute_stride,
@@ -24,30 +31,32 @@ from ..strides import (
     restride,
 )
 from ..tensor import Tensor
-from . import reduction as _red
-from .base import (
-    Grads,
-    OpNode,
-    _is_dense,
-    _new,
-    _record,
-    _with_sizes,
-)
+from .base import Grads, OpNode, as_tensor, is_dense, record, wrap_dim
 
 
 class ViewBackward0(OpNode):
+    self_sizes: tuple[int, ...]
+
     def apply(self, grads: Grads) -> Grads:
-        return [reshape(grads[0], self._self_sizes)]
+        return [reshape(grads[0], self.self_sizes)]
 
 
-class ExpandBackward0(OpNode):
+class ReshapeAliasBackward0(OpNode):
+    """``_reshape_alias``: what ``reshape`` records for a non-contiguous view."""
+
+    self_sizes: tuple[int, ...]
+
     def apply(self, grads: Grads) -> Grads:
-        return [_red.sum_to(grads[0], self._self_sizes)]
+        return [reshape(grads[0], self.self_sizes)]
 
 
-class TBackward0(OpNode):
+class UnsafeViewBackward0(OpNode):
+    """``_unsafe_view``: what ``reshape`` records after copying (``clone`` + view)."""
+
+    self_sizes: tuple[int, ...]
+
     def apply(self, grads: Grads) -> Grads:
-        return [t(grads[0])]
+        return [reshape(grads[0], self.self_sizes)]
 
 
 class CloneBackward0(OpNode):
@@ -55,30 +64,12 @@ class CloneBackward0(OpNode):
         return [grads[0]]
 
 
-class ReshapeAliasBackward0(OpNode):
-    """``_reshape_alias``: what ``reshape`` records for a non-contiguous view."""
-
-    def apply(self, grads: Grads) -> Grads:
-        return [reshape(grads[0], self._self_sizes)]
-
-
-class UnsafeViewBackward0(OpNode):
-    """``_unsafe_view``: what ``reshape`` records after copying (``clone`` + view)."""
-
-    def apply(self, grads: Grads) -> Grads:
-        return [reshape(grads[0], self._self_sizes)]
-
-
-class AliasBackward0(OpNode):
-    """``alias``: indexing that selects everything (``x[:, :]``, ``x[()]``)."""
-
-    def apply(self, grads: Grads) -> Grads:
-        return [grads[0]]
-
-
 class ToCopyBackward0(OpNode):
+    src_device: str
+    src_dtype: Any
+
     def apply(self, grads: Grads) -> Grads:
-        return [to(grads[0], self._src_device, self._src_dtype)]
+        return [to(grads[0], self.src_device, self.src_dtype)]
 
 
 def reshape(a: Tensor, shape: Sequence[int]) -> Tensor:
@@ -87,12 +78,13 @@ def reshape(a: Tensor, shape: Sequence[int]) -> Tensor:
     shape = infer_size(shape, a.numel())
     data = a.data
     if not isinstance(data, np.ndarray):  # CuPy: no stride bookkeeping
-        return _with_sizes(_record(_new(data.reshape(shape), a.device), ViewBackward0, (a,)), a)
+        return record(as_tensor(data.reshape(shape), a.device), ViewBackward0, (a,),
+                      self_sizes=a.shape)
     old_strides = element_strides(data)
     strides = compute_stride(a.shape, old_strides, shape)
     if is_contiguous(a.shape, old_strides):
         assert strides is not None
-        node_cls: type[Node] = ViewBackward0
+        node_cls: type[OpNode] = ViewBackward0
     elif strides is not None:
         node_cls = ReshapeAliasBackward0
     else:
@@ -101,31 +93,24 @@ def reshape(a: Tensor, shape: Sequence[int]) -> Tensor:
         strides = compute_stride(a.shape, element_strides(data), shape)
         assert strides is not None
         node_cls = UnsafeViewBackward0
-    out = _new(as_strided(data, shape, strides), a.device)
-    return _with_sizes(_record(out, node_cls, (a,)), a)
+    out = as_tensor(as_strided(data, shape, strides), a.device)
+    return record(out, node_cls, (a,), self_sizes=a.shape)
 
 
-def expand(a: Tensor, shape: Sequence[int]) -> Tensor:
-    shape = tuple(a.shape[i - (len(shape) - a.ndim)] if n == -1 else n
-                  for i, n in enumerate(shape))
-    if a.shape == shape:
-        return a if not grad_mode.is_grad_enabled() else _with_sizes(
-            _record(_new(a.data, a.device), ExpandBackward0, (a,)), a)
-    xp = _dev.array_module(a.data)
-    try:
-        data = xp.broadcast_to(a.data, shape)
-    except ValueError:
-        raise RuntimeError(
-            f"The expanded size of the tensor must match the existing size at non-singleton "
-            f"dimension: expand({list(a.shape)}) to {list(shape)}"
-        ) from None
-    return _with_sizes(_record(_new(xp.array(data), a.device), ExpandBackward0, (a,)), a)
-
-
-def t(a: Tensor) -> Tensor:
-    if a.ndim > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {a.ndim}D")
-    return _record(_new(a.data.T, a.device), TBackward0, (a,))
+def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """``flatten``: ``reshape`` (so ``ViewBackward0`` for a contiguous input); the
+    tensor itself where nothing is merged, as ATen returns it."""
+    if a.ndim == 0:
+        return reshape(a, (1,))
+    s, e = wrap_dim(start_dim, a.ndim), wrap_dim(end_dim, a.ndim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if s == e:
+        return a
+    n = 1
+    for size in a.shape[s:e + 1]:
+        n *= size
+    return reshape(a, (*a.shape[:s], n, *a.shape[e + 1:]))
 
 
 def clone(a: Tensor) -> Tensor:
@@ -136,11 +121,11 @@ def _clone(a: Tensor, contiguous: bool) -> Tensor:
     """``clone(memory_format=preserve)`` keeps dense strides (else the dimension order);
     ``contiguous=True`` is ``MemoryFormat::Contiguous``."""
     data = a.data
-    if type(data) is np.ndarray and _is_dense(data):
+    if type(data) is np.ndarray and is_dense(data):
         # Dense and contiguous (a gradient, usually): both memory formats keep the
         # layout, which NumPy's copy keeps too (checked: ``restride`` is the fallback).
         copy = np.array(data, copy=True)
-        if not _is_dense(copy):
+        if not is_dense(copy):
             copy = restride(copy, None)
     elif isinstance(data, np.ndarray):
         st = element_strides(data)
@@ -153,7 +138,15 @@ def _clone(a: Tensor, contiguous: bool) -> Tensor:
         copy = restride(np.array(data, copy=True), strides)
     else:
         copy = data.copy()
-    return _record(_new(copy, a.device), CloneBackward0, (a,))
+    return record(as_tensor(copy, a.device), CloneBackward0, (a,))
+
+
+def contiguous(a: Tensor) -> Tensor:
+    """The tensor itself if contiguous, else a contiguous ``clone`` (``CloneBackward0``)."""
+    data = a.data
+    if not isinstance(data, np.ndarray) or is_contiguous(a.shape, element_strides(data)):
+        return a
+    return _clone(a, contiguous=True)
 
 
 def to(a: Tensor, device: str | None, dtype: Any = None) -> Tensor:
@@ -163,43 +156,8 @@ def to(a: Tensor, device: str | None, dtype: Any = None) -> Tensor:
     if dev == a.device and (dtype is None or np.dtype(dtype) == a.dtype):
         return a
     data = a.data if dtype is None else a.data.astype(dtype)
-    out = _record(_new(_dev.to_device_array(data, dev), dev), ToCopyBackward0, (a,))
-    if out.grad_fn is not None:
-        out.grad_fn._src_device = a.device  # type: ignore[attr-defined]
-        out.grad_fn._src_dtype = a.dtype  # type: ignore[attr-defined]
-    return out
-
-
-class UnsqueezeBackward0(OpNode):
-    def apply(self, grads: Grads) -> Grads:
-        return [reshape(grads[0], self._self_sizes)]
-
-
-class SqueezeBackward4(OpNode):
-    """``squeeze_(dim)``, in place on the ``mm`` result of a 1-D @ 2-D ``matmul``."""
-
-    def apply(self, grads: Grads) -> Grads:
-        return [reshape(grads[0], self._self_sizes)]
-
-
-def _unsqueeze0(a: Tensor) -> Tensor:
-    """``unsqueeze(0)``: a view; the new dimension's stride is size(0) * stride(0)."""
-    data = a.data
-    if isinstance(data, np.ndarray):
-        st = element_strides(data)
-        view = as_strided(data, (1, *a.shape), (a.shape[0] * st[0] if st else 1, *st))
-    else:
-        view = data.reshape((1, *a.shape))
-    return _with_sizes(_record(_new(view, a.device), UnsqueezeBackward0, (a,)), a)
-
-
-def _squeeze0(a: Tensor) -> Tensor:
-    data = a.data
-    if isinstance(data, np.ndarray):
-        view = as_strided(data, a.shape[1:], element_strides(data)[1:])
-    else:
-        view = data.reshape(a.shape[1:])
-    return _with_sizes(_record(_new(view, a.device), SqueezeBackward4, (a,)), a)
+    return record(as_tensor(_dev.to_device_array(data, dev), dev), ToCopyBackward0, (a,),
+                  src_device=a.device, src_dtype=a.dtype)
 
 
 def detached(a: Tensor, dtype: Any) -> Tensor:

@@ -8,6 +8,9 @@ names there come from running each row on this engine).
 
 Leaf values are drawn from (0.5, 1.5) (``log``, ``sqrt``, ``pow`` and ``div`` stay in
 their domains); rows that need ties or constants make them from their leaves' device.
+
+Mirrors the role of PyTorch's ``OpInfo`` database (``op_db``, which its own tests run every
+op from), in a much smaller form: a row is one call, not a family of samples.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 @dataclass(frozen=True)
 class OpRow:
     name: str  # unique, for test ids
-    family: str  # the ops_*.py module (or "inplace", "conversion")
+    family: str  # its group in docs/scenarios.md (modules: see each group's comment below)
     api: str  # how a lesson writes it (PyTorch's spelling)
     fn: Callable[..., Any]  # fn(m, F, *leaves): m is engine or torch, F its functional
     shapes: tuple[tuple[int, ...], ...]  # the leaves' shapes
@@ -42,7 +45,7 @@ def _ties(m: Any, a: Any) -> Any:
 
 M2 = ((2, 3),)
 OPS: tuple[OpRow, ...] = (
-    # pointwise (ops_pointwise, ops_math)
+    # pointwise (ops/arith.py, ops/pointwise.py)
     OpRow("add", "pointwise", "a + b, torch.add", lambda m, F, a, b: a + b, ((2, 3), (3,)),
           nodes=("AddBackward0",)),
     OpRow("sub", "pointwise", "a - b, 1 - a", lambda m, F, a, b: (a - b) + (1.0 - a),
@@ -101,7 +104,7 @@ OPS: tuple[OpRow, ...] = (
                                   + a.ne(b).double() + a.le(b).double() + a.gt(b).double()),
           ((2, 3), (2, 3)),
           nodes=()),
-    # reductions (ops_reduction, ops_extrema)
+    # reductions (ops/reduction.py, ops/extrema.py)
     OpRow("sum", "reduction", "torch.sum, a.sum(dim, keepdim)",
           lambda m, F, a: m.sum(a) + a.sum(1).sum() + a.sum(0, keepdim=True).sum(), M2,
           nodes=("SumBackward0", "SumBackward1")),
@@ -122,7 +125,7 @@ OPS: tuple[OpRow, ...] = (
     OpRow("norm", "reduction", "a.norm(), a.norm(dim=d), a.norm(p=1)",
           lambda m, F, a: a.norm() + a.norm(dim=1).sum() + a.norm(p=1), M2,
           nodes=("LinalgVectorNormBackward0",)),
-    # shapes and views (ops_shape, ops_views, ops_join)
+    # shapes and views (ops/shape.py, ops/reduction.py's expand, ops/views.py, ops/join.py)
     OpRow("reshape", "shape", "a.reshape, a.view", lambda m, F, a: a.reshape(3, 2), M2,
           nodes=("ViewBackward0",)),
     OpRow("expand", "shape", "a.expand", lambda m, F, a: a.expand(2, 3), ((1, 3),),
@@ -163,7 +166,7 @@ OPS: tuple[OpRow, ...] = (
     OpRow("split-sizes", "shape", "a.split([sizes], dim)",
           lambda m, F, a: a.split([1, 3], 1)[1], ((2, 4),),
           nodes=("SplitWithSizesBackward0",)),
-    # matrix products (ops_matmul)
+    # matrix products (ops/matmul.py)
     OpRow("matmul", "matmul", "a @ b, torch.matmul, a.mm(b)",
           lambda m, F, a, b: m.matmul(a, b), ((2, 3), (3, 2)),
           nodes=("MmBackward0",)),
@@ -171,7 +174,7 @@ OPS: tuple[OpRow, ...] = (
           nodes=("MvBackward0",)),
     OpRow("dot", "matmul", "vector @ vector", lambda m, F, a, b: a @ b, ((3,), (3,)),
           nodes=("DotBackward0",)),
-    # indexing (ops_indexing)
+    # indexing (ops/indexing.py)
     OpRow("index-int-slice", "indexing", "a[1], a[:, 1:], a[0, 1:]",
           lambda m, F, a: a[1] + a[:, 1:][0, 1:].sum(), M2,
           nodes=("SelectBackward0", "SliceBackward0")),
@@ -185,7 +188,7 @@ OPS: tuple[OpRow, ...] = (
           lambda m, F, a: a[[0, 1, 1]].sum(0) + a[:, [2, 0]].sum()
           + a[_c(m, [1, 0], a)].sum(), M2,
           nodes=("IndexBackward0",)),
-    # nn (ops_nn; torch.nn.functional)
+    # nn (ops/nn.py; torch.nn.functional)
     OpRow("softmax", "nn", "a.softmax(dim), F.softmax",
           lambda m, F, a: F.softmax(a, 1) * _c(m, [1.0, 2.0, 3.0], a), M2,
           nodes=("SoftmaxBackward0",)),
@@ -203,11 +206,11 @@ OPS: tuple[OpRow, ...] = (
           "one LinearBackward0 node with three inputs, where PyTorch records TBackward0 "
           "and AddmmBackward0",
           nodes=("LinearBackward0",)),
-    # conversions
+    # conversions (ops/shape.py)
     OpRow("float", "conversion", "a.float(), a.double(), a.type_as(b), a.to(dtype)",
           lambda m, F, a, b: a.float().double() * 1.0 + a.type_as(b), ((2, 3), (2, 3)),
           nodes=("ToCopyBackward0",)),
-    # in place, on a non-leaf (a leaf that requires grad refuses, as in PyTorch)
+    # in place (ops/inplace.py), on a non-leaf (a leaf that requires grad refuses, as in PyTorch)
     OpRow("add_", "inplace", "a.add_(b), a.sub_(b)",
           lambda m, F, a, b: (a * 1.0).add_(b).sub_(a), ((2, 3), (2, 3)),
           nodes=("SubBackward0", "AddBackward0")),

@@ -322,7 +322,7 @@ def _case_table() -> dict[str, tuple[Callable[..., Any], tuple[tuple[int, ...], 
         "function": (lambda a: Scale.apply(a)[0], ((2, 3),)),
         "compare": (lambda a, b: a * (a < b).to(np.float64) + (a >= b).to(np.float64),
                     ((3,), (3,))),
-        # every row of the op table (ops_table.OPS), as the parity test runs it
+        # every row of the op table (ops.table.OPS), as the parity test runs it
         **{f"table-{row.name}": (functools.partial(_table_row, row), row.shapes)
            for row in OPS},
     }
@@ -371,7 +371,7 @@ def _node_classes() -> set[str]:
 
 
 def test_the_cases_record_every_node_of_ops():
-    """The table covers the module: every backward node ``ops.py`` defines is recorded,
+    """The table covers the module: every backward node the ``ops`` package defines is recorded,
     forward or in a double backward."""
     seen: set[str] = set()
     with engine.enable_grad():
@@ -392,7 +392,7 @@ def test_the_cases_record_every_node_of_ops():
                 seen.add(node.name())
                 stack += [n for n, _ in node.next_functions]
     missing = _node_classes() - seen
-    assert not missing, f"ops.py nodes no case records: {sorted(missing)}"
+    assert not missing, f"ops nodes no case records: {sorted(missing)}"
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -1,9 +1,9 @@
 """Fast paths give what the slow paths give.
 
-- ``ops._binary`` skips the layout rules for contiguous operands: its result must be
+- ``ops.arith._binary`` skips the layout rules for contiguous operands: its result must be
   the array (values, dtype, strides) that ``elementwise_layout`` makes, for every
   layout (transposed, size-1 dimensions with odd strides, empty, 0-dim, scalars);
-  so must ``ops._clone``'s, which copies a dense array without the layout rules.
+  so must ``ops.shape._clone``'s, which copies a dense array without the layout rules.
 - ``errstate.errors_ignored`` lets an op skip ``np.errstate`` only where the state
   already ignores every error: under the engine's ``ignore_errors`` and nowhere else.
 """
@@ -20,6 +20,8 @@ import pytest
 from autograd_tui import engine
 from autograd_tui.engine import ops
 from autograd_tui.engine.errstate import errors_ignored, ignore_errors
+from autograd_tui.engine.ops.arith import _binary
+from autograd_tui.engine.ops.shape import _clone
 from autograd_tui.engine.strides import element_strides, elementwise_layout
 
 
@@ -60,7 +62,7 @@ def test_binary_fast_path_gives_the_slow_paths_array(np_fn: object) -> None:
                     continue
                 ta = engine.Tensor(a)
                 tb = engine.Tensor(b) if isinstance(b, np.ndarray) else b
-                got = ops._binary(ta, tb, np_fn, ops.AddBackward0).data
+                got = _binary(ta, tb, np_fn, ops.AddBackward0).data
                 with np.errstate(all="ignore"):
                     raw = np_fn(a, b)  # type: ignore[operator]
                 want = elementwise_layout(raw, a, b)
@@ -125,7 +127,7 @@ def test_clone_fast_path_gives_the_slow_paths_array(contiguous: bool) -> None:
     )
 
     for a in _layouts():
-        got = ops._clone(engine.Tensor(a), contiguous).data
+        got = _clone(engine.Tensor(a), contiguous).data
         st = element_strides(a)
         strides = (None if contiguous else st if is_non_overlapping_and_dense(a.shape, st)
                    else infer_dense_strides(a.shape, st))

@@ -121,6 +121,39 @@ def test_gradients_through_inplace_ops_match_pytorch(name: str) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+@needs_torch
+def test_a_double_backward_through_mul_reaches_the_value_before_the_op() -> None:
+    """The value mul_ saves (original self) keeps its history, so a double backward
+    differentiates through it, as PyTorch's does."""
+
+    def run(mod: Any) -> np.ndarray:
+        a = mod.tensor([0.5, 1.5, 2.0], requires_grad=True, dtype=mod.float64)
+        t = a * 1.0
+        t.mul_(a)
+        (g,) = mod.autograd.grad((t * 1.0).sum(), [a], create_graph=True)
+        g.sum().backward()
+        return a.grad.detach().numpy()
+
+    np.testing.assert_allclose(run(engine), run(torch), rtol=1e-12)
+
+
+@needs_torch
+@pytest.mark.parametrize("second", ["none", "div_"])
+def test_mul_by_itself_in_place_raises_pytorchs_message(second: str) -> None:
+    """``t.mul_(t)``: the other operand is ``t`` itself, saved as it is, so the op's own
+    version bump makes its check fail."""
+
+    def run(mod: Any) -> str:
+        a = mod.tensor([0.5, 1.5, 2.0], requires_grad=True, dtype=mod.float64)
+        t = a * 1.0
+        t.mul_(t)
+        if second == "div_":
+            t.div_(a + 1.0)
+        return _error(lambda: t.sum().backward())
+
+    assert run(engine) == run(torch)
+
+
 def test_the_node_shows_its_saved_tensors_versions_once_one_changed() -> None:
     x = engine.tensor([1.0, 2.0], requires_grad=True)
     e = x.exp()

@@ -1,4 +1,4 @@
-"""Every op in ``engine.ops_table.OPS`` against PyTorch: the forward values and dtype,
+"""Every op in ``engine.ops.table.OPS`` against PyTorch: the forward values and dtype,
 the backward graph's node names (every node reachable from the output, in
 ``next_functions`` order) and the gradients, in float32 and float64.  Skips if PyTorch
 is not installed (CI installs it)."""
@@ -108,7 +108,7 @@ def test_the_table_covers_every_recorded_node_class() -> None:
                    "IndexPutImplBackward0", "SqueezeBackward4", "ReshapeAliasBackward0",
                    "UnsafeViewBackward0", "AliasBackward0"}
     missing = defined - seen - double_only
-    assert not missing, f"rows to add to ops_table.OPS: {sorted(missing)}"
+    assert not missing, f"rows to add to ops.table.OPS: {sorted(missing)}"
 
 
 def test_equality_operators_compare_element_by_element_as_torch_does() -> None:
