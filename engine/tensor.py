@@ -4,10 +4,11 @@ Mirrors the autograd side of ``at::Tensor`` / ``AutogradMeta``: ``requires_grad`
 ``grad_fn`` and ``output_nr`` (the edge a gradient takes), ``grad``, the lazily
 created grad accumulator of a leaf, tensor hooks and ``retain_grad``.
 
-The forward ops live in ``ops.py``; this module only wires Python's operators
-and methods to them.  ``zeros_like``, ``ones_like`` and ``tensor(t)`` make their
-arrays with the module of ``t``'s data (``device.array_module``: NumPy or CuPy), on
-its device; ``numpy()``, ``item()`` and ``repr`` copy to the host (``device.to_numpy``).
+The forward ops live in the ``ops`` package; this module only wires Python's operators
+and methods to them (``tensor_methods.py`` the others).  ``zeros_like``, ``ones_like`` and
+``tensor(t)`` make their arrays with the module of ``t``'s data (``device.array_module``:
+NumPy or CuPy), on its device; ``numpy()``, ``item()`` and ``repr`` copy to the host
+(``device.to_numpy``).
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ class Tensor(TensorMethods):
 
     __hash__ = object.__hash__
 
-    # --- ops (defined in ops.py) ----------------------------------------------------
+    # --- ops (defined in the ops package) ----------------------------------------------------
     def __add__(self, o: Any) -> Tensor:
         return _ops.add(self, o)
 
@@ -365,10 +366,9 @@ class Tensor(TensorMethods):
         return _ops.to(self, f"cuda:{index}", None)
 
 
-from . import ops as _ops  # noqa: E402  (ops needs Tensor defined)
-from . import tensor_methods as _methods  # noqa: E402
-
-_methods._ops = _ops
+# The one cycle of the tensor/ops core: the ops make Tensors and Tensor's operators call the
+# ops, so ``ops`` is imported here, once Tensor is defined (its methods read it at call time).
+from . import ops as _ops  # noqa: E402
 
 
 def tensor(data: Any, requires_grad: bool = False, device: str | None = "cpu",
