@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import device as _dev
 from .. import grad_mode
+from ..dtypes import binary_result_type, float_result_type, result_type
 from ..strides import elementwise_layout
 from ..tensor import Tensor
 from .base import (
@@ -35,6 +36,7 @@ from .base import (
     dtype_name,
     elementwise,
     mask_of,
+    operand_arrays,
     record,
 )
 
@@ -90,9 +92,22 @@ def _wrap(x: Any) -> Any:
 
 
 def _binary(a: Tensor, b: Any, np_fn: Any, node_cls: type[OpNode],
-            saved: dict[str, Any] | None = None) -> Tensor:
+            saved: dict[str, Any] | None = None, dtype: Any = None) -> Tensor:
     b = _wrap(b)
-    return record(elementwise(a, b, np_fn), node_cls, (a, b), saved)
+    return record(elementwise(a, b, np_fn, dtype), node_cls, (a, b), saved)
+
+
+def _check_sub(a: Any, b: Any) -> None:
+    """``sub_check``: no subtraction with a bool operand (a Python bool included)."""
+    a_bool, b_bool = (x.dtype == np.bool_ if isinstance(x, Tensor) else
+                      isinstance(x, (bool, np.bool_)) for x in (a, b))
+    if a_bool and b_bool:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if a_bool or b_bool:
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
+                           "supported. If you are trying to invert a mask, use the `~` or "
+                           "`logical_not()` operator instead.")
 
 
 def add(a: Tensor, b: Any) -> Tensor:
@@ -100,14 +115,23 @@ def add(a: Tensor, b: Any) -> Tensor:
 
 
 def sub(a: Tensor, b: Any) -> Tensor:
+    if a.dtype.kind == "b" or isinstance(b, (bool, np.bool_)) or (
+            isinstance(b, Tensor) and b.dtype.kind == "b"):
+        _check_sub(a, b)
     return _binary(a, b, np.subtract, SubBackward0)
 
 
 def rsub(a: Tensor, b: Any) -> Tensor:
     """``b - a`` for a scalar ``b``: ``RsubBackward1`` with a single edge."""
     # ATen: sub(wrapped_scalar(b), a): the scalar is the first operand
-    out = as_tensor(elementwise_layout(np.subtract(data_of(b), a.data), data_of(b), a.data),
-                    a.device)
+    if a.dtype.kind == "b" or isinstance(b, (bool, np.bool_)):
+        _check_sub(b, a)
+    y, x, comp = operand_arrays(a, b, dt := binary_result_type(a, b))
+    with np.errstate(all="ignore"):
+        data = np.subtract(x, y)
+    if comp != dt:
+        data = data.astype(dt)
+    out = as_tensor(elementwise_layout(data, data_of(b), a.data), a.device)
     return record(out, RsubBackward1, (a,))
 
 
@@ -123,10 +147,15 @@ def mul(a: Tensor, b: Any) -> Tensor:
 def div(a: Tensor, b: Any) -> Tensor:
     b = _wrap(b)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return _binary(a, b, np.divide, DivBackward0, {"self": a, "other": b})
+        return _binary(a, b, np.divide, DivBackward0, {"self": a, "other": b},
+                       float_result_type(a, b))
 
 
 def neg(a: Tensor) -> Tensor:
+    if a.data.dtype == np.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or "
+                           "`logical_not()` operator instead.")
     out = as_tensor(elementwise_layout(np.negative(a.data), a.data), a.device)
     return record(out, NegBackward0, (a,))
 
@@ -177,7 +206,10 @@ def _extremum(a: Tensor, b: Tensor, is_max: bool) -> Tensor:
     dev = check_same_device(a, b)
     check_broadcast(a, b)
     fn = np.maximum if is_max else np.minimum
-    out = as_tensor(elementwise_layout(fn(a.data, b.data), a.data, b.data), dev)
+    x, y, comp = operand_arrays(a, b, dt := result_type(a, b))
+    data = fn(x, y)
+    out = as_tensor(elementwise_layout(data if comp == dt else data.astype(dt), a.data, b.data),
+                    dev)
     node = MaximumBackward0 if is_max else MinimumBackward0
     return record(out, node, (a, b), {"self": a, "other": b}, is_max=is_max)
 
@@ -208,13 +240,10 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
         raise RuntimeError(
             f"where expected condition to be a boolean tensor, but got a tensor with dtype "
             f"{dtype_name(cond.dtype)}")
-    like = a if isinstance(a, Tensor) else b
     xp = _dev.array_module(cond, data_of(a), data_of(b))
-    ad, bd = data_of(a), data_of(b)
-    if not isinstance(a, Tensor):
-        ad = xp.asarray(a, dtype=like.dtype) if isinstance(like, Tensor) else a
-    if not isinstance(b, Tensor):
-        bd = xp.asarray(b, dtype=like.dtype) if isinstance(like, Tensor) else b
+    dt = result_type(a, b)
+    ad, bd = ((x.data if x.dtype == dt else x.data.astype(dt)) if isinstance(x, Tensor)
+              else xp.asarray(x, dtype=dt) for x in (a, b))
     dev = check_same_device(condition, *[t for t in (a, b) if isinstance(t, Tensor)])
     data = xp.where(cond, ad, bd)
     out = as_tensor(elementwise_layout(data, cond, ad, bd), dev)
@@ -223,13 +252,15 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
 
 # --- comparisons: no gradient (a bool result) ------------------------------------------
 def compare(a: Tensor, b: Any, np_fn: Any) -> Tensor:
-    """``a < b`` and the like, as Tensor's operators call it (no broadcast check)."""
-    return as_tensor(np_fn(a.data, data_of(b)), a.device)
+    """``a < b`` and the like, as Tensor's operators call it (no broadcast check), in the
+    operands' result type."""
+    x, y, _ = operand_arrays(a, b, binary_result_type(a, b))
+    return as_tensor(np_fn(x, y), a.device)
 
 
 def _compare(a: Tensor, b: Any, fn: Any) -> Tensor:
     check_broadcast(a, b)
-    return as_tensor(fn(a.data, data_of(b)), a.device)
+    return compare(a, b, fn)
 
 
 def eq(a: Tensor, b: Any) -> Tensor:

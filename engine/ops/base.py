@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .. import grad_mode
+from ..dtypes import binary_result_type
 from ..errstate import errors_ignored
 from ..graph import Node, collect_next_edges
 from ..strides import contiguous_strides, elementwise_layout
@@ -236,22 +237,39 @@ def is_dense(arr: np.ndarray) -> bool:
     return arr.strides == strides
 
 
-def elementwise(a: Tensor, b: Any, np_fn: Any) -> Tensor:
-    """``np_fn(a, b)`` (``b`` wrapped) on one device, laid out as TensorIterator lays it out."""
+def operand_arrays(a: Any, b: Any, dt: Any) -> tuple[Any, Any, Any]:
+    """``a``'s and ``b``'s arrays (or Python scalars) cast to the dtype an op computes in
+    for a result of ``dt`` (float32 for float16, ATen's ``opmath_type`` on CPU), and that
+    dtype.  A NumPy scalar becomes a Python one, so that NumPy does not promote by it."""
+    comp = np.dtype(np.float32) if dt == np.float16 else dt
+
+    def cast(x: Any) -> Any:
+        if isinstance(x, Tensor):
+            return x.data if x.data.dtype == comp else x.data.astype(comp)
+        return x.item() if isinstance(x, np.generic) else x
+
+    return cast(a), cast(b), comp
+
+
+def elementwise(a: Tensor, b: Any, np_fn: Any, dtype: Any = None) -> Tensor:
+    """``np_fn(a, b)`` (``b`` wrapped) on one device, laid out as TensorIterator lays it out,
+    computed in PyTorch's result type of ``a`` and ``b`` (or ``dtype``, if given)."""
     ad = a.data
+    dt = binary_result_type(a, b) if dtype is None else dtype
     # Fast path (the backward pass's usual case): where the checks below cannot fail
     # and ``elementwise_strides`` gives ``contiguous_strides``: NumPy operands of one
     # shape on one device, C-contiguous (its own first test), or a scalar with a
-    # 0- or 1-dim tensor (always contiguous) or a dense one.  The result is then the
-    # slow path's array, laid out again only if NumPy's layout is not that one.
-    if type(ad) is np.ndarray:
+    # 0- or 1-dim tensor (always contiguous) or a dense one, all of the result's dtype.
+    # The result is then the slow path's array, laid out again only if NumPy's layout
+    # is not that one.
+    if type(ad) is np.ndarray and ad.dtype == dt and dt != np.float16:
         if isinstance(b, Tensor):
             bd = b.data
             fast = (type(bd) is np.ndarray and a.device == b.device and ad.shape == bd.shape
-                    and ad.flags.c_contiguous and bd.flags.c_contiguous)
+                    and bd.dtype == dt and ad.flags.c_contiguous and bd.flags.c_contiguous)
         else:
             bd = b
-            fast = ad.ndim <= 1 or is_dense(ad)
+            fast = not isinstance(b, np.generic) and (ad.ndim <= 1 or is_dense(ad))
         if fast:
             if errors_ignored():
                 data = np_fn(ad, bd)
@@ -263,8 +281,11 @@ def elementwise(a: Tensor, b: Any, np_fn: Any) -> Tensor:
             return Tensor(data, device=a.device)
     dev = check_same_device(a, b)
     check_broadcast(a, b)
+    x, y, comp = operand_arrays(a, b, dt)
     with np.errstate(all="ignore"):  # inf * 0, inf - inf: NaN, silently, as in torch
-        data = np_fn(ad, data_of(b))
+        data = np_fn(x, y)
+    if comp != dt and data.dtype == comp:
+        data = data.astype(dt)
     return as_tensor(elementwise_layout(data, ad, data_of(b)), dev)
 
 

@@ -20,10 +20,20 @@ from typing import Any
 import numpy as np
 
 from .. import device as _dev
+from ..dtypes import default_dtype, result_type
 from ..strides import contiguous, elementwise_layout
 from ..tensor import Tensor
 from .arith import div, mul, neg, rsub, sub, where_const, zeros_like_t
-from .base import Grads, OpNode, as_tensor, check_broadcast, check_same_device, mask_of, record
+from .base import (
+    Grads,
+    OpNode,
+    as_tensor,
+    check_broadcast,
+    check_same_device,
+    mask_of,
+    operand_arrays,
+    record,
+)
 
 
 class ExpBackward0(OpNode):
@@ -97,7 +107,9 @@ def log(a: Tensor) -> Tensor:
 
 
 def reciprocal(a: Tensor) -> Tensor:
-    return _unary(a, np.reciprocal, ReciprocalBackward0, "result")
+    """An integer or bool tensor's reciprocal has the default float dtype, as in PyTorch."""
+    return _unary(a, lambda x: np.reciprocal(
+        x if x.dtype.kind == "f" else x.astype(default_dtype())), ReciprocalBackward0, "result")
 
 
 def relu(a: Tensor) -> Tensor:
@@ -168,15 +180,36 @@ class PowBackward2(OpNode):
         return [mul(mul(grads[0], result), float(np.log(base)))]
 
 
+def _power(a: Tensor, e: Any, base_first: bool = True) -> Any:
+    """``a ** e`` (or ``e ** a``) in PyTorch's result type of the two; integers to negative
+    integer powers as ATen's integer ``pow`` gives them (1, -1 or 0)."""
+    dt = result_type(a, e)
+    if dt == np.bool_:
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+    if dt.kind in "iu" and not isinstance(e, Tensor) and base_first and e < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    x, y, comp = operand_arrays(a, e, dt)
+    if not base_first:
+        x, y = y, x
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if dt.kind in "iu" and (np.asarray(y) < 0).any():
+            xp = _dev.array_module(x, y)
+            neg_e = xp.asarray(y) < 0
+            data = np.power(x, xp.where(neg_e, 0, y))
+            odd = xp.where(np.remainder(y, 2) != 0, -1, 1)
+            at_neg = xp.where(x == 1, 1, xp.where(x == -1, odd, 0))
+            return xp.where(neg_e, at_neg, data).astype(dt)
+        data = np.power(x, y)
+    return data if comp == dt else data.astype(dt)
+
+
 def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001 - torch's name
     if isinstance(e, Tensor):
         dev = check_same_device(a, e)
         check_broadcast(a, e)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = as_tensor(elementwise_layout(np.power(a.data, e.data), a.data, e.data), dev)
+        out = as_tensor(elementwise_layout(_power(a, e), a.data, e.data), dev)
         return record(out, PowBackward1, (a, e), {"self": a, "exponent": e, "result": out})
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = as_tensor(elementwise_layout(np.power(a.data, e), a.data), a.device)
+    out = as_tensor(elementwise_layout(_power(a, e), a.data), a.device)
     return record(out, PowBackward0, (a,), {"self": a, "exponent": e})
 
 
@@ -184,7 +217,7 @@ def rpow(a: Tensor, base: Any) -> Tensor:
     """``base ** a`` for a scalar base."""
     with np.errstate(divide="ignore", invalid="ignore"):
         # pow(Scalar, Tensor)'s meta function allocates a contiguous output
-        out = as_tensor(contiguous(np.power(base, a.data)), a.device)
+        out = as_tensor(contiguous(_power(a, base, base_first=False)), a.device)
     return record(out, PowBackward2, (a,), {"base": base, "exponent": a, "result": out})
 
 

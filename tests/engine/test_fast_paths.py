@@ -19,6 +19,7 @@ import pytest
 
 from autograd_tui import engine
 from autograd_tui.engine import ops
+from autograd_tui.engine.dtypes import result_type
 from autograd_tui.engine.errstate import errors_ignored, ignore_errors
 from autograd_tui.engine.ops.arith import _binary
 from autograd_tui.engine.ops.shape import _clone
@@ -63,8 +64,12 @@ def test_binary_fast_path_gives_the_slow_paths_array(np_fn: object) -> None:
                 ta = engine.Tensor(a)
                 tb = engine.Tensor(b) if isinstance(b, np.ndarray) else b
                 got = _binary(ta, tb, np_fn, ops.AddBackward0).data
+                # the slow path: NumPy's function of the operands in PyTorch's result type
+                dt = result_type(ta, tb)
+                a2 = a.astype(dt)
+                b2 = b.astype(dt) if isinstance(b, np.ndarray) else np.asarray(b).item()
                 with np.errstate(all="ignore"):
-                    raw = np_fn(a, b)  # type: ignore[operator]
+                    raw = np_fn(a2, b2)  # type: ignore[operator]
                 want = elementwise_layout(raw, a, b)
                 assert type(got) is type(want)
                 assert got.dtype == want.dtype and got.shape == want.shape
