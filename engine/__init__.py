@@ -27,6 +27,7 @@ from .creation import (  # noqa: A004  (torch's names: float32, bool, ...)
     uint8,
 )
 from .device import describe_devices, gpu_available
+from .dtypes import get_default_dtype, set_default_dtype
 from .engine import (
     MAX_DEPTH,
     Engine,
@@ -105,9 +106,10 @@ autograd.Function = Function  # type: ignore[attr-defined]  # torch.autograd.Fun
 __all__ = [
     "MAX_DEPTH", "AccumulateGrad", "Edge", "Engine", "Event", "Function", "FunctionCtx",
     "GraphRoot", "ListObserver", "Node", "Tensor", "autograd", "describe_devices",
-    "detect_anomaly", "enable_grad", "functional", "get_default_engine", "gpu_available",
+    "detect_anomaly", "enable_grad", "functional", "get_default_dtype", "get_default_engine",
+    "gpu_available",
     "is_anomaly_enabled", "is_grad_enabled", "no_grad", "once_differentiable", "ones",
-    "ones_like", "queue_callback", "randn", "set_default_engine",
+    "ones_like", "queue_callback", "randn", "set_default_dtype", "set_default_engine",
     "set_detect_anomaly", "set_grad_enabled", "shutdown_default_engine", "tensor",
     "use_engine", "zeros", "zeros_like",
     # torch-style functions (``ops``) and creation (``creation``)

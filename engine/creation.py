@@ -2,8 +2,9 @@
 ``manual_seed`` (the generator ``randn`` and ``rand`` draw from) and the dtypes
 (``float32``, ``float64``, ``int64``, ``bool``, ... are NumPy's, which every op takes).
 
-Defaults follow this engine's ``tensor``: a float result is float64 unless a dtype is
-given (PyTorch's default is float32), an integer one int64 as in PyTorch.
+Defaults follow this engine's ``tensor``: a float result has the default dtype
+(``dtypes.get_default_dtype``: float64 unless set; PyTorch's is float32) unless a dtype is
+given, an integer one int64 as in PyTorch.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from . import device as _dev
+from .dtypes import default_dtype
 from .tensor import Tensor
 
 float16 = half = np.float16
@@ -48,17 +50,22 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
         start, end = 0, start
     if step == 0:
         raise RuntimeError("step must be nonzero")
-    return _place(np.arange(start, end, step, dtype=dtype), device, requires_grad)
+    arr = np.arange(start, end, step, dtype=dtype)
+    if dtype is None and arr.dtype.kind == "f":
+        arr = arr.astype(default_dtype())
+    return _place(arr, device, requires_grad)
 
 
-def eye(n: Any, m: Any = None, dtype: Any = np.float64, device: str = "cpu",
+def eye(n: Any, m: Any = None, dtype: Any = None, device: str = "cpu",
         requires_grad: bool = False) -> Tensor:
-    return _place(np.eye(n, m, dtype=dtype), device, requires_grad)
+    return _place(np.eye(n, m, dtype=default_dtype() if dtype is None else dtype), device,
+                  requires_grad)
 
 
 def rand(*shape: Any, requires_grad: bool = False, device: str = "cpu",
-         dtype: Any = np.float64, generator: np.random.Generator | None = None) -> Tensor:
+         dtype: Any = None, generator: np.random.Generator | None = None) -> Tensor:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     rng = generator if generator is not None else _generator
-    return _place(rng.random(shape).astype(dtype), device, requires_grad)
+    arr = rng.random(shape).astype(default_dtype() if dtype is None else dtype)
+    return _place(arr, device, requires_grad)

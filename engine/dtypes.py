@@ -29,12 +29,12 @@ def set_default_dtype(d: Any) -> None:
     """``torch.set_default_dtype``: float16, float32 or float64 (what Python floats, and
     factories given no dtype, make)."""
     global _default
-    try:
-        dt = np.dtype(d)
-    except TypeError:
-        dt = None
-    if dt is None or dt.kind != "f":
-        raise TypeError("only floating-point types are supported as the default type")
+    msg = "only floating-point types are supported as the default type"
+    if not (isinstance(d, np.dtype) or isinstance(d, type) and issubclass(d, np.generic)):
+        raise TypeError(f"invalid dtype object: {msg}")
+    dt = np.dtype(d)
+    if dt.kind != "f":
+        raise TypeError(msg)
     _default = dt
 
 

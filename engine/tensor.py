@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import device as _dev
+from .dtypes import default_dtype
 from .graph import AccumulateGrad, Node, RemovableHandle
 from .tensor_methods import TensorMethods
 
@@ -373,7 +374,8 @@ from . import ops as _ops  # noqa: E402
 
 def tensor(data: Any, requires_grad: bool = False, device: str | None = "cpu",
            dtype: Any = None) -> Tensor:
-    """``torch.tensor``: copies ``data``; dtype inferred by NumPy (floats -> float64)."""
+    """``torch.tensor``: copies ``data``; Python floats give the default dtype, ints int64,
+    bools bool (a NumPy array keeps its dtype)."""
     if isinstance(data, Tensor):  # a copy made where the data lives (then moved)
         arr = _dev.array_module(data.data).array(data.data, dtype=dtype)
         dev = _dev.canonical(device)
@@ -381,17 +383,19 @@ def tensor(data: Any, requires_grad: bool = False, device: str | None = "cpu",
     arr = np.array(data, dtype=dtype)
     if arr.dtype == object:
         raise TypeError(f"can't build a tensor from {type(data).__name__} data")
+    if dtype is None and arr.dtype.kind == "f" and not isinstance(data, (np.ndarray, np.generic)):
+        arr = arr.astype(default_dtype(), copy=False)
     dev = _dev.canonical(device)
     return Tensor(_dev.to_device_array(arr, dev), requires_grad=requires_grad, device=dev)
 
 
 def _factory(fill: Callable[..., np.ndarray]) -> Callable[..., Tensor]:
     def make(*shape: Any, requires_grad: bool = False, device: str = "cpu",
-             dtype: Any = np.float64) -> Tensor:
+             dtype: Any = None) -> Tensor:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         dev = _dev.canonical(device)
-        arr = fill(shape, dtype)
+        arr = fill(shape, default_dtype() if dtype is None else dtype)
         return Tensor(_dev.to_device_array(arr, dev), requires_grad=requires_grad, device=dev)
 
     return make
@@ -402,7 +406,7 @@ ones = _factory(lambda s, d: np.ones(s, dtype=d))
 
 
 def randn(*shape: Any, requires_grad: bool = False, device: str = "cpu",
-          generator: np.random.Generator | None = None, dtype: Any = np.float64) -> Tensor:
+          generator: np.random.Generator | None = None, dtype: Any = None) -> Tensor:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     if generator is None:  # the generator ``manual_seed`` seeds
@@ -411,7 +415,8 @@ def randn(*shape: Any, requires_grad: bool = False, device: str = "cpu",
         generator = default_generator()
     rng = generator
     dev = _dev.canonical(device)
-    return Tensor(_dev.to_device_array(rng.standard_normal(shape).astype(dtype), dev),
+    return Tensor(_dev.to_device_array(rng.standard_normal(shape).astype(
+        default_dtype() if dtype is None else dtype), dev),
                   requires_grad=requires_grad, device=dev)
 
 

@@ -103,8 +103,9 @@ nodes (the test checks that this engine and PyTorch both record them).  Besides 
 `zeros_like`, `ones_like`, `randn`, `rand`, `arange`, `eye`, `manual_seed` (NumPy's
 generator: values differ from PyTorch's), the dtypes (`float32`, `float64`, `int64`,
 `bool`, ...), `a.long()`, `a.bool()`, `a.argmax()`, `a.argmin()`, `a.to(device)`.
-A float tensor made from Python floats is float64 here (PyTorch's default is
-float32).
+A float tensor made from Python floats has the default dtype, float64 here unless the
+lesson calls `torch.set_default_dtype` (PyTorch's default is float32); mixed dtypes
+promote by PyTorch's rules.
 
 In-place ops keep PyTorch's version counter: each bumps the tensor's `_version`, a
 saved tensor remembers its version, and a backward through a node whose saved tensor

@@ -192,7 +192,7 @@ _MAPPED_MODULES = {"autograd.py", "device.py", "engine.py", "events.py", "functi
                    "ops/base.py", "ops/arith.py", "ops/pointwise.py", "ops/reduction.py",
                    "ops/shape.py", "ops/views.py", "ops/matmul.py", "ops/indexing.py",
                    "ops/join.py", "ops/extrema.py", "ops/nn.py", "ops/inplace.py",
-                   "creation.py", "tensor_methods.py",
+                   "creation.py", "dtypes.py", "tensor_methods.py",
                    "python_hook.py", "ready_queue.py", "strides.py", "tensor.py"}
 _METHODS_CHECKED = {"engine.py", "graph_task.py", "ready_queue.py", "input_buffer.py",
                     "graph.py", "events.py", "function.py", "grad_mode.py"}

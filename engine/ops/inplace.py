@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import device as _dev
 from .. import grad_mode
+from ..dtypes import check_can_cast, float_result_type, result_type
 from ..graph import InputMetadata
 from ..tensor import Tensor
 from .arith import add, div, mul, sub
@@ -62,6 +63,7 @@ def _original(t: Tensor) -> Tensor:
 
 def _binary_(t: Tensor, other: Any, fn: Any, saves_self: bool) -> Tensor:
     _check_leaf(t)
+    check_can_cast((float_result_type if fn is div else result_type)(t, other), t.dtype)
     if saves_self and grad_mode.is_grad_enabled() and (
             t.requires_grad or getattr(other, "requires_grad", False)):
         # only ``self`` is the value before the op: an ``other`` that is ``t`` itself is

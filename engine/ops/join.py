@@ -7,13 +7,14 @@ gradient (``SliceBackward0`` in a double backward), ``stack`` selects, ``split``
 concatenates the pieces' gradients (zeros for a piece without one, as
 ``split_backward`` does), ``repeat`` sums the tiles (``repeat_backward``).
 
-Departures: ``cat`` and ``stack`` promote mixed dtypes by NumPy's ``result_type``
-(``_promoted``), which for a float with an integer differs from PyTorch's rule.
+``cat`` and ``stack`` promote mixed dtypes by PyTorch's ``promoteTypes`` (``_promoted``:
+an integer with a float gives the float, as in ``at::cat``'s ``result_type``).
 """
 
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ import numpy as np
 
 from .. import device as _dev
 from .. import grad_mode
+from ..dtypes import promote_types
 from ..graph import collect_next_edges
 from ..tensor import Tensor
 from .base import Grads, OpNode, as_tensor, check_same_device, record, wrap_dim
@@ -48,7 +50,7 @@ class CatBackward0(OpNode):
 
 
 def _promoted(tensors: Sequence[Tensor]) -> Any:
-    return np.result_type(*[t.dtype for t in tensors])
+    return functools.reduce(promote_types, [np.dtype(t.dtype) for t in tensors])
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
