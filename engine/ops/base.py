@@ -237,18 +237,29 @@ def is_dense(arr: np.ndarray) -> bool:
     return arr.strides == strides
 
 
-def operand_arrays(a: Any, b: Any, dt: Any) -> tuple[Any, Any, Any]:
+def operand_arrays(a: Any, b: Any, dt: Any, opmath_b: bool = False) -> tuple[Any, Any, Any]:
     """``a``'s and ``b``'s arrays (or Python scalars) cast to the dtype an op computes in
-    for a result of ``dt`` (float32 for float16, ATen's ``opmath_type`` on CPU), and that
-    dtype.  A NumPy scalar becomes a Python one, so that NumPy does not promote by it."""
-    comp = np.dtype(np.float32) if dt == np.float16 else dt
+    for a result of ``dt``, and that dtype.  A NumPy scalar becomes a Python one, so that
+    NumPy does not promote by it.  For float16 (a reduced float) ATen's CPU kernels compute
+    in float32 (``opmath_type``) on operands cast to float16 first, except that ``mul``
+    and ``div`` read a scalar second operand's original value (``original_scalar_value``):
+    ``opmath_b``."""
+    if dt != np.float16:
+        def cast(x: Any) -> Any:
+            if isinstance(x, Tensor):
+                return x.data if x.data.dtype == dt else x.data.astype(dt)
+            return x.item() if isinstance(x, np.generic) else x
 
-    def cast(x: Any) -> Any:
+        return cast(a), cast(b), dt
+    f16, f32 = np.dtype(np.float16), np.dtype(np.float32)
+
+    def cast_reduced(x: Any, exact: bool) -> Any:
         if isinstance(x, Tensor):
-            return x.data if x.data.dtype == comp else x.data.astype(comp)
-        return x.item() if isinstance(x, np.generic) else x
+            d = x.data if exact or x.data.dtype == f16 else x.data.astype(f16)
+            return d.astype(f32)
+        return builtins.float((np.float32 if exact else np.float16)(x))
 
-    return cast(a), cast(b), comp
+    return cast_reduced(a, False), cast_reduced(b, opmath_b), f32
 
 
 def elementwise(a: Tensor, b: Any, np_fn: Any, dtype: Any = None) -> Tensor:
@@ -281,7 +292,9 @@ def elementwise(a: Tensor, b: Any, np_fn: Any, dtype: Any = None) -> Tensor:
             return Tensor(data, device=a.device)
     dev = check_same_device(a, b)
     check_broadcast(a, b)
-    x, y, comp = operand_arrays(a, b, dt)
+    opmath_b = (np_fn is np.multiply or np_fn is np.divide) and (
+        not isinstance(b, Tensor) or b.data.size == 1)
+    x, y, comp = operand_arrays(a, b, dt, opmath_b)
     with np.errstate(all="ignore"):  # inf * 0, inf - inf: NaN, silently, as in torch
         data = np_fn(x, y)
     if comp != dt and data.dtype == comp:

@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import device as _dev
 from .. import grad_mode
-from ..dtypes import check_can_cast, float_result_type, result_type
+from ..dtypes import check_can_cast
 from ..graph import InputMetadata
 from ..tensor import Tensor
 from .arith import add, div, mul, sub
@@ -61,9 +61,21 @@ def _original(t: Tensor) -> Tensor:
     return copy
 
 
+def _cast_checked(fn: Any, t: Tensor) -> Any:
+    """``fn`` whose result (in the op's common dtype) must cast to ``t``'s dtype: the
+    check ``TensorIterator`` makes after the op's own checks and the shapes'."""
+    def op(a: Tensor, other: Any) -> Tensor:
+        r = fn(a, other)
+        if r.shape == t.shape:
+            check_can_cast(r.dtype, t.dtype)
+        return r
+
+    return op
+
+
 def _binary_(t: Tensor, other: Any, fn: Any, saves_self: bool) -> Tensor:
     _check_leaf(t)
-    check_can_cast((float_result_type if fn is div else result_type)(t, other), t.dtype)
+    fn = _cast_checked(fn, t)
     if saves_self and grad_mode.is_grad_enabled() and (
             t.requires_grad or getattr(other, "requires_grad", False)):
         # only ``self`` is the value before the op: an ``other`` that is ``t`` itself is

@@ -184,6 +184,10 @@ def _power(a: Tensor, e: Any, base_first: bool = True) -> Any:
     """``a ** e`` (or ``e ** a``) in PyTorch's result type of the two; integers to negative
     integer powers as ATen's integer ``pow`` gives them (1, -1 or 0)."""
     dt = result_type(a, e)
+    if base_first and not isinstance(e, Tensor) and e in (0, 1):
+        # pow_Tensor_Scalar_out: an exponent of 0 fills ones, 1 copies (bool ** True too)
+        x = a.data if e else _dev.array_module(a.data).ones_like(a.data)
+        return x.astype(dt)
     if dt == np.bool_:
         raise NotImplementedError("\"pow\" not implemented for 'Bool'")
     if dt.kind in "iu" and not isinstance(e, Tensor) and base_first and e < 0:
