@@ -123,19 +123,22 @@ def _name(dt: np.dtype) -> str:
     return dtype_name(dt)
 
 
-def _scalar_category(x: Any) -> int:
-    return 0 if isinstance(x, (bool, np.bool_)) else 1 if isinstance(x, (int, np.integer)) \
-        else 2
-
-
 def binary_result_type(a: Any, b: Any) -> np.dtype:
     """``result_type(a, b)`` for a Tensor ``a``, with the usual cases (one dtype, or a
-    scalar of ``a``'s category or lower) answered without the full rules."""
+    Python scalar of ``a``'s category or lower) answered without the full rules."""
     dt = a.data.dtype
-    bd = getattr(b, "data", None)
-    if bd is not None and hasattr(bd, "dtype") and not isinstance(b, np.generic):
-        if bd.dtype == dt:
+    tb = type(b)
+    if tb is float:
+        if dt.kind == "f":
             return dt
-    elif _category(dt) >= _scalar_category(b):
+    elif tb is int:
+        if dt.kind != "b":
+            return dt
+    elif tb is bool:
         return dt
+    else:
+        bd = getattr(b, "data", None)
+        if bd is not None and getattr(bd, "dtype", None) is not None and bd.dtype == dt \
+                and not isinstance(b, np.generic):
+            return dt
     return result_type(a, b)

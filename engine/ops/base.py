@@ -273,14 +273,15 @@ def elementwise(a: Tensor, b: Any, np_fn: Any, dtype: Any = None) -> Tensor:
     # 0- or 1-dim tensor (always contiguous) or a dense one, all of the result's dtype.
     # The result is then the slow path's array, laid out again only if NumPy's layout
     # is not that one.
-    if type(ad) is np.ndarray and ad.dtype == dt and dt != np.float16:
+    if type(ad) is np.ndarray and ad.dtype == dt and dt.char != "e":  # "e": float16
         if isinstance(b, Tensor):
             bd = b.data
             fast = (type(bd) is np.ndarray and a.device == b.device and ad.shape == bd.shape
                     and bd.dtype == dt and ad.flags.c_contiguous and bd.flags.c_contiguous)
         else:
             bd = b
-            fast = not isinstance(b, np.generic) and (ad.ndim <= 1 or is_dense(ad))
+            tb = type(b)
+            fast = (tb is float or tb is int or tb is bool) and (ad.ndim <= 1 or is_dense(ad))
         if fast:
             if errors_ignored():
                 data = np_fn(ad, bd)
