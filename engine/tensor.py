@@ -13,6 +13,7 @@ NumPy or CuPy), on its device; ``numpy()``, ``item()`` and ``repr`` copy to the 
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,6 +23,14 @@ import numpy as np
 from . import device as _dev
 from .graph import AccumulateGrad, Node, RemovableHandle
 from .tensor_methods import TensorMethods
+
+#: PyTorch's warning on reading ``.grad`` of a non-leaf that does not retain its grad
+NONLEAF_GRAD = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+    "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+    "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+    "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
 
 
 class Tensor(TensorMethods):
@@ -76,10 +85,21 @@ class Tensor(TensorMethods):
 
     @property
     def grad(self) -> Tensor | None:
+        if self._grad is None and self.grad_fn is not None and not self._retains_grad:
+            warnings.warn(NONLEAF_GRAD, UserWarning, stacklevel=2)  # as TensorBody.h warns
         return self._grad
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
+        if value is not None:  # ``THPVariable_set_grad``'s checks, word for word
+            if not isinstance(value, Tensor):
+                raise TypeError("assigned grad expected to be a Tensor or None but got grad "
+                                f"of type {type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a "
+                    f"tensor of size '{list(self.shape)}'. Please ensure that the gradient "
+                    "and the tensor are the same size")
         self._grad = value
 
     @property
