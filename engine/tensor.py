@@ -2,7 +2,8 @@
 
 Mirrors the autograd side of ``at::Tensor`` / ``AutogradMeta``: ``requires_grad``,
 ``grad_fn`` and ``output_nr`` (the edge a gradient takes), ``grad``, the lazily
-created grad accumulator of a leaf, tensor hooks and ``retain_grad``.
+created grad accumulator of a leaf, tensor hooks and ``retain_grad``, and the version
+counter (``VariableVersion``), shared by a view or ``detach()`` with its base.
 
 The forward ops live in the ``ops`` package; this module only wires Python's operators
 and methods to them (``tensor_methods.py`` the others).  ``zeros_like``, ``ones_like`` and
@@ -33,10 +34,20 @@ NONLEAF_GRAD = (
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
 
 
+class VariableVersion:
+    """``c10::VariableVersion``: the version counter, one object shared by a tensor, its
+    views and ``detach()``es (``as_view``), so an in-place op on any of them bumps all."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, version: int = 0) -> None:
+        self.version = version
+
+
 class Tensor(TensorMethods):
     __slots__ = (
         "data", "_requires_grad", "grad_fn", "output_nr", "_grad", "_grad_accumulator",
-        "_backward_hooks", "_retains_grad", "device", "_version", "__weakref__",
+        "_backward_hooks", "_retains_grad", "device", "_version_counter", "__weakref__",
     )
 
     def __init__(self, data: Any, requires_grad: bool = False, device: str = "cpu") -> None:
@@ -49,7 +60,7 @@ class Tensor(TensorMethods):
         self._backward_hooks: list[Callable[..., Any]] = []
         self._retains_grad = False
         self._requires_grad = False
-        self._version = 0  # bumped by each in-place op (``VariableVersion``)
+        self._version_counter = VariableVersion()  # bumped by each in-place op
         if requires_grad:
             if getattr(data, "dtype", None) is not None and data.dtype.kind not in "fc":
                 raise RuntimeError(
@@ -57,6 +68,14 @@ class Tensor(TensorMethods):
             self.requires_grad_(True)
 
     # --- autograd metadata --------------------------------------------------------
+    @property
+    def _version(self) -> int:
+        return self._version_counter.version
+
+    @_version.setter
+    def _version(self, value: int) -> None:
+        self._version_counter.version = value
+
     @property
     def requires_grad(self) -> bool:
         return self._requires_grad or self.grad_fn is not None
@@ -153,7 +172,9 @@ class Tensor(TensorMethods):
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self) -> Tensor:
-        return Tensor(self.data, device=self.device)
+        out = Tensor(self.data, device=self.device)
+        out._version_counter = self._version_counter  # a view: the same version counter
+        return out
 
     def detach_(self) -> Tensor:
         self.grad_fn = None

@@ -15,8 +15,10 @@ before the op (ATen's ``original_self``), so the node is made with what it keeps
 Mirrors ``at::add_`` and the other in-place ops, ``VariableVersion``, ``rebase_history``
 and ``check_inplace`` (the leaf error, word for word).
 
-Departures: a view does not share its base's version counter, and an in-place op on a
-view does not rewrite the base's history (``CopySlices``).
+A view shares its base's version counter (``base.as_view``), so an in-place op on a view
+(or on a ``detach()``) is seen by a node that saved the base.
+
+Departures: an in-place op on a view does not rewrite the base's history (``CopySlices``).
 """
 
 from __future__ import annotations
