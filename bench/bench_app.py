@@ -9,7 +9,7 @@ the most nodes), the app is started headless at 120x40 and:
   frame (the first ``pilot.pause()`` after that: the first refresh processed);
 * **step**: ``STEPS`` times, post the key event ``n`` to the app (what the
   terminal driver does for a key press) and poll (``asyncio.sleep`` of 0.5 ms)
-  until ``app.session.count()`` has grown and the app has drawn it (the title's
+  until ``app.debugger.session.count()`` has grown and the app has drawn it (the title's
   ``event i/n`` shows the new count; a step that makes no event: until its
   worker has been seen and is done), then
   ``pilot.pause(0)`` twice: the screen's compositor renders the updated widgets.
@@ -94,7 +94,7 @@ def largest_scenario() -> tuple[str, int]:
 
 
 def _shown(app: AutogradApp) -> tuple[int, int]:
-    m = _SHOWN.search(str(app.sub_title))
+    m = _SHOWN.search(str(app.debugger.sub_title))
     return (int(m.group(1)), int(m.group(2))) if m else (-1, -1)
 
 
@@ -108,7 +108,7 @@ async def _settle(pilot: Any, before: int, timeout: float = 10.0) -> None:
     deadline = time.perf_counter() + timeout
     worked = False  # a driver worker was seen: the key has been handled
     while time.perf_counter() < deadline:
-        s = app.session
+        s = app.debugger.session
         if s is None:
             return
         n = s.count()
@@ -129,12 +129,12 @@ async def _measure(name: str, steps: int, profile: cProfile.Profile | None,
         t_mounted = time.perf_counter()
         await pilot.pause()
         t_frame = time.perf_counter()
-        assert app.session is not None
+        assert app.debugger.session is not None
         samples: list[float] = []
         cpu: list[float] = []
         restarts = 0
         while len(samples) < steps:
-            s = app.session
+            s = app.debugger.session
             assert s is not None
             if s.finished:
                 restarts += 1
@@ -152,8 +152,8 @@ async def _measure(name: str, steps: int, profile: cProfile.Profile | None,
             cpu.append(time.process_time() - c)
             if profile is not None:
                 profile.disable()
-        n_events = app.session.count() if app.session else 0
-        nodes = len(app.session.state_at(n_events).nodes) if app.session else 0
+        n_events = app.debugger.session.count() if app.debugger.session else 0
+        nodes = len(app.debugger.session.state_at(n_events).nodes) if app.debugger.session else 0
         await pilot.press("q")
     return {"name": name, "mounted": t_mounted - t0, "frame": t_frame - t0,
             "samples": samples, "cpu": cpu, "restarts": restarts, "events": n_events,
@@ -170,7 +170,7 @@ async def _measure_wide(path: str, steps: int) -> dict[str, Any]:
     app = AutogradApp(recording=rec)
     async with app.run_test(size=SIZE, notifications=False) as pilot:
         await pilot.pause()
-        app.cursor = widest.seq
+        app.debugger.cursor = widest.seq
         while _shown(app)[0] != widest.seq:
             await asyncio.sleep(0.0005)
         await pilot.pause()
@@ -225,8 +225,8 @@ async def _measure_recording(path: str, steps: int) -> dict[str, Any]:
     async with app.run_test(size=SIZE, notifications=False) as pilot:
         await pilot.pause()
         frame = time.perf_counter() - t0
-        assert app.session is not None
-        n = app.session.count()
+        assert app.debugger.session is not None
+        n = app.debugger.session.count()
 
         async def key(k: str, want: int) -> float:
             t = time.perf_counter()
@@ -241,7 +241,7 @@ async def _measure_recording(path: str, steps: int) -> dict[str, Any]:
         back = [await key("left", n - 1 - i) for i in range(steps)]
         home = await key("home", 0)
         end = await key("end", n)
-        nodes = len(app.session.state_at(n).nodes)
+        nodes = len(app.debugger.session.state_at(n).nodes)
         await pilot.press("q")
     return {"events": n, "nodes": nodes, "load": loaded, "frame": frame, "back": back,
             "home": home, "end": end}

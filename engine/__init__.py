@@ -6,7 +6,7 @@ programs.  See ``docs/engine.md`` for how each piece maps to engine.cpp.
 
 from __future__ import annotations
 
-from . import autograd, functional
+from . import autograd, functional, optim
 from .autograd import queue_callback
 from .creation import (  # noqa: A004  (torch's names: float32, bool, ...)
     arange,
@@ -107,7 +107,7 @@ __all__ = [
     "MAX_DEPTH", "AccumulateGrad", "Edge", "Engine", "Event", "Function", "FunctionCtx",
     "GraphRoot", "ListObserver", "Node", "Tensor", "autograd", "describe_devices",
     "detect_anomaly", "enable_grad", "functional", "get_default_dtype", "get_default_engine",
-    "gpu_available",
+    "gpu_available", "optim",
     "is_anomaly_enabled", "is_grad_enabled", "no_grad", "once_differentiable", "ones",
     "ones_like", "queue_callback", "randn", "set_default_dtype", "set_default_engine",
     "set_detect_anomaly", "set_grad_enabled", "shutdown_default_engine", "tensor",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -162,6 +163,8 @@ def is_anomaly_check_nan_enabled() -> bool:
 class detect_anomaly:  # noqa: N801 - torch's name
     def __init__(self, check_nan: bool = True) -> None:
         self._check_nan = check_nan
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
+                      "and should only be enabled for debugging.", UserWarning, stacklevel=2)
 
     def __enter__(self) -> None:
         self._prev = dict(_anomaly)

@@ -6,7 +6,9 @@ Mirrors ``torch/csrc/autograd/graph_task.h`` and the GraphTask methods in
 ``reentrant_depth``, ``has_error``/``exit_on_error``, final callbacks,
 ``completed``, ``mark_as_completed_and_run_post_processing``,
 ``exec_post_processing``, ``set_exception`` and ``init_to_execute``; and the
-``at::ivalue::Future`` the owner waits on (``Future`` below).
+``at::ivalue::Future`` the owner waits on (``Future`` below).  Under anomaly mode the
+first error prints the failing node's forward stack as PyTorch's ``print_stack`` does
+(python_anomaly_mode.cpp: a ``UserWarning``, its text word for word).
 
 Departures: no streams (``leaf_streams``, ``caller_current_streams_``), no
 ThreadLocalState or warning handler replay; ``outstanding_tasks`` is guarded
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -116,6 +119,19 @@ class Future(Waitable):
         if self._error is not None:
             raise self._error
         return self._value
+
+
+def print_stack(fn: Node) -> None:
+    """``AnomalyMetadata::print_stack`` (``_print_stack``): where the failing node's forward
+    op was called, as a warning (PyTorch's ``TORCH_WARN``), or that nothing was recorded."""
+    stack = fn.metadata.get("traceback_")
+    if stack is None:
+        warnings.warn(f"Error detected in {fn.name()}. No forward pass information available. "
+                      "Enable detect anomaly during forward pass for more information.",
+                      UserWarning, stacklevel=2)
+        return
+    warnings.warn(f"Error detected in {fn.name()}. Traceback of forward call that caused the "
+                  f"error:\n{stack}", UserWarning, stacklevel=2)
 
 
 @dataclass
@@ -234,6 +250,10 @@ class GraphTask:
             self.has_error = True
         if first and fn is not None:
             self.error_node = fn.name()
+            from .grad_mode import is_anomaly_enabled
+
+            if is_anomaly_enabled():
+                print_stack(fn)
         return first
 
     def set_exception(self, error: BaseException, fn: Node | None) -> None:

@@ -2,7 +2,8 @@
 
 Mirrors the autograd side of ``at::Tensor`` / ``AutogradMeta``: ``requires_grad``,
 ``grad_fn`` and ``output_nr`` (the edge a gradient takes), ``grad``, the lazily
-created grad accumulator of a leaf, tensor hooks and ``retain_grad``.
+created grad accumulator of a leaf, tensor hooks and ``retain_grad``, and the version
+counter (``VariableVersion``), shared by a view or ``detach()`` with its base.
 
 The forward ops live in the ``ops`` package; this module only wires Python's operators
 and methods to them (``tensor_methods.py`` the others).  ``zeros_like``, ``ones_like`` and
@@ -13,6 +14,7 @@ NumPy or CuPy), on its device; ``numpy()``, ``item()`` and ``repr`` copy to the 
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,11 +26,29 @@ from .dtypes import default_dtype
 from .graph import AccumulateGrad, Node, RemovableHandle
 from .tensor_methods import TensorMethods
 
+#: PyTorch's warning on reading ``.grad`` of a non-leaf that does not retain its grad
+NONLEAF_GRAD = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+    "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+    "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+    "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
+
+
+class VariableVersion:
+    """``c10::VariableVersion``: the version counter, one object shared by a tensor, its
+    views and ``detach()``es (``as_view``), so an in-place op on any of them bumps all."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, version: int = 0) -> None:
+        self.version = version
+
 
 class Tensor(TensorMethods):
     __slots__ = (
         "data", "_requires_grad", "grad_fn", "output_nr", "_grad", "_grad_accumulator",
-        "_backward_hooks", "_retains_grad", "device", "_version", "__weakref__",
+        "_backward_hooks", "_retains_grad", "device", "_version_counter", "__weakref__",
     )
 
     def __init__(self, data: Any, requires_grad: bool = False, device: str = "cpu") -> None:
@@ -41,7 +61,7 @@ class Tensor(TensorMethods):
         self._backward_hooks: list[Callable[..., Any]] = []
         self._retains_grad = False
         self._requires_grad = False
-        self._version = 0  # bumped by each in-place op (``VariableVersion``)
+        self._version_counter = VariableVersion()  # bumped by each in-place op
         if requires_grad:
             if getattr(data, "dtype", None) is not None and data.dtype.kind not in "fc":
                 raise RuntimeError(
@@ -49,6 +69,14 @@ class Tensor(TensorMethods):
             self.requires_grad_(True)
 
     # --- autograd metadata --------------------------------------------------------
+    @property
+    def _version(self) -> int:
+        return self._version_counter.version
+
+    @_version.setter
+    def _version(self, value: int) -> None:
+        self._version_counter.version = value
+
     @property
     def requires_grad(self) -> bool:
         return self._requires_grad or self.grad_fn is not None
@@ -77,10 +105,21 @@ class Tensor(TensorMethods):
 
     @property
     def grad(self) -> Tensor | None:
+        if self._grad is None and self.grad_fn is not None and not self._retains_grad:
+            warnings.warn(NONLEAF_GRAD, UserWarning, stacklevel=2)  # as TensorBody.h warns
         return self._grad
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
+        if value is not None:  # ``THPVariable_set_grad``'s checks, word for word
+            if not isinstance(value, Tensor):
+                raise TypeError("assigned grad expected to be a Tensor or None but got grad "
+                                f"of type {type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a "
+                    f"tensor of size '{list(self.shape)}'. Please ensure that the gradient "
+                    "and the tensor are the same size")
         self._grad = value
 
     @property
@@ -134,7 +173,9 @@ class Tensor(TensorMethods):
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self) -> Tensor:
-        return Tensor(self.data, device=self.device)
+        out = Tensor(self.data, device=self.device)
+        out._version_counter = self._version_counter  # a view: the same version counter
+        return out
 
     def detach_(self) -> Tensor:
         self.grad_fn = None

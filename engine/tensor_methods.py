@@ -161,3 +161,17 @@ class TensorMethods:
     def copy_(self, src: Tensor) -> Tensor:
         return _ops().copy_(self, src)
 
+
+    # ``x += y`` is ``x.add_(y)`` as in PyTorch: the same object, changed in place (so
+    # ``with no_grad(): w -= lr * w.grad`` keeps ``w`` the leaf it was)
+    def __iadd__(self, o: Any) -> Tensor:
+        return _ops().add_(self, o)
+
+    def __isub__(self, o: Any) -> Tensor:
+        return _ops().sub_(self, o)
+
+    def __imul__(self, o: Any) -> Tensor:
+        return _ops().mul_(self, o)
+
+    def __itruediv__(self, o: Any) -> Tensor:
+        return _ops().div_(self, o)

@@ -111,8 +111,9 @@ In-place ops keep PyTorch's version counter: each bumps the tensor's `_version`,
 saved tensor remembers its version, and a backward through a node whose saved tensor
 was changed since raises PyTorch's "modified by an inplace operation" error (the
 `inplace-version` lesson); an in-place op on a leaf that requires grad is refused.
-Not modelled: a view sharing its base's version counter, and an in-place op on a view
-rewriting its base's history (`CopySlices`).
+A view and `detach()` share their base's version counter, so an in-place op on either is
+seen by a node that saved the other.  Not modelled: an in-place op on a view rewriting
+its base's history (`CopySlices`).
 
 | op | family | backward nodes | notes |
 |---|---|---|---|

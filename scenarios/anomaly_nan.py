@@ -98,8 +98,13 @@ def _run(mod: Any, op: str, is_enabled: Any, set_anomaly: Any, **kw: Any) -> dic
 
 
 def program(op: str) -> dict[str, engine.Tensor]:
+    import warnings
+
     # NumPy would warn about 0 * inf and 0 / 0 (PyTorch does not): that is the lesson.
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # The failing node's forward traceback, which anomaly mode prints as a warning (as
+    # torch_program's does), is not: the error names the node.
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Error detected in")
         return _run(engine, op, engine.is_anomaly_enabled, engine.set_detect_anomaly)
 
 

@@ -70,9 +70,10 @@ def test_replay_export_and_app_agree_on_k(recording: Path, tmp_path: Path, k: in
             await pilot.pause()
             await pilot.press("home", *["right"] * k)
             await pilot.pause()
-            assert re.search(rf"\b{k}/{n}\b", str(app.sub_title)), app.sub_title
-            assert app.session is not None and app.session.state_at(app.cursor) == state
-            log = app.query_one("#events")
+            shown = app.debugger
+            assert re.search(rf"\b{k}/{n}\b", str(shown.sub_title)), shown.sub_title
+            assert shown.session is not None and shown.session.state_at(shown.cursor) == state
+            log = app.debugger.query_one("#events")
             seq, _ = log.row(log.cursor_row)  # type: ignore[attr-defined]
             assert seq[0] == str(k)
 

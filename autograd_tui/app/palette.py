@@ -1,8 +1,8 @@
-"""The command palette's own commands (``ctrl+p``): every key binding of the app that has
-a description, shown with its key; choosing one runs the binding's action.
+"""The command palette's own commands (``ctrl+p``): every key binding of the debugger
+screen that has a description, shown with its key; choosing one runs the binding's action.
 
-Built from the app's ``BINDINGS`` (those of each class of the app, the subclass's
-winning for a key, as Textual merges them), so a binding added anywhere in the app
+Built from the screen's ``BINDINGS`` (those of each class of the screen, the subclass's
+winning for a key, as Textual merges them), so a binding added to the screen's keys
 shows up here with no other change.  A binding's ``tooltip`` is the command's help
 line, and is searched too (``breakpoint`` finds ``Breakpts``).
 """
@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.dom import DOMNode
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 
 
 @dataclass(frozen=True)
@@ -30,12 +29,12 @@ class Command:
     help: str
 
 
-def app_bindings(app: App[object]) -> list[Binding]:
-    """The bindings the app's own classes declare (not Textual's), subclass first; a key
+def own_bindings(node: DOMNode) -> list[Binding]:
+    """The bindings ``node``'s own classes declare (not Textual's), subclass first; a key
     declared twice, the subclass's binding only."""
     seen: set[str] = set()
     out: list[Binding] = []
-    for cls in type(app).__mro__:
+    for cls in type(node).__mro__:
         if not issubclass(cls, DOMNode) or cls.__module__.split(".")[0] == "textual":
             continue
         for b in Binding.make_bindings(cls.__dict__.get("BINDINGS", [])):
@@ -45,30 +44,31 @@ def app_bindings(app: App[object]) -> list[Binding]:
     return out
 
 
-def commands(app: App[object]) -> list[Command]:
-    """One command per action that has a described binding (the first binding's key)."""
+def commands(screen: Screen[object]) -> list[Command]:
+    """One command per action of ``screen`` that has a described binding (the first
+    binding's key)."""
     found: dict[str, Command] = {}
-    for b in app_bindings(app):
+    for b in own_bindings(screen):
         if b.description and b.action not in found:
-            found[b.action] = Command(b.description, app.get_key_display(b), b.action,
+            found[b.action] = Command(b.description, screen.app.get_key_display(b), b.action,
                                       b.tooltip)
     return list(found.values())
 
 
 class BindingCommands(Provider):
-    """The app's key bindings as palette commands."""
+    """The screen's key bindings as palette commands (the debugger screen's ``COMMANDS``)."""
 
     def _commands(self) -> list[Command]:
-        # Over a dialog, none: the app's keys do nothing there either (a step would
+        # Over a dialog, none: the screen's keys do nothing there either (a step would
         # move the engine behind the breakpoints dialog).
-        return [] if isinstance(self.screen, ModalScreen) else commands(self.app)
+        return [] if isinstance(self.screen, ModalScreen) else commands(self.screen)
 
     def _prompt(self, c: Command, name: Content) -> Content:
         # Content, not markup: a key such as [ would be read as a markup tag
         return Content.assemble(name, ("  " + c.key, "dim"))
 
     def _run(self, c: Command) -> partial[object]:
-        return partial(self.app.run_action, c.action)
+        return partial(self.screen.run_action, c.action)
 
     async def discover(self) -> Hits:
         for c in self._commands():

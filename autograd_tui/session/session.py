@@ -19,11 +19,19 @@ from autograd_tui.control import EventQuery, StepResult, ThreadStatus
 from autograd_tui.engine.events import Event
 from autograd_tui.history import EngineState, History, StateError
 from autograd_tui.history.recordings import Recording
+from autograd_tui.scenarios import Scenario
 from autograd_tui.session.run import Run
 from autograd_tui.words import plain
 
 #: a breakpoint is an event query (kind, node, queue, thread, non-finite): ``control/query.py``
 Breakpoint = EventQuery
+
+
+def builtin_scenarios() -> list[tuple[str, str]]:
+    """The built-in scenarios that can run here, as (name, summary): the app's picker."""
+    from autograd_tui import scenarios
+
+    return [(sc.name, sc.summary) for sc in scenarios.builtins()]
 
 
 class Session:
@@ -58,6 +66,26 @@ class Session:
     @classmethod
     def from_recording(cls, rec: Recording) -> Session:
         return cls(recording=rec)
+
+    @classmethod
+    def open(cls, scenario: str | Scenario | None = None, *,
+             params: dict[str, Any] | None = None, policy: str = "round-robin",
+             seed: int = 0, engine_overrides: dict[str, Any] | None = None,
+             recording: Recording | None = None) -> Session:
+        """What the app is given, opened: a recording (shown, never run), else a live run,
+        started, of ``scenario`` (a built-in name, a scenario file, or a ``Scenario``: a
+        torch script; default linear-relu) with its options.  A bad name or file raises
+        ``ScenarioError``, with one message naming it (the app shows it)."""
+        if recording is not None:
+            return cls.from_recording(recording)
+        from autograd_tui import scenarios
+        from autograd_tui.session.program_errors import load_scenario
+
+        sc = scenario or scenarios.DEFAULT
+        run = Run(sc if isinstance(sc, scenarios.Scenario) else load_scenario(sc),
+                  params or {}, policy=policy, seed=seed,
+                  engine_overrides=engine_overrides or {})
+        return cls.from_run(run)
 
     # --- what to show ------------------------------------------------------------------
     @property

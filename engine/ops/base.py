@@ -9,7 +9,10 @@ Mirrors:
 - ``OpNode`` is a generated node of ``derivatives.yaml``: its ``SavedVariable``s, checked
   on unpacking against the version each had when saved (``SavedVariable::unpack``, with
   its message word for word), and its other attributes (sizes, dims, flags), declared
-  on the class as the generated struct declares them;
+  on the class as the generated struct declares them; its ``apply`` starts as the
+  generated one does (``any_grad_defined``): if no incoming gradient is defined, every
+  output is undefined (``None``) and the formula does not run;
+- ``as_view`` is autograd's ``as_view``: a view shares its base's version counter;
 - ``elementwise`` lays its result out as ``TensorIterator`` does (``strides.py``);
 - ``check_broadcast``, ``check_same_device`` and ``wrap_dim`` raise ATen's errors
   (``infer_size``, the device check, ``maybe_wrap_dim``).
@@ -105,6 +108,11 @@ class OpNode(Node):
             self._saved_versions = [(k, v._version, v is output) for k, v in saved.items()
                                     if type(v) is Tensor]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "apply" in cls.__dict__:
+            cls.apply = _any_grad_defined(cls.__dict__["apply"])
+
     @classmethod
     def _declared(cls) -> frozenset[str]:
         names = OpNode._FIELDS.get(cls)
@@ -139,6 +147,22 @@ class OpNode(Node):
             lines.append(f"{k}: Tensor{list(t.shape)} {np.dtype(t.dtype).name}, {state}")
         return {"module": None, "module_type": None, "tensor": None, "created": None,
                 "source": None, "saved": lines}
+
+
+def _any_grad_defined(formula: Any) -> Any:
+    """The generated ``apply``'s preamble: ``any_grad_defined ? formula : Tensor()`` for
+    every output, so undefined gradients flow through a node whose inputs are all undefined
+    (a formula with some undefined inputs treats them itself, as ``SplitBackward0`` does)."""
+
+    def apply(self: OpNode, grads: Grads) -> Grads:
+        for g in grads:
+            if g is not None:
+                return formula(self, grads)
+        return [None] * len(self._next_edges)
+
+    apply.__wrapped__ = formula  # type: ignore[attr-defined]
+    apply.__name__ = apply.__qualname__ = "apply"
+    return apply
 
 
 def record(out: Tensor, node_cls: type[OpNode], inputs: Sequence[Any],
@@ -182,6 +206,13 @@ def as_tensor(data: Any, device: str) -> Tensor:
     """An op's result: ``data`` (no copy) as a Tensor on ``device``."""
     # a NumPy scalar (a 0-dim result) becomes a 0-dim array; any other array is kept
     return Tensor(np.asarray(data) if isinstance(data, np.generic) else data, device=device)
+
+
+def as_view(base: Tensor, out: Tensor) -> Tensor:
+    """``as_view``: ``out`` is a view of ``base`` and shares its version counter, so an
+    in-place op on either is seen by a node that saved the other."""
+    out._version_counter = base._version_counter
+    return out
 
 
 def mask_of(cond: Any, like: Tensor) -> Tensor:

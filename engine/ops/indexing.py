@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import device as _dev
 from ..tensor import Tensor
-from .base import Grads, OpNode, as_tensor, record
+from .base import Grads, OpNode, as_tensor, as_view, record
 from .views import unsqueeze
 
 
@@ -77,7 +77,7 @@ def index_view(a: Tensor, key: tuple[Any, ...], node_cls: type[OpNode]) -> Tenso
     ``node_cls``."""
     # a view, with the base's strides, as select/slice return (``...`` keeps a 0-d result
     # an array)
-    return record(as_tensor(a.data[key + (Ellipsis,)], a.device), node_cls, (a,),
+    return record(as_view(a, as_tensor(a.data[key + (Ellipsis,)], a.device)), node_cls, (a,),
                   self_sizes=a.shape, key=key)
 
 
@@ -170,7 +170,7 @@ def index(a: Tensor, key: Any) -> Tensor:
         adv_key = tuple(adv.get(i, slice(None)) for i in range(last + 1))
         return _index_adv(out, adv_key)
     if out is a:
-        out = record(as_tensor(a.data[...], a.device), AliasBackward0, (a,))
+        out = record(as_view(a, as_tensor(a.data[...], a.device)), AliasBackward0, (a,))
     return out
 
 

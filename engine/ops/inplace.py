@@ -1,9 +1,11 @@
 """In-place ops (``add_``, ``sub_``, ``mul_``, ``div_``, ``zero_``, ``fill_``, ``copy_``)
 with PyTorch's version counter.
 
+``Tensor``'s ``+= -= *= /=`` are ``add_``, ``sub_``, ``mul_``, ``div_``, as in PyTorch.
 Each writes the out-of-place result into the tensor's own array (views of it see the
 change), bumps ``_version`` and, where it records, makes the op's node the tensor's
-``grad_fn`` (``rebase_history``): the old history becomes the node's next edge.  A
+``grad_fn`` (``rebase_history``): the old history becomes the node's next edge, and a
+``retain_grad`` hook moves to the new node.  A
 saved tensor remembers the version it had when saved (``base.OpNode``), so a
 backward through a node whose saved tensor was changed since raises PyTorch's error.
 As in PyTorch, a leaf that requires grad refuses an in-place op while grad mode is on;
@@ -13,8 +15,10 @@ before the op (ATen's ``original_self``), so the node is made with what it keeps
 Mirrors ``at::add_`` and the other in-place ops, ``VariableVersion``, ``rebase_history``
 and ``check_inplace`` (the leaf error, word for word).
 
-Departures: a view does not share its base's version counter, and an in-place op on a
-view does not rewrite the base's history (``CopySlices``).
+A view shares its base's version counter (``base.as_view``), so an in-place op on a view
+(or on a ``detach()``) is seen by a node that saved the base.
+
+Departures: an in-place op on a view does not rewrite the base's history (``CopySlices``).
 """
 
 from __future__ import annotations
@@ -48,8 +52,20 @@ def _commit(t: Tensor, r: Tensor) -> Tensor:
     node = r.grad_fn
     if node is not None:  # rebase_history: the node's input is now ``t`` itself
         node._input_metadata[0] = InputMetadata(t.shape, t.dtype, t.device)
-        t.grad_fn, t.output_nr = node, 0
+        _rebase(t, node)
     return t
+
+
+def _rebase(t: Tensor, node: Any) -> None:
+    """``t`` gets ``node``'s history; a ``retain_grad`` hook moves with it from the old
+    ``grad_fn`` to the new one (``VariableHooks::retain_grad`` is keyed by the tensor, so
+    ``t.grad`` is the gradient of ``t`` after the op, as in PyTorch)."""
+    old, old_nr = t.grad_fn, t.output_nr
+    t.grad_fn, t.output_nr = node, 0
+    if t._retains_grad and old is not None and old is not node:
+        hook = old._retains_grad_hooks.pop(old_nr, None)
+        if hook is not None:
+            node._retains_grad_hooks[0] = hook
 
 
 def _original(t: Tensor) -> Tensor:
@@ -119,7 +135,7 @@ def _fill(t: Tensor, value: float, node_cls: type[OpNode]) -> Tensor:
         old = Tensor(t.data, device=t.device)
         old.grad_fn, old.output_nr = t.grad_fn, t.output_nr
         r = record(as_tensor(t.data, t.device), node_cls, (old,))
-        t.grad_fn, t.output_nr = r.grad_fn, 0
+        _rebase(t, r.grad_fn)
     return t
 
 
@@ -155,5 +171,5 @@ def copy_(t: Tensor, src: Tensor) -> Tensor:
         old.grad_fn, old.output_nr = t.grad_fn, t.output_nr
         old._requires_grad = False
         r = record(as_tensor(t.data, t.device), CopyBackwards, (old, src))
-        t.grad_fn, t.output_nr = r.grad_fn, 0
+        _rebase(t, r.grad_fn)
     return t

@@ -25,7 +25,7 @@ from .. import grad_mode
 from ..dtypes import promote_types
 from ..graph import collect_next_edges
 from ..tensor import Tensor
-from .base import Grads, OpNode, as_tensor, check_same_device, record, wrap_dim
+from .base import Grads, OpNode, as_tensor, as_view, check_same_device, record, wrap_dim
 from .indexing import SelectBackward0, SliceBackward0, index_view
 from .reduction import sum
 from .shape import reshape
@@ -121,7 +121,7 @@ def _split(a: Tensor, sizes: list[int], dim: int,
     outs, start = [], 0
     for n in sizes:
         key = (slice(None),) * dim + (slice(start, start + n),)
-        outs.append(as_tensor(a.data[key + (Ellipsis,)], a.device))
+        outs.append(as_view(a, as_tensor(a.data[key + (Ellipsis,)], a.device)))
         start += n
     if grad_mode.is_grad_enabled() and a.requires_grad:
         # ``record`` with an output per piece: each piece is output i of the one node

@@ -31,7 +31,7 @@ from ..strides import (
     restride,
 )
 from ..tensor import Tensor
-from .base import Grads, OpNode, as_tensor, is_dense, record, wrap_dim
+from .base import Grads, OpNode, as_tensor, as_view, is_dense, record, wrap_dim
 
 
 class ViewBackward0(OpNode):
@@ -78,7 +78,7 @@ def reshape(a: Tensor, shape: Sequence[int]) -> Tensor:
     shape = infer_size(shape, a.numel())
     data = a.data
     if not isinstance(data, np.ndarray):  # CuPy: no stride bookkeeping
-        return record(as_tensor(data.reshape(shape), a.device), ViewBackward0, (a,),
+        return record(as_view(a, as_tensor(data.reshape(shape), a.device)), ViewBackward0, (a,),
                       self_sizes=a.shape)
     old_strides = element_strides(data)
     strides = compute_stride(a.shape, old_strides, shape)
@@ -94,6 +94,8 @@ def reshape(a: Tensor, shape: Sequence[int]) -> Tensor:
         assert strides is not None
         node_cls = UnsafeViewBackward0
     out = as_tensor(as_strided(data, shape, strides), a.device)
+    if node_cls is not UnsafeViewBackward0:  # a view of ``a``; else of a fresh copy
+        as_view(a, out)
     return record(out, node_cls, (a,), self_sizes=a.shape)
 
 

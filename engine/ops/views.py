@@ -8,8 +8,8 @@ size-1 dim, ``1`` for one dim, ``2`` for a tuple of dims), ``at::transpose`` and
 
 Departures: ``unsqueeze``'s and ``squeeze(dim)``'s gradients are a ``reshape`` back to the
 input's sizes, where PyTorch's are ``squeeze(dim)`` and ``unsqueeze_to``, so a double
-backward records other nodes; a view does not share its base's version counter (see
-``inplace.py``).
+backward records other nodes.  Each view shares its base's version counter (``as_view``);
+an in-place op on a view does not rewrite the base's history (see ``inplace.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from .. import device as _dev
 from ..strides import as_strided, element_strides
 from ..tensor import Tensor
-from .base import Grads, OpNode, as_tensor, record, wrap_dim
+from .base import Grads, OpNode, as_tensor, as_view, record, wrap_dim
 from .shape import reshape
 
 
@@ -41,7 +41,7 @@ class TBackward0(OpNode):
 def t(a: Tensor) -> Tensor:
     if a.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {a.ndim}D")
-    return record(as_tensor(a.data.T, a.device), TBackward0, (a,))
+    return record(as_view(a, as_tensor(a.data.T, a.device)), TBackward0, (a,))
 
 
 class UnsqueezeBackward0(OpNode):
@@ -58,8 +58,8 @@ def unsqueeze(a: Tensor, dim: int) -> Tensor:
     new_stride = 1 if d >= a.ndim else a.shape[d] * st[d]
     shape = (*a.shape[:d], 1, *a.shape[d:])
     strides = (*st[:d], new_stride, *st[d:])
-    return record(as_tensor(_view(a, shape, strides), a.device), UnsqueezeBackward0, (a,),
-                  self_sizes=a.shape)
+    return record(as_view(a, as_tensor(_view(a, shape, strides), a.device)),
+                  UnsqueezeBackward0, (a,), self_sizes=a.shape)
 
 
 class SqueezeBackward0(OpNode):
@@ -94,7 +94,7 @@ def squeeze(a: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     keep = [i for i in range(a.ndim) if i not in dims]
     shape = tuple(a.shape[i] for i in keep)
     strides = tuple(st[i] for i in keep)
-    return record(as_tensor(_view(a, shape, strides), a.device), node, (a,),
+    return record(as_view(a, as_tensor(_view(a, shape, strides), a.device)), node, (a,),
                   self_sizes=a.shape)
 
 
@@ -110,7 +110,7 @@ def transpose(a: Tensor, dim0: int, dim1: int) -> Tensor:
     d0, d1 = wrap_dim(dim0, a.ndim), wrap_dim(dim1, a.ndim)
     xp = _dev.array_module(a.data)
     data = xp.swapaxes(a.data, d0, d1) if a.ndim else a.data
-    return record(as_tensor(data, a.device), TransposeBackward0, (a,), dim0=d0, dim1=d1)
+    return record(as_view(a, as_tensor(data, a.device)), TransposeBackward0, (a,), dim0=d0, dim1=d1)
 
 
 class PermuteBackward0(OpNode):
@@ -133,5 +133,6 @@ def permute(a: Tensor, dims: Sequence[int]) -> Tensor:
     if len(set(dims)) != len(dims):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
     xp = _dev.array_module(a.data)
-    return record(as_tensor(xp.transpose(a.data, dims), a.device), PermuteBackward0, (a,),
+    return record(as_view(a, as_tensor(xp.transpose(a.data, dims), a.device)),
+                  PermuteBackward0, (a,),
                   dims=tuple(dims))

@@ -14,11 +14,11 @@ import importlib.util
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pilot import busy, last_kind, press, run_app, settle, shown
 from rich.text import Text
 from textual import events
 from textual.pilot import Pilot
@@ -35,10 +35,6 @@ from autograd_tui.session.run import Run
 from autograd_tui.words import KIND_STYLE
 
 pytestmark = pytest.mark.timeout(120)
-
-SIZE = (120, 40)
-_SHOWN = re.compile(r"event (\d+)/(\d+)")
-
 
 
 class App(AutogradApp):
@@ -60,77 +56,36 @@ class App(AutogradApp):
 
 
 # --- helpers ------------------------------------------------------------------------------------
-def shown(app: AutogradApp) -> tuple[int, int]:
-    """(shown index, newest event) as the title says."""
-    m = _SHOWN.search(str(app.sub_title))
-    assert m, app.sub_title
-    return int(m.group(1)), int(m.group(2))
-
-
-def busy(app: AutogradApp) -> bool:
-    return any(w.group == "driver" and not w.is_finished for w in app.workers)
-
-
-async def settle(pilot: Pilot[Any], timeout: float = 30.0) -> None:
-    """Until no engine request is in flight and the app has drawn the newest event."""
-    app = pilot.app
-    assert isinstance(app, AutogradApp)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await pilot.pause(0.01)
-        s = app.session
-        if not busy(app) and (s is None or shown(app)[1] == s.count()):
-            break
-    else:
-        raise AssertionError("the app did not settle")
-    await pilot.pause()
-
-
-async def press(pilot: Pilot[Any], *keys: str) -> None:
-    for k in keys:
-        await pilot.press(k)
-        await settle(pilot)
-
-
 async def run_to_end(app: AutogradApp, pilot: Pilot[Any]) -> tuple[Any, int]:
     """Run the opened scenario to its end (space); its session and event count."""
-    s = app.session
+    s = app.debugger.session
     assert s is not None
     await press(pilot, "space")
     return s, s.count()
 
 
-def run_app(app: AutogradApp, script: Callable[[Pilot[Any]], Awaitable[None]],
-            size: tuple[int, int] = SIZE) -> None:
-    async def main() -> None:
-        async with app.run_test(size=size, notifications=True) as pilot:
-            await settle(pilot)
-            await script(pilot)
-
-    asyncio.run(main())
-
-
 def text_of(app: AutogradApp, selector: str) -> str:
-    content = app.query_one(selector, Static | TextView | TextLine).content
+    content = app.debugger.query_one(selector, Static | TextView | TextLine).content
     return content.plain if isinstance(content, Text) else str(content)
 
 
 def graph_matches(app: AutogradApp, i: int) -> None:
     """The graph and side panes at cursor ``i`` are the renders of state_at(i)."""
-    assert app.session is not None
-    state = app.session.state_at(i)
+    assert app.debugger.session is not None
+    state = app.debugger.session.state_at(i)
     last = state.last_event
-    graph = app.query_one("#graph", TextView).content
-    drawn = app.query_one(GraphPane).drawing(state, last.node if last is not None else None)
+    graph = app.debugger.query_one("#graph", TextView).content
+    drawn = app.debugger.query_one(GraphPane).drawing(state,
+                                                      last.node if last is not None else None)
     assert graph == Text("\n").join(drawn.lines)
-    assert app.query_one("#queues", Static).content == render.queues_text(state)
-    assert app.query_one("#not-ready", Static).content == render.not_ready_text(state)
-    assert app.query_one("#graph-tasks", Static).content == render.graph_tasks_text(state)
+    assert app.debugger.query_one("#queues", Static).content == render.queues_text(state)
+    assert app.debugger.query_one("#not-ready", Static).content == render.not_ready_text(state)
+    assert app.debugger.query_one("#graph-tasks", Static).content == render.graph_tasks_text(state)
 
 
 def thread_rows(app: AutogradApp) -> list[Row]:
     """The threads pane's rows: ``(#, thread, node, depth, state)``, each ``(text, style)``."""
-    table = app.query_one("#threads", ThreadsTable)
+    table = app.debugger.query_one("#threads", ThreadsTable)
     return [table.row(i) for i in range(table.row_count)]
 
 
@@ -138,11 +93,6 @@ def screen_lines(table: LineTable) -> list[str]:
     """What a table shows, line by line (as the terminal would)."""
     return [table.render_line(y).text
             for y in range(table.scrollable_content_region.height)]
-
-
-def last_kind(app: AutogradApp) -> str:
-    assert app.session is not None
-    return app.session.event(app.session.count() - 1).kind
 
 
 def engine_threads() -> list[str]:
@@ -161,19 +111,19 @@ def test_n_steps_one_event_at_a_time() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        assert app.session is not None and app.session.count() == 0
+        assert app.debugger.session is not None and app.debugger.session.count() == 0
         assert shown(app) == (0, 0)
         assert "No graph yet" in text_of(app, "#graph")
-        log = app.query_one("#events", LineTable)
+        log = app.debugger.query_one("#events", LineTable)
         for k in range(1, 16):
             await press(pilot, "n")
-            assert app.session.count() == k
+            assert app.debugger.session.count() == k
             assert shown(app) == (k, k)
             assert log.row_count == k
             assert log.cursor_row == k - 1  # the log follows the newest event
         graph_matches(app, 15)
-        assert app.query_one("#graph-pane").border_title.startswith("graph: 11 nodes")
-        assert app.sub_title.startswith("linear-relu | live | event 15/15")
+        assert app.debugger.query_one("#graph-pane").border_title.startswith("graph: 11 nodes")
+        assert app.debugger.sub_title.startswith("linear-relu | live | event 15/15")
 
     run_app(app, script)
 
@@ -182,7 +132,7 @@ def test_number_keys_step_only_the_chosen_thread() -> None:
     app = App("multi-device")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         while len(thread_rows(app)) < 2:  # until cuda:1 starts
             await press(pilot, "n")
@@ -206,11 +156,11 @@ def test_p_pauses_the_selected_thread_and_space_stops_at_it() -> None:
     app = App("multi-device")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         while len(thread_rows(app)) < 2 or s.count() < 28:
             await press(pilot, "n")
-        table = app.query_one("#threads", ThreadsTable)
+        table = app.debugger.query_one("#threads", ThreadsTable)
         y = next(y for y, line in enumerate(screen_lines(table)) if "cuda:1" in line)
         await pilot.click("#threads", offset=(4, y))  # cuda:1's row
         await settle(pilot)
@@ -224,12 +174,12 @@ def test_p_pauses_the_selected_thread_and_space_stops_at_it() -> None:
         assert not s.finished
         assert s.report is not None and s.report.kind == "paused"
         banner = text_of(app, "#banner")
-        assert app.query_one("#banner").has_class("shown")
+        assert app.debugger.query_one("#banner").has_class("shown")
         assert "you paused cuda:1" in banner and banner == s.report.explanation
         assert app.said("paused Not a deadlock")
         await press(pilot, "p")  # resume
         assert app.said("cuda:1 resumed")
-        assert not app.query_one("#banner").has_class("shown")
+        assert not app.debugger.query_one("#banner").has_class("shown")
         await press(pilot, "space")
         assert s.status == "completed"
 
@@ -242,9 +192,9 @@ def test_the_threads_pane_shows_long_states_whole() -> None:
     app = App("multi-device")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
-        table = app.query_one("#threads", ThreadsTable)
+        table = app.debugger.query_one("#threads", ThreadsTable)
         while not any(len(r[4][0]) > table.size.width - ThreadsTable.INDENT
                       for r in thread_rows(app)):
             await press(pilot, "n")
@@ -263,7 +213,7 @@ def test_space_runs_to_the_end() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         await press(pilot, "space")
         assert s.status == "completed"
@@ -288,7 +238,7 @@ def test_space_again_pauses_a_run() -> None:
     app = App("chain", params={"n": 20000})
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         # Keys posted as the terminal driver does (pilot.press would wait for the process
         # to look idle, which it does not while the engine runs).
@@ -317,7 +267,7 @@ def test_c_stops_at_a_breakpoint_set_in_the_dialog() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         await press(pilot, "b")
         assert isinstance(app.screen, BreakpointsScreen)
@@ -348,7 +298,7 @@ def test_c_stops_at_the_first_non_finite_gradient() -> None:
     app = App("anomaly-nan")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         await press(pilot, "b")
         app.screen.query_one("#bp-nonfinite").value = True
@@ -377,7 +327,7 @@ def test_breakpoint_dialog_rejects_an_unknown_kind() -> None:
         await pilot.pause()
         assert app.said("unknown event kind 'no_such_kind'")
         await press(pilot, "escape")
-        assert app.session is not None and app.session.breakpoints == []
+        assert app.debugger.session is not None and app.debugger.session.breakpoints == []
 
     run_app(app, script)
 
@@ -393,7 +343,7 @@ def test_left_right_home_end_walk_the_history() -> None:
             await press(pilot, "left")
             assert shown(app) == (i, n)
             graph_matches(app, i)
-            assert app.query_one("#events", LineTable).cursor_row == i - 1
+            assert app.debugger.query_one("#events", LineTable).cursor_row == i - 1
         await press(pilot, "right")
         assert shown(app) == (n - 6, n)
         graph_matches(app, n - 6)
@@ -453,10 +403,10 @@ def test_selecting_an_event_in_the_log_shows_that_moment() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         await press(pilot, *["n"] * 20)
-        log = app.query_one("#events", LineTable)
+        log = app.debugger.query_one("#events", LineTable)
         lines = screen_lines(log)
         assert lines[0].split()[:2] == ["seq", "event"]
         assert lines[-1].split()[0] == "20"  # the newest event, at the bottom
@@ -487,7 +437,7 @@ def test_the_event_log_keeps_every_event_and_scrolls_to_the_shown_one() -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         s, n = await run_to_end(app, pilot)
-        log = app.query_one("#events", LineTable)
+        log = app.debugger.query_one("#events", LineTable)
         assert log.row_count == n
         names = {i: info.name for i, info in s.state_at(n).nodes.items()}
         from autograd_tui.words import format_event
@@ -510,13 +460,13 @@ def test_r_restarts() -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         await press(pilot, *["n"] * 20)
-        old = app.session
+        old = app.debugger.session
         assert old is not None and old.count() == 20
         await press(pilot, "r")
-        s = app.session
+        s = app.debugger.session
         assert s is not None and s is not old
         assert s.count() < 3 and shown(app) == (s.count(), s.count())
-        assert app.query_one("#events", LineTable).row_count == s.count()
+        assert app.debugger.query_one("#events", LineTable).row_count == s.count()
         await press(pilot, "n")
         assert s.count() == 1 and s.event(0).kind == "graph_task_created"
 
@@ -537,13 +487,14 @@ def test_s_picks_another_scenario() -> None:
         await pilot.press("enter")
         await settle(pilot)
         assert not isinstance(app.screen, ScenarioScreen)
-        assert app.session is not None and app.session.scenario_name == "multi-device"
-        assert app.sub_title.startswith("multi-device | live | event 0/0")
-        assert app.session.count() == 0
-        log = app.query_one("#events", LineTable)
+        assert app.debugger.session is not None
+        assert app.debugger.session.scenario_name == "multi-device"
+        assert app.debugger.sub_title.startswith("multi-device | live | event 0/0")
+        assert app.debugger.session.count() == 0
+        log = app.debugger.query_one("#events", LineTable)
         assert log.row_count == 0  # linear-relu's events are gone
         await press(pilot, "n")
-        assert app.session.count() == 1
+        assert app.debugger.session.count() == 1
         assert log.row_count == 1 and log.row(0)[1][0].startswith("cpu (owner)")
 
     run_app(app, script)
@@ -614,14 +565,14 @@ def test_v_and_d_switch_views() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         await press(pilot, *["n"] * 12)
-        pane = app.query_one("#graph-pane")
+        pane = app.debugger.query_one("#graph-pane")
         assert not pane.has_class("list")
         await press(pilot, "v")
         assert pane.has_class("list")
-        nodes = app.query_one("#node-list", LineTable)
+        nodes = app.debugger.query_one("#node-list", LineTable)
         assert nodes.row_count == 11
         assert [c[0] for c in nodes.row(0)][:2] == ["1", "✓ SumBackward0"]
         await press(pilot, "n")  # the list follows the engine
@@ -630,7 +581,7 @@ def test_v_and_d_switch_views() -> None:
         await press(pilot, "v")
         assert not pane.has_class("list")
         await press(pilot, "d")
-        details = app.query_one("#details", Static)
+        details = app.debugger.query_one("#details", Static)
         assert details.has_class("shown")
         state = s.state_at(s.count())
         node = state.last_event.node
@@ -645,9 +596,9 @@ def test_shift_arrows_pan_a_graph_wider_than_its_pane() -> None:
     app = App("mlp")  # 5 boxes in a layer
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
-        graph = app.query_one("#graph", TextView)
+        graph = app.debugger.query_one("#graph", TextView)
         while graph.virtual_size.width <= graph.scrollable_content_region.width:
             await press(pilot, "n")  # until a layer is wider than the pane
             assert not s.finished
@@ -666,16 +617,16 @@ def test_selecting_a_node_in_the_list_view_shows_its_details() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         await press(pilot, *["n"] * 12, "v")
-        nodes = app.query_one("#node-list", LineTable)
+        nodes = app.debugger.query_one("#node-list", LineTable)
         lines = screen_lines(nodes)
         assert lines[0].split() == ["id", "node", "device", "state", "deps", "seq", "where"]
         y = next(y for y, line in enumerate(lines) if "ReluBackward0" in line)
         await pilot.click("#node-list", offset=(2, y))
         await settle(pilot)
-        details = app.query_one("#details", Static)
+        details = app.debugger.query_one("#details", Static)
         assert details.has_class("shown")
         state = s.state_at(s.count())
         # ReluBackward0 is #4
@@ -694,7 +645,7 @@ def test_keys_do_nothing_to_the_engine_while_a_dialog_is_open() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         await press(pilot, "n", "n", "n")
         for opener, dialog in (("question_mark", TextScreen), ("t", TextScreen),
@@ -708,7 +659,7 @@ def test_keys_do_nothing_to_the_engine_while_a_dialog_is_open() -> None:
                 await settle(pilot)
                 assert isinstance(app.screen, dialog), key
                 assert s.count() == 3 and shown(app) == (3, 3), key
-                assert app.session is s, key
+                assert app.debugger.session is s, key
             await press(pilot, "escape")
             assert not isinstance(app.screen, dialog)
         await press(pilot, "n")  # and back on the main screen they work again
@@ -721,7 +672,7 @@ def test_q_quits_and_tears_down_every_engine_thread() -> None:
     app = App("multi-device")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         while s.count() < 30:  # cuda:1's thread is up and holds work
             await press(pilot, "n")
@@ -742,11 +693,11 @@ def test_deadlock_is_shown_and_history_and_restart_still_work(deadlock_scenario:
     app = App(deadlock_scenario)
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         await press(pilot, "space")
         assert s.status == "deadlock" and last_kind(app) == "deadlock"
-        banner = app.query_one("#banner", Static)
+        banner = app.debugger.query_one("#banner", Static)
         assert banner.has_class("shown")
         text = text_of(app, "#banner")
         assert text.startswith("DEADLOCK  ")
@@ -760,7 +711,7 @@ def test_deadlock_is_shown_and_history_and_restart_still_work(deadlock_scenario:
             want = "bold red" if name[0] in cycle else ""
             assert name[1] == want and what[1] == want, row
         assert "deadlock" in text_of(app, "#timeline")
-        log = app.query_one("#events", LineTable)
+        log = app.debugger.query_one("#events", LineTable)
         line = log.row(log.row_count - 1)[1][0]  # the deadlock event: readable, no raw dict
         assert "deadlock: cpu (owner) (inside " in line and "{" not in line, line
         assert "No thread in this cycle" not in line  # the first sentence only
@@ -772,7 +723,7 @@ def test_deadlock_is_shown_and_history_and_restart_still_work(deadlock_scenario:
         await press(pilot, "n")
         assert app.said("the run has ended (deadlock)")
         await press(pilot, "r")
-        s2 = app.session
+        s2 = app.debugger.session
         assert s2 is not None and s2 is not s and s2.status == "ready" and s2.count() < 3
         assert not banner.has_class("shown")
         assert all(r[1][1] == "" for r in thread_rows(app))
@@ -789,9 +740,10 @@ def test_replay_of_a_recording(tmp_path: Path) -> None:
     app = App(recording=trace.load(path))
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None and not s.live and s.count() == total
-        assert "| replay |" in app.sub_title and app.sub_title.startswith("linear-relu")
+        title = app.debugger.sub_title or ""
+        assert "| replay |" in title and title.startswith("linear-relu")
         assert shown(app) == (total, total)
         await press(pilot, "home")
         assert shown(app) == (0, total)
@@ -887,12 +839,12 @@ def test_a_recording_with_a_big_graph_makes_only_the_rows_on_screen(
     app = App(recording=trace.load(path))
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None and shown(app) == (total, total)
         state = s.state_at(total)
         assert len(state.nodes) == 2 * n_links + 1 > LAZY_LIST_ABOVE
-        nodes = app.query_one("#node-list", LineTable)
-        log = app.query_one("#events", LineTable)
+        nodes = app.debugger.query_one("#node-list", LineTable)
+        log = app.debugger.query_one("#events", LineTable)
         assert nodes.row_count == len(state.nodes) and log.row_count == total
         assert len(made) <= 60  # the rows on screen, not 2,201
         # the log opens on the shown (last) event, scrolled to it once laid out
@@ -900,7 +852,7 @@ def test_a_recording_with_a_big_graph_makes_only_the_rows_on_screen(
         assert log.cursor_row == total - 1
         assert log.scroll_offset.y <= total - 1 < log.scroll_offset.y + visible
         order = state.topological_order()
-        palette = app.query_one(GraphPane).palette  # the theme's colours
+        palette = app.debugger.query_one(GraphPane).palette  # the theme's colours
         first = list_cells(list_row(state, order[0]), palette)
         assert nodes.row(0) == first and nodes.key(0) == str(order[0])
         e = s.event(total - 1)
@@ -964,12 +916,12 @@ def test_a_small_terminal_asks_for_80x24() -> None:
         assert app.screen.has_class("too-small")
         msg = text_of(app, "#too-small")
         assert "The terminal is 60x20" in msg and "needs at least 80x24" in msg
-        assert app.query_one("#too-small").display
-        assert not app.query_one("#main").display
+        assert app.debugger.query_one("#too-small").display
+        assert not app.debugger.query_one("#main").display
         await pilot.resize_terminal(120, 40)
         await settle(pilot)
         assert not app.screen.has_class("too-small")
-        assert app.query_one("#main").display
-        assert not app.query_one("#too-small").display
+        assert app.debugger.query_one("#main").display
+        assert not app.debugger.query_one("#too-small").display
 
     run_app(app, script, size=(60, 20))

@@ -7,20 +7,21 @@ hard-coded index."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_app import App, graph_matches, press, run_app, settle, shown
+from pilot import press, run_app, settle, shown, until
+from test_app import App, graph_matches
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
 
 from autograd_tui import scenarios
 from autograd_tui.app import render
+from autograd_tui.app.debugger import DebuggerScreen
 from autograd_tui.app.palette import commands
-from autograd_tui.app.replay import DEFAULT_SPEED, SPEEDS, Player
+from autograd_tui.app.playback import DEFAULT_SPEED, SPEEDS, Player
 from autograd_tui.app.screens import HELP, JumpScreen, ScenarioScreen
 from autograd_tui.app.screens.scenario_picker import matching
 from autograd_tui.app.widgets import LineTable
@@ -42,17 +43,10 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def kth(app: App, pred: Any, after: int = 0, before: int | None = None) -> list[int]:
     """The k of every event (1-based) in after < k < before that ``pred`` accepts."""
-    assert app.session is not None
-    evs = app.session.events()
+    assert app.debugger.session is not None
+    evs = app.debugger.session.events()
     stop = len(evs) + 1 if before is None else before
     return [i + 1 for i, e in enumerate(evs) if after < i + 1 < stop and pred(e)]
-
-
-async def until(pilot: Pilot[Any], done: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, "timed out"
-        await pilot.pause(0.02)
 
 
 # --- play ---------------------------------------------------------------------------------------
@@ -74,16 +68,16 @@ def test_space_plays_a_recording_pauses_and_stops_at_the_end(recording: Path) ->
     app = App(recording=trace.load(recording))
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None and not s.live
         total = s.count()
         assert shown(app) == (total, total)
         await press(pilot, "space")  # at the end of a recording: from its start
-        assert app.player.playing
-        assert f"replay ▶ {DEFAULT_SPEED}/s |" in app.sub_title
+        assert app.debugger.playback.player.playing
+        assert f"replay ▶ {DEFAULT_SPEED}/s |" in app.debugger.sub_title
         await until(pilot, lambda: shown(app)[0] >= 2)
         await press(pilot, "space")  # pause
-        assert not app.player.playing and "▶" not in app.sub_title
+        assert not app.debugger.playback.player.playing and "▶" not in app.debugger.sub_title
         paused = shown(app)[0]
         assert 0 < paused < total and app.said(f"paused at event {paused}")
         await pilot.pause(0.4)
@@ -92,12 +86,13 @@ def test_space_plays_a_recording_pauses_and_stops_at_the_end(recording: Path) ->
         # faster: the speed goes up the list, the title says it while playing
         for _ in range(len(SPEEDS)):
             await press(pilot, "plus")
-        assert app.player.speed == SPEEDS[-1] and app.said(f"play speed: {SPEEDS[-1]}")
+        assert app.debugger.playback.player.speed == SPEEDS[-1]
+        assert app.said(f"play speed: {SPEEDS[-1]}")
         await press(pilot, "space")
-        await until(pilot, lambda: not app.player.playing)
+        await until(pilot, lambda: not app.debugger.playback.player.playing)
         assert shown(app) == (total, total) and s.count() == total
         assert app.said(f"end of the recording (event {total})")
-        assert "▶" not in app.sub_title
+        assert "▶" not in app.debugger.sub_title
         graph_matches(app, total)
 
     run_app(app, script)
@@ -109,18 +104,18 @@ def test_plus_and_minus_change_the_speed_shown_in_the_header(recording: Path) ->
     async def script(pilot: Pilot[Any]) -> None:
         i = SPEEDS.index(DEFAULT_SPEED)
         await press(pilot, "home", "minus")
-        assert app.player.speed == SPEEDS[i - 1]
+        assert app.debugger.playback.player.speed == SPEEDS[i - 1]
         await press(pilot, "equals_sign", "equals_sign")  # = is + without shift
-        assert app.player.speed == SPEEDS[i + 1]
+        assert app.debugger.playback.player.speed == SPEEDS[i + 1]
         await press(pilot, "space")
-        assert f"▶ {SPEEDS[i + 1]}/s" in app.sub_title
+        assert f"▶ {SPEEDS[i + 1]}/s" in app.debugger.sub_title
         await press(pilot, "minus")
-        assert f"▶ {SPEEDS[i]}/s" in app.sub_title and app.player.playing
+        assert f"▶ {SPEEDS[i]}/s" in app.debugger.sub_title and app.debugger.playback.player.playing
         for _ in range(len(SPEEDS)):
             await press(pilot, "minus")
-        assert app.player.speed == SPEEDS[0]  # it stops at the slowest
+        assert app.debugger.playback.player.speed == SPEEDS[0]  # it stops at the slowest
         await press(pilot, "space")
-        assert not app.player.playing
+        assert not app.debugger.playback.player.playing
 
     run_app(app, script)
 
@@ -129,14 +124,14 @@ def test_space_behind_the_newest_event_plays_the_history_not_the_engine() -> Non
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         await press(pilot, *["n"] * 12, *["left"] * 6)
         assert shown(app) == (6, 12)
         for _ in range(4):
             await press(pilot, "plus")
         await press(pilot, "space")
-        await until(pilot, lambda: not app.player.playing)
+        await until(pilot, lambda: not app.debugger.playback.player.playing)
         assert s.count() == 12 and shown(app) == (12, 12)  # the engine did not move
         await press(pilot, "space")  # at the newest event: space runs the engine again
         assert s.status == "completed" and shown(app) == (s.count(), s.count())
@@ -165,7 +160,7 @@ def test_slash_jumps_to_the_next_event_of_a_kind_and_brackets_repeat(recording: 
         await press(pilot, "left_square_bracket")
         assert shown(app)[0] == pushes[1]
         await press(pilot, "end", "right_square_bracket")  # nothing after the last
-        assert shown(app)[0] == app.session.count() and app.said("no push event after")
+        assert shown(app)[0] == app.debugger.session.count() and app.said("no push event after")
         await press(pilot, "left_square_bracket")
         assert shown(app)[0] == pushes[-1]
 
@@ -176,7 +171,7 @@ def test_jumps_to_a_node_by_id_and_by_name(recording: Path) -> None:
     app = App(recording=trace.load(recording))
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         relu = {n for n, info in s.state_at(s.count()).nodes.items()
                 if info.name == "ReluBackward0"}
@@ -212,7 +207,7 @@ def test_a_bracket_before_any_jump_opens_the_dialog_and_a_live_jump_stays_in_the
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         await press(pilot, *["n"] * 30, "home", "right_square_bracket")
         assert isinstance(app.screen, JumpScreen)
@@ -251,7 +246,7 @@ def test_the_picker_filters_as_you_type_and_enter_opens_the_highlighted_one() ->
         assert options.highlighted == 1
         await press(pilot, "enter")
         assert not isinstance(app.screen, ScenarioScreen)
-        assert app.session is not None and app.session.scenario_name == want[1]
+        assert app.debugger.session is not None and app.debugger.session.scenario_name == want[1]
         # a filter that matches nothing: enter picks nothing
         await press(pilot, "s")
         await pilot.press(*"zzzqqq", "enter")
@@ -260,7 +255,7 @@ def test_the_picker_filters_as_you_type_and_enter_opens_the_highlighted_one() ->
         assert app.screen.query_one(OptionList).option_count == 0
         assert app.said("no scenario matches")
         await press(pilot, "escape")
-        assert app.session.scenario_name == want[1]
+        assert app.debugger.session.scenario_name == want[1]
 
     run_app(app, script)
 
@@ -270,13 +265,13 @@ def test_the_palette_lists_every_described_binding_with_its_key() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        cmds = {c.action: c for c in commands(app)}
-        for b in app.BINDINGS:
+        cmds = {c.action: c for c in commands(app.debugger)}
+        for b in DebuggerScreen.BINDINGS:
             if b.description:  # type: ignore[union-attr]
                 assert b.action in cmds, b  # type: ignore[union-attr]
         assert {"step", "step_thread(3)", "continue", "breakpoints", "export", "scenarios",
                 "toggle_run", "jump", "jump_next", "copy_event", "copy_node",
-                "faster", "find_node"} <= set(cmds)  # find_node: SessionView's binding
+                "faster", "find_node"} <= set(cmds)
         assert cmds["jump_next"].key == "]" and cmds["step"].key == "n"
         assert all(not a.startswith("pan") for a in cmds)  # no description: no command
         await press(pilot, "ctrl+p")
@@ -327,7 +322,7 @@ def test_running_a_palette_command_performs_its_action() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         await palette_run(pilot, "step", "Step")
         assert s.count() == 1 and shown(app) == (1, 1)
@@ -337,7 +332,7 @@ def test_running_a_palette_command_performs_its_action() -> None:
         assert type(app.screen).__name__ == "BreakpointsScreen"
         await press(pilot, "escape")
         await palette_run(pilot, "copy ev", "Copy event")
-        assert app.clipboard == format_event(s.event(1), app._names()).strip()
+        assert app.clipboard == format_event(s.event(1), app.debugger.names()).strip()
 
     run_app(app, script)
 
@@ -347,7 +342,7 @@ def test_y_copies_the_shown_event_line_and_shift_y_the_node_details() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         await press(pilot, "y")  # at 0 there is no event
         assert app.clipboard == "" and app.said("nothing copied")
@@ -355,7 +350,7 @@ def test_y_copies_the_shown_event_line_and_shift_y_the_node_details() -> None:
             await press(pilot, "n")
         k = s.count()
         await press(pilot, "y")
-        log = app.query_one("#events", LineTable)
+        log = app.debugger.query_one("#events", LineTable)
         seq, line = log.row(k - 1)[0][0], log.row(k - 1)[1][0]
         assert app.clipboard == f"{seq} {line}".rstrip()  # what the log shows
         assert app.said(f"copied event {k}")
@@ -369,7 +364,7 @@ def test_y_copies_the_shown_event_line_and_shift_y_the_node_details() -> None:
         assert details.startswith(f"{name} #{node}") and "[" not in details.split("\n")[0]
         assert app.said("copied node details")
         await press(pilot, "left", "y")  # the shown event, not the newest
-        assert app.clipboard == format_event(s.event(k - 2), app._names()).strip()
+        assert app.clipboard == format_event(s.event(k - 2), app.debugger.names()).strip()
 
     run_app(app, script)
 

@@ -15,15 +15,15 @@ import asyncio
 from typing import Any
 
 import pytest
-from test_app_snapshots import finish, last_kind, step_until
+from pilot import finish, last_kind, step_until
 from textual.binding import Binding
 from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets._footer import FooterKey
 
 from autograd_tui.app import AutogradApp
+from autograd_tui.app.debugger import DebuggerScreen
 from autograd_tui.app.screens.help import HELP
-from autograd_tui.app.session_view import SessionView
 from autograd_tui.app.widgets import KeyFooter, PaneTabs
 from autograd_tui.app.widgets.key_footer import FOOTER_KEYS, footer_actions
 from autograd_tui.app.widgets.pane_tabs import PANES, TALL_HEIGHT
@@ -63,7 +63,7 @@ def fully_shown(app: AutogradApp, widget: Widget) -> bool:
 
 
 def footer_keys(app: AutogradApp) -> list[FooterKey]:
-    return [k for k in app.query_one(KeyFooter).query(FooterKey)
+    return [k for k in app.debugger.query_one(KeyFooter).query(FooterKey)
             if "-command-palette" not in k.classes]
 
 
@@ -85,7 +85,7 @@ def test_footer_actions_keep_the_most_important_and_the_table_order() -> None:
 
 def test_every_key_is_in_the_help_screen() -> None:
     """Every key of the app (the footer shows a few) is in the help screen."""
-    for binding in [*SessionView.BINDINGS, *AutogradApp.BINDINGS]:
+    for binding in DebuggerScreen.BINDINGS:
         assert isinstance(binding, Binding)
         key = binding.key_display or binding.key  # "+" for "plus,equals_sign"
         if key.isdigit():
@@ -107,10 +107,10 @@ def test_every_pane_is_shown_or_one_key_away(size: tuple[int, int]) -> None:
         async with app.run_test(size=size) as pilot:
             await at_not_ready(pilot)
             for wid in ALWAYS_SHOWN:
-                assert fully_shown(app, app.query_one(f"#{wid}")), wid
+                assert fully_shown(app, app.debugger.query_one(f"#{wid}")), wid
             tabbed = size[1] < TALL_HEIGHT
             assert app.screen.has_class("-short") == tabbed
-            panes = [app.query_one(f"#{p.id}") for p in PANES]
+            panes = [app.debugger.query_one(f"#{p.id}") for p in PANES]
             if not tabbed:
                 assert all(fully_shown(app, w) for w in panes), [w.id for w in panes]
                 assert "LinearBackward0#6" in screen_text(app)  # not_ready's entry
@@ -145,7 +145,7 @@ def test_the_footer_shows_the_keys_that_fit(size: tuple[int, int]) -> None:
             if size == (200, 60):  # room for every key in the table (w: the panes are stacked)
                 assert [k.action for k in keys] == [a for a, _ in FOOTER_KEYS if a != "next_pane"]
             assert ("w" in shown) == (size[1] < TALL_HEIGHT)
-            palette = [k for k in app.query(FooterKey) if "-command-palette" in k.classes]
+            palette = [k for k in app.debugger.query(FooterKey) if "-command-palette" in k.classes]
             right = palette[0].region.x if palette else size[0]
             assert all(k.region.right <= right for k in keys)  # whole, none under the palette
             for k in keys:
@@ -167,11 +167,11 @@ def test_a_resize_switches_the_layout_and_the_footer() -> None:
             assert [k.key for k in footer_keys(app)] == MUST_SHOW[(80, 24)]
             await pilot.press("N")
             await finish(pilot)
-            assert fully_shown(app, app.query_one("#not-ready"))
+            assert fully_shown(app, app.debugger.query_one("#not-ready"))
             await pilot.resize_terminal(120, 40)
             await finish(pilot)
             assert [k.key for k in footer_keys(app)] == wide
-            assert all(fully_shown(app, app.query_one(f"#{p.id}")) for p in PANES)
+            assert all(fully_shown(app, app.debugger.query_one(f"#{p.id}")) for p in PANES)
 
     asyncio.run(main())
 
@@ -181,13 +181,13 @@ def test_a_click_on_a_tab_shows_its_pane() -> None:
         app = AutogradApp("linear-relu")
         async with app.run_test(size=(80, 24)) as pilot:
             await at_not_ready(pilot)
-            tabs = app.query_one(PaneTabs)
+            tabs = app.debugger.query_one(PaneTabs)
             for pane in reversed(PANES):
                 x = screen_text(app).splitlines()[tabs.region.y].index(
                     f" {pane.short} ", tabs.region.x)
                 await pilot.click(PaneTabs, offset=(x - tabs.region.x + 2, 0))
                 await finish(pilot)
-                assert fully_shown(app, app.query_one(f"#{pane.id}")), pane.name
+                assert fully_shown(app, app.debugger.query_one(f"#{pane.id}")), pane.name
                 assert tabs.current == pane.name
 
     asyncio.run(main())

@@ -8,6 +8,7 @@ import asyncio
 import time
 
 import pytest
+from pilot import busy, until
 
 from autograd_tui import scenarios
 from autograd_tui.app import AutogradApp
@@ -32,15 +33,11 @@ async def opened(policy: str) -> tuple[str, int, int, int | None]:
     (status, events, shown event), then the exit code of ``q``."""
     app = AutogradApp("race-lock-order", policy=policy)
     async with app.run_test(size=(120, 40)) as pilot:
-        deadline = time.monotonic() + 60
-        s = app.session
+        s = app.debugger.session
         assert s is not None
-        while time.monotonic() < deadline:
-            await pilot.pause(0.05)
-            busy = any(w.group == "driver" and not w.is_finished for w in app.workers)
-            if not busy and s.count() and app.cursor == s.count():
-                break
-        status, count, cursor = s.status, s.count(), app.cursor
+        await until(pilot, lambda: not busy(app) and 0 < s.count() == app.debugger.cursor,
+                    timeout=60)
+        status, count, cursor = s.status, s.count(), app.debugger.cursor
         await pilot.press("q")
     return status, count, cursor, app.return_code
 
@@ -70,16 +67,17 @@ def test_a_failing_program_shows_its_line_in_the_banner_and_quits_with_1(tmp_pat
     async def go() -> tuple[str, str, int | None]:
         app = AutogradApp(str(lesson))
         async with app.run_test(size=(120, 40)) as pilot:
+            s = app.debugger.session
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 await pilot.press("n")
                 await pilot.pause(0.05)
-                if app.session is not None and app.session.status == "error":
+                if s is not None and s.status == "error":
                     break
             await pilot.pause(0.1)
-            banner = app.query_one(Banner)
+            banner = app.debugger.query_one(Banner)
             text = str(banner.render()) if banner.has_class("shown") else ""
-            status = app.session.status if app.session else "?"
+            status = s.status if s is not None else "?"
             await pilot.press("q")
         return status, text, app.return_code
 

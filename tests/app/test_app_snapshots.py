@@ -12,12 +12,10 @@ and review the SVGs in ``tests/app/__snapshots__/test_app_snapshots/``.
 from __future__ import annotations
 
 import importlib.util
-import re
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pilot import SIZE, finish, last_kind, settle, step_until
 from textual.pilot import Pilot
 
 from autograd_tui.app import AutogradApp
@@ -26,55 +24,6 @@ from autograd_tui.app.widgets.group_table import GroupTable
 from autograd_tui.session import Breakpoint
 
 pytestmark = pytest.mark.timeout(120)
-
-SIZE = (120, 40)
-_SHOWN = re.compile(r"event (\d+)/(\d+)")
-
-
-
-async def settle(pilot: Pilot[Any], timeout: float = 30.0) -> None:
-    """Until no engine request is in flight and the app has drawn the newest event."""
-    app = pilot.app
-    assert isinstance(app, AutogradApp)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await pilot.pause(0.01)
-        s = app.session
-        busy = any(w.group == "driver" and not w.is_finished for w in app.workers)
-        m = _SHOWN.search(str(app.sub_title))
-        if not busy and (s is None or (m is not None and int(m.group(2)) == s.count())):
-            break
-    else:
-        raise AssertionError("the app did not settle")
-    await pilot.pause()
-
-
-async def finish(pilot: Pilot[Any]) -> None:
-    """Settled, without notifications, refreshed."""
-    await settle(pilot)
-    pilot.app.clear_notifications()
-    await pilot.pause()
-    await pilot.wait_for_scheduled_animations()
-    await pilot.pause()
-
-
-async def step_until(pilot: Pilot[Any], done: Callable[[AutogradApp], bool],
-                     limit: int = 300) -> None:
-    app = pilot.app
-    assert isinstance(app, AutogradApp)
-    await settle(pilot)
-    for _ in range(limit):
-        if done(app):
-            return
-        await pilot.press("n")
-        await settle(pilot)
-    raise AssertionError("never reached the wanted state")
-
-
-def last_kind(app: AutogradApp) -> str | None:
-    s = app.session
-    assert s is not None
-    return s.event(s.count() - 1).kind if s.count() else None
 
 
 def test_default_scenario_at_its_start(snap_compare: Any) -> None:
@@ -96,8 +45,8 @@ def test_multi_device_with_two_queues_busy(snap_compare: Any) -> None:
     app = AutogradApp("multi-device")
 
     def two_busy(a: AutogradApp) -> bool:
-        assert a.session is not None
-        state = a.session.state_at(a.session.count())
+        assert a.debugger.session is not None
+        state = a.debugger.session.state_at(a.debugger.session.count())
         return len([q for q, heap in state.heaps.items() if heap]) >= 2
 
     async def run_before(pilot: Pilot[Any]) -> None:
@@ -114,8 +63,9 @@ def test_reentrant_hand_off_to_a_pool_thread(snap_compare: Any) -> None:
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await settle(pilot)
-        assert app.session is not None
-        app.session.breakpoints = [Breakpoint(kind="thread_start", thread="reentrant-pool-1")]
+        assert app.debugger.session is not None
+        app.debugger.session.breakpoints = [Breakpoint(kind="thread_start",
+                                                       thread="reentrant-pool-1")]
         await pilot.press("c")
         await settle(pilot)
         assert last_kind(app) == "thread_start"
@@ -131,7 +81,7 @@ def test_deadlock(snap_compare: Any) -> None:
         await settle(pilot)
         await pilot.press("space")
         await settle(pilot)
-        assert app.session is not None and app.session.status == "deadlock"
+        assert app.debugger.session is not None and app.debugger.session.status == "deadlock"
         await finish(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
@@ -160,16 +110,16 @@ needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
 async def at_first_split(pilot: Pilot[Any]) -> None:
     """torch-attention (3 blocks) when its last block's SplitBackward0 (q, k, v) starts."""
     app = pilot.app
-    assert isinstance(app, AutogradApp) and app.session is not None
+    assert isinstance(app, AutogradApp) and app.debugger.session is not None
     await finish(pilot)
-    app.session.breakpoints = [Breakpoint(kind="node_start", node="SplitBackward0")]
+    app.debugger.session.breakpoints = [Breakpoint(kind="node_start", node="SplitBackward0")]
     await pilot.press("c")
     await finish(pilot)
     # The side panes keep the height of the tallest content drawn during the run, which
     # depends on which frames the run had time to draw: fit them to this moment's.
-    for pane in app.query(SidePane):
+    for pane in app.debugger.query(SidePane):
         pane.reset()
-    app._draw(force=True)
+    app.debugger.redraw()
     await finish(pilot)
 
 
@@ -187,7 +137,7 @@ def test_torch_attention_groups_opened(snap_compare: Any) -> None:
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await at_first_split(pilot)
-        app.query_one(GroupTable).focus()
+        app.debugger.query_one(GroupTable).focus()
         for key in ("enter", "down", "down", "down", "enter"):  # enter's message first
             await pilot.press(key)
             await pilot.pause()

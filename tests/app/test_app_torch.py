@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_app import App, press, run_app, settle, shown
+from pilot import press, run_app, settle, shown
+from test_app import App
 from textual.pilot import Pilot
 
 from autograd_tui.app.widgets.graph_pane import GraphPane
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def rows(app: App) -> list[tuple[str, str]]:
     """The grouped view's rows: (key, first cell's text)."""
-    table = app.query_one(GroupTable)
+    table = app.debugger.query_one(GroupTable)
     return [(table.key(i), table.row(i)[0][0].strip()) for i in range(table.row_count)]
 
 
@@ -33,8 +34,8 @@ def row_of(app: App, key: str) -> int:
 
 async def to_breakpoint(pilot: Pilot[Any], bp: Breakpoint) -> None:
     app = pilot.app
-    assert isinstance(app, App) and app.session is not None
-    app.session.breakpoints = [bp]
+    assert isinstance(app, App) and app.debugger.session is not None
+    app.debugger.session.breakpoints = [bp]
     await press(pilot, "c")
 
 
@@ -43,11 +44,11 @@ def test_repeated_blocks_fold_and_open_by_key_and_by_click() -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         await press(pilot, "space")
-        pane = app.query_one("#graph-pane")
+        pane = app.debugger.query_one("#graph-pane")
         assert pane.has_class("groups") and "by module" in str(pane.border_title)
         assert [r for _, r in rows(app)] == ["▸ blocks.0..2 (Block) ×3", "▸ (no module)"]
-        table = app.query_one(GroupTable)
-        done = app.query_one(GraphPane).palette.style("done")  # the theme's graph-done
+        table = app.debugger.query_one(GroupTable)
+        done = app.debugger.query_one(GraphPane).palette.style("done")  # the theme's graph-done
         assert table.row(0)[1] == ("186 nodes: ✓186", done)  # badges: every node done
         table.focus()
         await press(pilot, "enter")  # the cursor is on the fold: it opens into the blocks
@@ -74,19 +75,19 @@ def test_stepping_marks_the_group_and_f_finds_the_node_with_its_details() -> Non
 
     async def script(pilot: Pilot[Any]) -> None:
         await to_breakpoint(pilot, Breakpoint(kind="node_start", node="SplitBackward0"))
-        s = app.session
+        s = app.debugger.session
         assert s is not None
         node = s.event(s.count() - 1).node
         marked = [k for k, r in rows(app)
-                  if "reverse" in app.query_one(GroupTable).row(row_of(app, k))[0][1]]
+                  if "reverse" in app.debugger.query_one(GroupTable).row(row_of(app, k))[0][1]]
         assert marked == [GROUP_KEY + "blocks.0..1"]  # closed: the fold is marked
         await press(pilot, "f")  # open the groups holding the running node, select it
-        table = app.query_one(GroupTable)
+        table = app.debugger.query_one(GroupTable)
         assert table.has_focus and table.key(table.cursor_row) == str(node)
         assert GROUP_KEY + "blocks.1.attn" in [k for k, _ in rows(app)]
         assert "reverse" in table.row(table.cursor_row)[0][1]
         await press(pilot, "d")
-        details = str(app.query_one("#details").content)
+        details = str(app.debugger.query_one("#details").content)
         assert "SplitBackward0" in details and "module: blocks.1.attn (Attention)" in details
         assert "created at" in details and "torch_attention.py" in details
         await press(pilot, "n")  # the next event: the node stays marked
@@ -103,14 +104,14 @@ def test_the_torch_command_opens_a_script_small_graph_boxes_then_groups() -> Non
 
     async def script(pilot: Pilot[Any]) -> None:
         await to_breakpoint(pilot, Breakpoint(kind="node_end", node="ConvolutionBackward0"))
-        pane = app.query_one("#graph-pane")
+        pane = app.debugger.query_one("#graph-pane")
         assert not pane.has_class("groups") and not pane.has_class("list")  # 15 boxes
         await press(pilot, "v")  # a PyTorch graph: boxes, groups, list
         assert pane.has_class("groups")
         assert [r for _, r in rows(app)] == [
             "▸ Net (Net)", "▸ conv (Conv2d)", "▸ fc (Linear)", "▸ pool (MaxPool2d)",
             "▸ (no module)"]
-        table = app.query_one(GroupTable)
+        table = app.debugger.query_one(GroupTable)
         table.focus()
         table.move_cursor(row_of(app, GROUP_KEY + "conv"))
         await press(pilot, "enter")
@@ -118,7 +119,7 @@ def test_the_torch_command_opens_a_script_small_graph_boxes_then_groups() -> Non
         assert len(conv) == 2  # the shared conv ran twice
         table.move_cursor(row_of(app, conv[0]))
         await press(pilot, "enter", "d")  # a node's row: its details
-        details = str(app.query_one("#details").content)
+        details = str(app.debugger.query_one("#details").content)
         assert "module: conv (Conv2d)" in details and "created at" in details
         assert "saved tensors:" in details and "weight: Tensor[3, 3, 3, 3]" in details
         await press(pilot, "v")

@@ -9,8 +9,8 @@ import re
 from typing import Any
 
 import pytest
+from pilot import SIZE, finish, settle, step_until
 from rich.text import Text
-from test_app_snapshots import SIZE, finish, settle, step_until
 from textual.pilot import Pilot
 from textual.theme import Theme
 
@@ -121,13 +121,13 @@ def test_the_pane_draws_the_groups_and_scrolls_to_the_touched_node() -> None:
         await settle(pilot)
         await step_until(pilot, lambda a: last_graph_task(a) == 5 and last_node(a))
         await pilot.pause()
-        view = app.query_one("#graph", TextView)
+        view = app.debugger.query_one("#graph", TextView)
         assert view.virtual_size.height > view.scrollable_content_region.height
         assert view.scroll_offset.y > 0  # GraphTask 5's boxes are far down
         text = view.content.plain
         assert [int(x) for x in _TITLE.findall(text)] == [1, 2, 3, 4, 5]
         node = last_node(app)
-        y, _, h = app.query_one(GraphPane).drawing(state_of(app), node).where[node]
+        y, _, h = app.debugger.query_one(GraphPane).drawing(state_of(app), node).where[node]
         top = view.scroll_offset.y
         assert top <= y and y + h <= top + view.scrollable_content_region.height
 
@@ -141,7 +141,7 @@ def test_a_new_graph_task_scrolls_its_frame_into_view() -> None:
         await step_until(pilot, lambda a: last_kind_is(a, "graph_task_created") and
                          last_graph_task(a) == 5)
         await pilot.pause()
-        view = app.query_one("#graph", TextView)
+        view = app.debugger.query_one("#graph", TextView)
         top = view.scroll_offset.y
         shown = [view._lines[y].plain
                  for y in range(top, top + view.scrollable_content_region.height)]
@@ -151,20 +151,20 @@ def test_a_new_graph_task_scrolls_its_frame_into_view() -> None:
 
 
 def last_graph_task(app: AutogradApp) -> int | None:
-    s = app.session
+    s = app.debugger.session
     assert s is not None
     return s.event(s.count() - 1).graph_task if s.count() else None
 
 
 def last_node(app: AutogradApp) -> int | None:
-    s = app.session
+    s = app.debugger.session
     assert s is not None
     e = s.event(s.count() - 1) if s.count() else None
     return e.node if e is not None and e.node in s.state_at(s.count()).nodes else None
 
 
 def state_of(app: AutogradApp) -> EngineState:
-    s = app.session
+    s = app.debugger.session
     assert s is not None
     return s.state_at(s.count())
 
@@ -253,7 +253,7 @@ def test_a_wide_graph_scrolls_sideways_and_a_tall_one_down() -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         await step_until(pilot, lambda a: bool(state_of(a).nodes))
-        view = app.query_one("#graph", TextView)
+        view = app.debugger.query_one("#graph", TextView)
         region = view.scrollable_content_region
         assert view.virtual_size.width > region.width  # wider than the pane ...
         assert view.virtual_size.height > region.height
@@ -282,14 +282,14 @@ def test_the_graph_colours_are_theme_variables(theme: str) -> None:
         app.theme = theme
         await pilot.pause()
         await pilot.pause()
-        pane = app.query_one(GraphPane)
+        pane = app.debugger.query_one(GraphPane)
         variables = app.theme_variables
         assert set(VARIABLES) <= set(variables)  # the app defines its own
         assert pane.palette == Palette.of(variables, app.current_theme)
         done = pane.palette.style("done")
         assert variables["graph-done"].lower() in done.lower()
         # the boxes are drawn with them: the root's box is in the style of its state
-        view = app.query_one("#graph", TextView)
+        view = app.debugger.query_one("#graph", TextView)
         state = state_of(app)
         st = render.node_status(state, next(iter(state.nodes)))[0]
         spans = {str(s.style) for line in view._lines for s in line.spans}
@@ -309,7 +309,7 @@ def test_a_theme_that_sets_a_variable_recolours_the_graph() -> None:
         app.theme = "class"
         await pilot.pause()
         await pilot.pause()
-        view = app.query_one("#graph", TextView)
+        view = app.debugger.query_one("#graph", TextView)
         assert any("#ff00ff" in str(s.style).lower() for line in view._lines
                    for s in line.spans)
 
@@ -366,6 +366,6 @@ def test_snapshot_linear_relu_in_theme(snap_compare: Any, theme: str) -> None:
 
 
 def last_kind_is(app: AutogradApp, kind: str) -> bool:
-    s = app.session
+    s = app.debugger.session
     assert s is not None
     return s.count() > 0 and s.event(s.count() - 1).kind == kind

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pilot import shown_in
 
 from autograd_tui.commands import build_parser
 from autograd_tui.commands.serve import app_command
@@ -43,7 +44,6 @@ CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser",
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is not installed: the browser test needs it "
                              "(apt-get install chromium; CI installs it)")
-_SHOWN = re.compile(r"event (\d+)/(\d+)")
 
 #: Added before the page's own scripts: textual.js assigns ``this.terminal = new
 #: Terminal(...)``; a setter on Object.prototype sees that assignment, keeps the terminal
@@ -193,8 +193,7 @@ class Cdp:
 
 
 def shown(screen: list[str]) -> tuple[int, int] | None:
-    m = _SHOWN.search(screen[0]) if screen else None
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    return shown_in(screen[0]) if screen else None
 
 
 async def step(cdp: Cdp) -> list[str]:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pilot import shown_in
 
 from autograd_tui import scenarios
 from autograd_tui.engine.events import summarize
@@ -36,7 +37,6 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = Path(sys.executable).parent / "autograd-tui"
-_SHOWN = re.compile(r"event (\d+)/(\d+)")
 
 
 def tmux(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -145,8 +145,7 @@ def test_linear_relu_to_completion_in_a_real_terminal(session: str, tmp_path: Pa
         if last is not None and last[2] == "completed":
             break
     assert last is not None and last[2] == "completed" and last[0] == last[1] > 0, screen
-    m = _SHOWN.search(screen)
-    assert m and int(m.group(1)) == int(m.group(2)) == last[0], screen
+    assert shown_in(screen) == (last[0], last[0]), screen
     # the first notification ("n steps, space runs ...") has timed out: nothing covers the panes
     screen = wait_for(session, lambda s: "space runs" not in s and "run has ended" not in s)
 

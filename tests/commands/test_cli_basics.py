@@ -46,7 +46,7 @@ def test_app_opens_steps_and_quits_leaving_no_engine_thread() -> None:
                 await pilot.press("n")
                 await pilot.pause(0.05)
             await pilot.pause(0.2)
-            assert app.session is not None and app.session.count() >= 3
+            assert app.debugger.session is not None and app.debugger.session.count() >= 3
             await pilot.press("q")
             await pilot.pause()
         return app

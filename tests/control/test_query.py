@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from autograd_tui import scenarios
-from autograd_tui.app.replay import find_event
+from autograd_tui.app.playback import find_event
 from autograd_tui.commands import main
 from autograd_tui.control import breakpoint_on
 from autograd_tui.control.query import EventQuery, QueryError, parse_query

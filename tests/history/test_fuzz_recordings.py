@@ -191,4 +191,4 @@ def test_mutated_recordings_that_load_open_in_the_app(seeds, tmp_path):
                 await pilot.pause()
 
         asyncio.run(walk())
-        assert "\x1b" not in str(app.sub_title) + str(app.title)
+        assert "\x1b" not in str(app.debugger.sub_title) + str(app.title)

@@ -177,7 +177,7 @@ def test_hostile_names_export_and_open_in_the_app(hostile_recording, tmp_path):
     rec = trace.load(hostile_recording)
     app = _open_app_and(rec, "right", "right", "right", "v", "d", "t", "escape", "end")
     assert app.return_code == 0
-    assert "\x1b" not in str(app.sub_title) and "[/nope]" in str(app.sub_title)
+    assert "\x1b" not in str(app.debugger.sub_title) and "[/nope]" in str(app.debugger.sub_title)
     bad = trace.Recording({**rec.header, "schedule": "not an object"}, rec.events, rec.footer)
     assert Session.from_recording(bad).policy == "?"
 

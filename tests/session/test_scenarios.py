@@ -40,7 +40,7 @@ EXPECTED_NAMES = {
     "multi-device", "reentrant", "reentrant-priority", "reentrant-deep", "checkpoint", "mlp",
     "transformer-block", "deadlock-reentrant-block", "deadlock-no-wakeup",
     "deadlock-lock-steal", "deadlock-pool-exhausted", "deadlock-wait-on-device",
-    "race-lock-order", "race-accumulation-order", "inplace-version",
+    "race-lock-order", "race-accumulation-order", "inplace-version", "training-loop",
 }
 # PyTorch's own graphs through the bridge: built in where torch is installed
 TORCH_NAMES = {"torch-mlp", "torch-cnn", "torch-attention", "torch-checkpoint"}

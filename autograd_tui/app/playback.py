@@ -3,7 +3,7 @@ the next (or previous) event a query matches (the query itself: ``control/query.
 
 Not in PyTorch.  Pure functions of a ``Session``'s events (its public API: ``count``,
 ``events``, ``state_at``), so a recording and a live run's history are walked alike;
-the keys that use them are in ``replay_view.py``.
+the keys that use them are in ``debugger/screen.py``.
 """
 
 from __future__ import annotations

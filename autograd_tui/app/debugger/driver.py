@@ -1,0 +1,168 @@
+"""``Driver``: the keys that drive a live run (step, step one thread, run / pause, continue,
+pause a thread), its requests to the controller, and what the screen says of each result.
+
+The controller's calls block until the engine is still again, so they are never made on
+the UI thread: the screen's worker (group ``driver``) calls ``Driver.request``, one at a
+time, and hands the result back to ``Driver.done``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from autograd_tui.app import render
+from autograd_tui.app.debugger.play import Playback
+from autograd_tui.app.debugger.shown import Shown
+from autograd_tui.control import StepResult
+from autograd_tui.control.nonfinite import explain, first_nonfinite
+from autograd_tui.session import Session
+
+
+class Driver:
+    """The engine keys over what ``shown`` shows: a member of the debugger screen."""
+
+    def __init__(self, shown: Shown, playback: Playback) -> None:
+        self.shown = shown
+        self.playback = playback
+        # Not an exclusive worker: cancelling one that has not started yet dropped key
+        # presses (n pressed quickly stepped fewer times).  This lock makes the requests
+        # run one at a time.
+        self._lock = threading.Lock()
+        self.running = False  # space's run is under way (set on the UI thread)
+        self._stepped_thread = False  # the last request stepped one thread (1-9)
+
+    # --- the keys (on the UI thread) ------------------------------------------------------
+    def live(self, *, forward_in_replay: bool = False) -> Session | None:
+        """The live session, or None: in a replay there is no engine to drive, so ``n``
+        walks the recording and the other engine keys say which keys do."""
+        v = self.shown
+        s = v.session
+        if s is None:
+            return None
+        if not s.live:
+            if forward_in_replay:
+                if v.cursor < v.seen:  # as right does
+                    v.show_event(v.cursor + 1)
+            else:
+                v.notify("replay: space plays; left/right/home/end/g and / walk it",
+                         timeout=3)
+            return None
+        return s
+
+    def step(self) -> None:
+        s = self.live(forward_in_replay=True)
+        if s is None:
+            return
+        if s.finished:
+            self.say_finished(s)
+            return
+        self._follow_engine()
+        self.shown.drive("step")
+
+    def step_thread(self, k: int) -> None:
+        s = self.live()
+        if s is None:
+            return
+        names = [r[0] for r in render.threads_rows(s.state_at(self.shown.seen),
+                                                   s.thread_states())]
+        if not 1 <= k <= len(names):
+            self.shown.notify(f"there is no thread {k} (threads 1..{len(names)})",
+                              severity="warning")
+            return
+        self._follow_engine()
+        self.shown.drive("thread", names[k - 1])
+
+    def toggle_run(self) -> None:
+        """Run or pause the engine; play or pause the history in a replay, or when the
+        cursor is behind the newest event (and the engine is not running)."""
+        v = self.shown
+        s = v.session
+        if s is None:
+            return
+        if not self.running and (self.playback.playing or not s.live or v.cursor < v.seen):
+            self.playback.toggle()
+            return
+        if self.running:
+            s.stop()
+            return
+        if s.finished:
+            self.say_finished(s)
+            return
+        self._start_run(s)
+
+    def continue_(self) -> None:
+        s = self.live()
+        if s is None:
+            return
+        if s.finished:
+            self.say_finished(s)
+            return
+        if not s.breakpoints:
+            self.shown.notify("no breakpoints set (b): running to the end", timeout=3)
+        self._start_run(s)
+
+    def toggle_pause(self, name: str | None) -> None:
+        """Pause or resume thread ``name`` (the one selected in the threads pane)."""
+        s = self.live()
+        if s is None or name is None:
+            return
+        paused = s.toggle_pause(name)
+        self.shown.notify(f"{name} {'paused' if paused else 'resumed'}", timeout=2)
+        self.shown.redraw()
+
+    def _start_run(self, s: Session) -> None:
+        # Set on the UI thread, so that space pressed again before the worker starts stops it.
+        s.arm()
+        self.running = True
+        self._follow_engine()
+        self.shown.drive("run")
+
+    def _follow_engine(self) -> None:
+        self.playback.stop()  # the view follows the engine again
+        self.shown.follow = True
+
+    def say_finished(self, s: Session) -> None:
+        self.shown.notify(f"the run has ended ({s.status}); r restarts, s picks another "
+                          "scenario", timeout=4)
+
+    # --- the requests (on the worker thread) ----------------------------------------------
+    def request(self, s: Session, what: str, thread: str | None = None) -> StepResult | None:
+        """Blocking: ``step``, ``thread`` (step ``thread``), ``schedule`` (the policy's
+        steps) or ``run`` (to a breakpoint or the end).  None if ``s`` is no longer the
+        shown session (restarted, switched or quit while the request waited) or finished."""
+        with self._lock:
+            if self.shown.session is not s or s.finished:
+                if what == "run" and self.shown.session is s:
+                    self.running = False
+                return None
+            self._stepped_thread = what == "thread"
+            try:
+                if what == "step":
+                    return s.step_any()
+                if what == "thread":
+                    assert thread is not None
+                    return s.step_thread(thread)
+                if what == "schedule":
+                    return s.run_schedule()
+                return s.run_until_breakpoint(arm=False)
+            finally:
+                if what == "run":
+                    self.running = False
+
+    def done(self, r: StepResult) -> None:
+        """Back on the UI thread: say what the request ended in."""
+        v = self.shown
+        s = v.session
+        if r.status == "breakpoint":
+            found = [f for e in r.events if (f := first_nonfinite(e)) is not None]
+            if found and s is not None and any(b.nonfinite for b in s.breakpoints):
+                v.notify(explain(found[0], s.history), title="breakpoint", timeout=15)
+            else:
+                v.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
+        elif r.status == "paused" and r.report is not None:
+            v.notify(r.report.explanation, title="paused", timeout=6)
+        elif r.status == "stuck" and r.report is not None:
+            v.notify(r.report.explanation, title="stuck", severity="error", timeout=10)
+        elif r.status == "blocked" and r.thread and self._stepped_thread:
+            v.notify(f"{r.thread} is blocked: it cannot move until another thread does",
+                     timeout=3)
