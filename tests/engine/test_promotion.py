@@ -106,7 +106,8 @@ def test_binary_ops_promote_as_torch(op: str, default: str) -> None:
     assert compared == 13 * 13 - 9
 
 
-@pytest.mark.parametrize("method", ["add_", "sub_", "mul_", "div_"])
+@pytest.mark.parametrize("method", ["add_", "sub_", "mul_", "div_", "__iadd__", "__isub__",
+                                    "__imul__", "__itruediv__"])
 def test_inplace_result_type_check(method: str, default: str) -> None:
     """``canCast``: an in-place op refuses a result of a higher category than its tensor."""
     for a, b in itertools.product([o for o in OPERANDS if o[0] == "tensor"], OPERANDS):
