@@ -125,6 +125,11 @@ OPS: tuple[OpRow, ...] = (
     OpRow("norm", "reduction", "a.norm(), a.norm(dim=d), a.norm(p=1)",
           lambda m, F, a: a.norm() + a.norm(dim=1).sum() + a.norm(p=1), M2,
           nodes=("LinalgVectorNormBackward0",)),
+    OpRow("norm-p", "reduction", "a.norm(p) for any p: 3, 0.5, inf, -inf, 0, torch.norm(a, p, dim)",
+          lambda m, F, a: a.norm(p=3) + a.norm(0.5, dim=1).sum() + a.norm(float("inf"))
+          + m.norm(a, float("-inf"), dim=0, keepdim=True).sum() + a.norm(p=0)
+          + a.norm(1.5, dim=(0, 1)) + a.norm(-2.0), M2,
+          nodes=("LinalgVectorNormBackward0",)),
     # shapes and views (ops/shape.py, ops/reduction.py's expand, ops/views.py, ops/join.py)
     OpRow("reshape", "shape", "a.reshape, a.view", lambda m, F, a: a.reshape(3, 2), M2,
           nodes=("ViewBackward0",)),
