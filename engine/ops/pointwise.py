@@ -7,8 +7,11 @@ Mirrors ATen's unary ops and their ``derivatives.yaml`` formulas, written with T
 (``exp``, ``sqrt``, ``sigmoid``, ``tanh``, ...) and ``self`` where it does (``log``, ``abs``,
 ``sin``, ``cos``).  ``square`` is ``pow(self, 2)`` (``PowBackward0``), as in ATen.
 
-Departures: ReLU's double backward goes through a mask multiply, not
-``threshold_backward``.  ``t ** t`` sits here, with the other powers, because its gradient
+The formulas call the ops PyTorch's call (``grad_ops.py``: ``sigmoid_backward``,
+``tanh_backward``, ``threshold_backward``, ``sgn``, ``mul`` by a Scalar), so a double
+backward records PyTorch's nodes.
+
+Departures: ``t ** t`` sits here, with the other powers, because its gradient
 needs ``log``; unary minus is the operator ``neg`` in ``arith.py``.  Masks are constants,
 made with their operand's array module on its device.
 """
@@ -22,8 +25,9 @@ import numpy as np
 from .. import device as _dev
 from ..strides import contiguous, elementwise_layout
 from ..tensor import Tensor
-from .arith import div, mul, neg, rsub, sub, where_const, zeros_like_t
+from .arith import div, mul, neg, sub, where_const, zeros_like_t
 from .base import Grads, OpNode, as_tensor, check_broadcast, check_same_device, mask_of, record
+from .grad_ops import mul_scalar, sgn, sigmoid_backward, tanh_backward, threshold_backward
 
 
 class ExpBackward0(OpNode):
@@ -39,36 +43,32 @@ class LogBackward0(OpNode):
 class ReciprocalBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         r = self.saved()["result"]
-        return [neg(mul(grads[0], mul(r, r)))]
+        return [mul(neg(grads[0]), mul(r, r))]
 
 
 class ReluBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
-        r = self.saved()["result"]
-        return [mul(grads[0], as_tensor((r.data > 0).astype(r.dtype), r.device))]
+        return [threshold_backward(grads[0], self.saved()["result"], 0)]
 
 
 class SigmoidBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
-        r = self.saved()["result"]
-        return [mul(grads[0], mul(r, rsub(r, 1.0)))]
+        return [sigmoid_backward(grads[0], self.saved()["result"])]
 
 
 class TanhBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
-        r = self.saved()["result"]
-        return [mul(grads[0], rsub(mul(r, r), 1.0))]
+        return [tanh_backward(grads[0], self.saved()["result"])]
 
 
 class SqrtBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
-        return [div(grads[0], mul(self.saved()["result"], 2.0))]
+        return [div(grads[0], mul_scalar(self.saved()["result"], 2.0))]
 
 
 class AbsBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
-        a = self.saved()["self"]
-        return [mul(grads[0], as_tensor(np.sign(a.data), a.device))]
+        return [mul(grads[0], sgn(self.saved()["self"]))]
 
 
 class SinBackward0(OpNode):
@@ -137,7 +137,7 @@ class PowBackward0(OpNode):
         e = s["exponent"]
         if e == 0:
             return [zeros_like_t(grads[0])]
-        return [mul(grads[0], mul(pow(s["self"], e - 1), e))]
+        return [mul(grads[0], mul_scalar(pow(s["self"], e - 1), e))]
 
 
 class PowBackward1(OpNode):
@@ -165,7 +165,7 @@ class PowBackward2(OpNode):
         base, e, result = s["base"], s["exponent"], s["result"]
         if base == 0:
             return [where_const(e.data >= 0, mul(grads[0], 0.0), 0.0)]
-        return [mul(mul(grads[0], result), float(np.log(base)))]
+        return [mul(grads[0], mul_scalar(result, float(np.log(base))))]
 
 
 def pow(a: Tensor, e: Any) -> Tensor:  # noqa: A001 - torch's name
