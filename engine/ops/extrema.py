@@ -27,8 +27,10 @@ from ..strides import contiguous
 from ..tensor import Tensor
 from .arith import div, maximum, minimum, mul
 from .base import Grads, OpNode, as_tensor, mask_of, norm_dims, record, wrap_dim
+from .grad_ops import sgn
 from .pointwise import abs, masked_fill, pow  # noqa: A004 - torch's names
 from .reduction import expand, unsqueeze_reduced
+from .views import unsqueeze
 
 # ``torch.return_types.max``: values and indices, by name or unpacked
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
@@ -114,22 +116,24 @@ class LinalgVectorNormBackward0(OpNode):
     branch per ord: 0 (an undefined gradient), 1, 2, +-inf (the arg-extrema share the
     gradient), below 1, below 2, and the rest."""
 
-    dims: tuple[int, ...]
+    dims: tuple[int, ...]  # the dims reduced
+    dim: tuple[int, ...]  # the dims asked for (none: all, and nothing to unsqueeze)
     keepdim: bool
     ord: float
 
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
-        a, result = s["self"], s["result"]
-        dims, keepdim, p = self.dims, self.keepdim, self.ord
+        a, n = s["self"], s["result"]
+        dims, p = self.dims, self.ord
         if p == 0:
             return [None]
-        g = unsqueeze_reduced(grads[0], a.shape, dims, keepdim)
+        g = grads[0]
+        if not self.keepdim and a.ndim:
+            for d in sorted(self.dim):  # unsqueeze_multiple
+                g, n = unsqueeze(g, d), unsqueeze(n, d)
         xp = _dev.array_module(a.data)
-        sgn = as_tensor(xp.sign(a.data), a.device)
         if p == 1:
-            return [mul(g, sgn)]
-        n = unsqueeze_reduced(result, a.shape, dims, keepdim)
+            return [mul(sgn(a), g)]
         n_zero = as_tensor(n.data == 0, a.device)
         if p == 2:
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -139,13 +143,13 @@ class LinalgVectorNormBackward0(OpNode):
             hit = (a_abs == n.data) | xp.isnan(a_abs)
             count = hit.sum(axis=dims, keepdims=True).astype(a.dtype)
             share = mul(div(g, as_tensor(count, a.device)), mask_of(hit, a))
-            return [mul(sgn, share)]
+            return [mul(sgn(a), share)]
         zero = as_tensor(a.data == 0, a.device)
         with np.errstate(divide="ignore", invalid="ignore"):
             if p < 1:
-                scaled = mul(sgn, masked_fill(pow(abs(a), p - 1), zero, 0.0))
+                scaled = mul(sgn(a), masked_fill(pow(abs(a), p - 1), zero, 0.0))
                 return [mul(mul(scaled, g), pow(n, 1 - p))]
-            scaled = mul(sgn, pow(abs(a), p - 1)) if p < 2 else mul(a, pow(abs(a), p - 2))
+            scaled = mul(sgn(a), pow(abs(a), p - 1)) if p < 2 else mul(a, pow(abs(a), p - 2))
             scale = masked_fill(div(g, pow(n, p - 1)), n_zero, 0.0)
         return [mul(scaled, scale)]
 
@@ -186,7 +190,7 @@ def norm(a: Tensor, p: float | str | None = 2, dim: int | Sequence[int] | None =
         data = _vector_norm(xp, a.data, p, axis, keepdim)
     out = as_tensor(contiguous(data).astype(a.dtype), a.device)
     return record(out, LinalgVectorNormBackward0, (a,), {"self": a, "result": out},
-                  dims=dims, keepdim=keepdim, ord=p)
+                  dims=dims, dim=() if dim is None else dims, keepdim=keepdim, ord=p)
 
 
 def _arg(a: Tensor, dim: int | None, keepdim: bool, is_max: bool) -> Tensor:
