@@ -159,6 +159,10 @@ def test_torch_norm_function_with_dims_and_float32() -> None:
 
 
 # --- double backward: the nodes of a create_graph=True gradient -------------------------
+def _functional(m: Any) -> Any:
+    return engine.functional if m is engine else torch.nn.functional
+
+
 DOUBLE: dict[str, Callable[[Any, Any, Any], Any]] = {
     "exp": lambda m, x, y: x.exp(),
     "mul": lambda m, x, y: x * y,
@@ -177,6 +181,11 @@ DOUBLE: dict[str, Callable[[Any, Any, Any], Any]] = {
     "matmul": lambda m, x, y: x @ y.t(),
     "matmul-batched": lambda m, x, y: x.reshape(1, 2, 3) @ y.reshape(1, 3, 2),
     "norm": lambda m, x, y: x.norm(3),
+    "softmax": lambda m, x, y: x.softmax(1) * y,
+    "log_softmax": lambda m, x, y: x.log_softmax(0) * y,
+    "mse_loss": lambda m, x, y: _functional(m).mse_loss(x, y),
+    "mse_loss-sum": lambda m, x, y: _functional(m).mse_loss(x, y, reduction="sum"),
+    "mse_loss-none": lambda m, x, y: _functional(m).mse_loss(x * 2.0, y, reduction="none"),
     "norm-dims": lambda m, x, y: x.norm(1.5, dim=1) + x.norm(0.5, dim=(0, 1))
     + x.norm(1, dim=0).sum() + x.norm(float("inf"), dim=1),
 }
