@@ -1,9 +1,9 @@
 """The ops that backward formulas call, so that a double backward (``create_graph=True``)
 records PyTorch's nodes: the ``Scalar`` overloads (``mul(Tensor, Scalar)``:
-``MulBackward1``), ``sgn`` (``SgnBackward0``), and ATen's ``*_backward`` functions, which
-are ops with their own derivatives (``sigmoid_backward``: ``SigmoidBackwardBackward0``,
-``tanh_backward``: ``TanhBackwardBackward0``, ``threshold_backward``:
-``ThresholdBackwardBackward0``).
+``MulBackward1``, ``sub(Tensor, Scalar)``: ``SubBackward1``), ``sgn`` (``SgnBackward0``),
+and ATen's ``*_backward`` functions, which are ops with their own derivatives
+(``sigmoid_backward``: ``SigmoidBackwardBackward0``, ``tanh_backward``:
+``TanhBackwardBackward0``, ``threshold_backward``: ``ThresholdBackwardBackward0``).
 
 Mirrors ``at::mul(Tensor, Scalar)``, ``at::sgn``, ``at::sigmoid_backward``,
 ``at::tanh_backward``, ``at::threshold_backward`` and their ``derivatives.yaml`` entries
@@ -46,6 +46,20 @@ def mul_scalar(a: Tensor, other: float) -> Tensor:
     with np.errstate(over="ignore", invalid="ignore"):
         out = _out(np.multiply(a.data, other), a, a.data)
     return record(out, MulBackward1, (a,), other=other)
+
+
+class SubBackward1(OpNode):
+    """``sub(self, other: Scalar)``: one edge."""
+
+    def apply(self, grads: Grads) -> Grads:
+        return [grads[0]]
+
+
+def sub_scalar(a: Tensor, other: float) -> Tensor:
+    """``at::sub(Tensor, Scalar)``, as a C++ formula writes ``exponent - 1``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = _out(np.subtract(a.data, other), a, a.data)
+    return record(out, SubBackward1, (a,))
 
 
 class SgnBackward0(OpNode):

@@ -25,9 +25,16 @@ import numpy as np
 from .. import device as _dev
 from ..strides import contiguous, elementwise_layout
 from ..tensor import Tensor
-from .arith import div, mul, neg, sub, where_const, zeros_like_t
+from .arith import div, mul, neg, where, where_const, zeros_like_t
 from .base import Grads, OpNode, as_tensor, check_broadcast, check_same_device, mask_of, record
-from .grad_ops import mul_scalar, sgn, sigmoid_backward, tanh_backward, threshold_backward
+from .grad_ops import (
+    mul_scalar,
+    sgn,
+    sigmoid_backward,
+    sub_scalar,
+    tanh_backward,
+    threshold_backward,
+)
 
 
 class ExpBackward0(OpNode):
@@ -129,6 +136,11 @@ def cos(a: Tensor) -> Tensor:
 
 
 # --- powers ----------------------------------------------------------------------
+def _zero(like: Tensor) -> Tensor:
+    """``at::zeros({}, grad.options())``: a 0-dim zero, a constant."""
+    return as_tensor(_dev.array_module(like.data).zeros((), dtype=like.dtype), like.device)
+
+
 class PowBackward0(OpNode):
     """``t ** scalar``: ``pow_backward``."""
 
@@ -147,13 +159,14 @@ class PowBackward1(OpNode):
         s = self.saved()
         g, a, e, result = grads[0], s["self"], s["exponent"], s["result"]
         ga = gb = None
-        if self.should_compute_output(0):
-            ga = mul(g, mul(e, pow(a, sub(e, 1))))
-            ga = where_const(e.data == 0, ga, 0.0)
-        if self.should_compute_output(1):
+        zero = _zero(g)
+        if self.should_compute_output(0):  # pow_backward_self
+            ga = where(as_tensor(e.data == 0, e.device), zero,
+                       mul(g, mul(e, pow(a, sub_scalar(e, 1)))))
+        if self.should_compute_output(1):  # pow_backward_exponent
             mask = (a.data == 0) & (e.data >= 0)
             with np.errstate(divide="ignore", invalid="ignore"):
-                gb = mul(g, where_const(mask, mul(result, log(a)), 0.0))
+                gb = mul(g, where(as_tensor(mask, a.device), zero, mul(result, log(a))))
         return [ga, gb]
 
 
@@ -207,7 +220,7 @@ class ClampBackward1(OpNode):
         keep = xp.ones_like(a.data, dtype=bool) if lo is None else a.data >= lo
         if hi is not None:
             keep = keep & (a.data <= hi)
-        return [mul(grads[0], mask_of(keep, grads[0]))]
+        return [where(as_tensor(keep, a.device), grads[0], _zero(grads[0]))]
 
 
 def clamp(a: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002

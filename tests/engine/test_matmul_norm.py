@@ -173,6 +173,8 @@ DOUBLE: dict[str, Callable[[Any, Any, Any], Any]] = {
     "square": lambda m, x, y: x.square(),
     "rpow": lambda m, x, y: 2.0 ** x,
     "sqrt": lambda m, x, y: x.sqrt(),
+    "pow-tensor": lambda m, x, y: x ** y,
+    "clamp": lambda m, x, y: x.clamp(0.8, 1.2) * x + x.clamp(min=1.0) * y,
     "reciprocal": lambda m, x, y: x.reciprocal(),
     "abs": lambda m, x, y: (x - 1.0).abs(),
     "log": lambda m, x, y: x.log(),
