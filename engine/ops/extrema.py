@@ -27,7 +27,7 @@ from ..strides import contiguous
 from ..tensor import Tensor
 from .arith import div, maximum, minimum, mul
 from .base import Grads, OpNode, as_tensor, mask_of, norm_dims, record, wrap_dim
-from .grad_ops import sgn
+from .grad_ops import masked_fill_tensor, sgn
 from .pointwise import abs, masked_fill, pow  # noqa: A004 - torch's names
 from .reduction import expand, unsqueeze_reduced
 from .views import unsqueeze
@@ -42,9 +42,11 @@ class MaxBackward1(OpNode):
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         a, result = s["self"], s["result"]
-        hit = a.data == result.data
-        share = hit.astype(a.dtype) / hit.sum().astype(a.dtype)
-        return [mul(expand(grads[0], a.shape), as_tensor(share, a.device))]
+        xp = _dev.array_module(a.data)
+        hit = xp.isnan(a.data) if xp.isnan(result.data) else a.data == result.data
+        count = as_tensor(hit.sum().astype(a.dtype), a.device)
+        zeros = as_tensor(xp.zeros(a.shape, dtype=a.dtype), a.device)  # grad.new_zeros
+        return [masked_fill_tensor(zeros, as_tensor(hit, a.device), div(grads[0], count))]
 
 
 class MinBackward1(MaxBackward1):

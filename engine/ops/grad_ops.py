@@ -5,9 +5,10 @@ and ATen's ``*_backward`` functions, which are ops with their own derivatives
 (``sigmoid_backward``: ``SigmoidBackwardBackward0``, ``tanh_backward``:
 ``TanhBackwardBackward0``, ``threshold_backward``: ``ThresholdBackwardBackward0``).
 
-Mirrors ``at::mul(Tensor, Scalar)``, ``at::sgn``, ``at::sigmoid_backward``,
-``at::tanh_backward``, ``at::threshold_backward`` and their ``derivatives.yaml`` entries
-(``grad_output``'s formula is the op itself; ``output``'s, or ``self``'s, is written out).
+Mirrors ``at::mul(Tensor, Scalar)``, ``at::sgn``, ``at::masked_fill(Tensor value)``,
+``at::sigmoid_backward``, ``at::tanh_backward``, ``at::threshold_backward`` and their
+``derivatives.yaml`` entries (``grad_output``'s formula is the op itself; ``output``'s, or
+``self``'s, is written out).
 
 Departures: none for real tensors (``sgn`` of a complex number is not modelled).
 """
@@ -21,8 +22,9 @@ import numpy as np
 from .. import device as _dev
 from ..strides import elementwise_layout
 from ..tensor import Tensor
-from .arith import mul, zeros_like_t
+from .arith import mul, where, zeros_like_t
 from .base import Grads, OpNode, as_tensor, record
+from .reduction import sum
 
 
 def _out(data: Any, like: Tensor, *operands: Any) -> Tensor:
@@ -126,3 +128,23 @@ def threshold_backward(grad_output: Tensor, a: Tensor, threshold: float) -> Tens
     out = _out(data, grad_output, grad_output.data, a.data)
     return record(out, ThresholdBackwardBackward0, (grad_output, a), {"self": a},
                   threshold=threshold)
+
+
+# --- masked_fill with a 0-dim Tensor value ------------------------------------------------
+class MaskedFillBackward1(OpNode):
+    """``masked_fill(mask, value: Tensor)``: ``self`` gets the gradient off the mask,
+    ``value`` the sum of it on the mask."""
+
+    def apply(self, grads: Grads) -> Grads:
+        g, mask = grads[0], self.saved()["mask"]
+        zero = as_tensor(_dev.array_module(g.data).zeros((), dtype=g.dtype), g.device)
+        return [where(mask, zero, g) if self.should_compute_output(0) else None,
+                sum(where(mask, g, zero)) if self.should_compute_output(1) else None]
+
+
+def masked_fill_tensor(a: Tensor, mask: Tensor, value: Tensor) -> Tensor:
+    """``at::masked_fill(self, mask, value)`` with a 0-dim tensor ``value``, as
+    ``evenly_distribute_backward`` (``MaxBackward1``'s formula) calls it."""
+    xp = _dev.array_module(a.data)
+    out = _out(xp.where(mask.data, value.data, a.data), a, a.data)
+    return record(out, MaskedFillBackward1, (a, value), {"mask": mask})
