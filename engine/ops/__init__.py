@@ -32,7 +32,9 @@ One module per family, each importing only those listed above it:
 - ``indexing``: ``x[key]`` (select, slice, alias, advanced ``index``);
 - ``join``: ``cat``, ``stack``, ``split``/``chunk``, ``repeat``;
 - ``extrema``: ``max``, ``min``, ``argmax``/``argmin``, ``norm``;
-- ``matmul``: ``mm``, ``dot``, ``mv``, ``matmul``;
+- ``matmul``: ``mm``, ``dot``, ``mv``, ``bmm``, ``matmul`` (batched, broadcast);
+- ``grad_ops``: what backward formulas call (``sigmoid_backward``, ``tanh_backward``,
+  ``threshold_backward``, ``sgn``, ``mul`` by a Scalar), for PyTorch's double-backward nodes;
 - ``nn``: ``softmax``, ``log_softmax``, ``mse_loss``, ``nll_loss``, ``cross_entropy``,
   ``linear``;
 - ``inplace``: ``add_`` ... ``copy_``, the version counter;

@@ -4,16 +4,18 @@ Ties as ATen breaks them: ``max()`` over everything spreads the gradient evenly 
 the maxima (``evenly_distribute_backward``); ``max(dim)`` gives it to the index it
 returns, the first maximum (``value_selecting_reduction_backward``).  ``norm`` is
 ``linalg_vector_norm`` (``LinalgVectorNormBackward0``), a zero norm giving a zero
-gradient.  ``argmax``/``argmin`` record nothing (an integer result).
+gradient; any ``p`` as ``norm_backward`` has it.  ``argmax``/``argmin`` record nothing
+(an integer result).
 
 Mirrors ``at::max``/``at::min`` (``MaxBackward0``/``1``, ``MinBackward0``/``1``),
 ``at::linalg_vector_norm`` and ``at::argmax``/``argmin``, with PyTorch's errors.
 
-Departures: ``norm`` has p = 2 and p = 1 only (another p raises NotImplementedError).
+Departures: ``norm`` is the vector norm only (no ``"nuc"``, no matrix norm over two dims).
 """
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
@@ -23,9 +25,12 @@ import numpy as np
 from .. import device as _dev
 from ..strides import contiguous
 from ..tensor import Tensor
-from .arith import div, maximum, minimum, mul, where_const
+from .arith import div, maximum, minimum, mul
 from .base import Grads, OpNode, as_tensor, mask_of, norm_dims, record, wrap_dim
+from .grad_ops import masked_fill_tensor, sgn
+from .pointwise import abs, masked_fill, pow  # noqa: A004 - torch's names
 from .reduction import expand, unsqueeze_reduced
+from .views import unsqueeze
 
 # ``torch.return_types.max``: values and indices, by name or unpacked
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
@@ -37,9 +42,11 @@ class MaxBackward1(OpNode):
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
         a, result = s["self"], s["result"]
-        hit = a.data == result.data
-        share = hit.astype(a.dtype) / hit.sum().astype(a.dtype)
-        return [mul(expand(grads[0], a.shape), as_tensor(share, a.device))]
+        xp = _dev.array_module(a.data)
+        hit = xp.isnan(a.data) if xp.isnan(result.data) else a.data == result.data
+        count = as_tensor(hit.sum().astype(a.dtype), a.device)
+        zeros = as_tensor(xp.zeros(a.shape, dtype=a.dtype), a.device)  # grad.new_zeros
+        return [masked_fill_tensor(zeros, as_tensor(hit, a.device), div(grads[0], count))]
 
 
 class MinBackward1(MaxBackward1):
@@ -107,27 +114,73 @@ def min(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
 
 
 class LinalgVectorNormBackward0(OpNode):
-    dims: tuple[int, ...]
+    """``linalg_vector_norm_backward`` (``norm_backward`` in FunctionsManual.cpp), one
+    branch per ord: 0 (an undefined gradient), 1, 2, +-inf (the arg-extrema share the
+    gradient), below 1, below 2, and the rest."""
+
+    dims: tuple[int, ...]  # the dims reduced
+    dim: tuple[int, ...]  # the dims asked for (none: all, and nothing to unsqueeze)
     keepdim: bool
     ord: float
 
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
-        a, result = s["self"], s["result"]
-        dims, keepdim = self.dims, self.keepdim
-        g = unsqueeze_reduced(grads[0], a.shape, dims, keepdim)
-        if self.ord == 1:
-            return [mul(g, as_tensor(np.sign(a.data), a.device))]
-        n = unsqueeze_reduced(result, a.shape, dims, keepdim)
+        a, n = s["self"], s["result"]
+        dims, p = self.dims, self.ord
+        if p == 0:
+            return [None]
+        g = grads[0]
+        if not self.keepdim and a.ndim:
+            for d in sorted(self.dim):  # unsqueeze_multiple
+                g, n = unsqueeze(g, d), unsqueeze(n, d)
+        xp = _dev.array_module(a.data)
+        if p == 1:
+            return [mul(sgn(a), g)]
+        n_zero = as_tensor(n.data == 0, a.device)
+        if p == 2:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return [mul(g, masked_fill(div(a, n), n_zero, 0.0))]
+        if math.isinf(p):
+            a_abs = xp.abs(a.data)
+            hit = (a_abs == n.data) | xp.isnan(a_abs)
+            count = hit.sum(axis=dims, keepdims=True).astype(a.dtype)
+            share = mul(div(g, as_tensor(count, a.device)), mask_of(hit, a))
+            return [mul(sgn(a), share)]
+        zero = as_tensor(a.data == 0, a.device)
         with np.errstate(divide="ignore", invalid="ignore"):
-            scale = where_const(n.data == 0, div(g, n), 0.0)
-        return [mul(a, scale)]
+            if p < 1:
+                scaled = mul(sgn(a), masked_fill(pow(abs(a), p - 1), zero, 0.0))
+                return [mul(mul(scaled, g), pow(n, 1 - p))]
+            scaled = mul(sgn(a), pow(abs(a), p - 1)) if p < 2 else mul(a, pow(abs(a), p - 2))
+            scale = masked_fill(div(g, pow(n, p - 1)), n_zero, 0.0)
+        return [mul(scaled, scale)]
 
 
-def norm(a: Tensor, p: float = 2, dim: int | Sequence[int] | None = None,
+def _vector_norm(xp: Any, x: Any, p: float, axis: Any, keepdim: bool) -> Any:
+    """``linalg_vector_norm``'s value for any ord."""
+    x_abs = xp.abs(x)
+    if p == 0:
+        return (x_abs != 0).sum(axis=axis, keepdims=keepdim).astype(x.dtype)
+    if p == math.inf:
+        return xp.max(x_abs, axis=axis, keepdims=keepdim)
+    if p == -math.inf:
+        return xp.min(x_abs, axis=axis, keepdims=keepdim)
+    if p == 1:
+        return x_abs.sum(axis=axis, keepdims=keepdim)
+    if p == 2:
+        return xp.sqrt((x * x).sum(axis=axis, keepdims=keepdim))
+    return (x_abs ** p).sum(axis=axis, keepdims=keepdim) ** (1.0 / p)
+
+
+def norm(a: Tensor, p: float | str | None = 2, dim: int | Sequence[int] | None = None,
          keepdim: bool = False) -> Tensor:
-    if p not in (1, 2):
-        raise NotImplementedError(f"norm: this engine has p = 1 and p = 2 (got p = {p})")
+    """``torch.norm``/``Tensor.norm`` of a vector norm: any real ``p`` (``inf``, ``-inf``,
+    0, fractional, negative) and ``"fro"`` (2), over ``dim`` or everything."""
+    if p is None or p == "fro":
+        p = 2
+    if isinstance(p, str):
+        raise RuntimeError(f"norm: this engine has vector norms only (got p = {p!r})")
+    p = float(p)
     if a.dtype.kind not in "fc":
         raise RuntimeError(
             "linalg.vector_norm: Expected a floating point or complex tensor as input. "
@@ -135,13 +188,11 @@ def norm(a: Tensor, p: float = 2, dim: int | Sequence[int] | None = None,
     dims = tuple(range(a.ndim)) if dim is None else norm_dims(dim, a.ndim)
     axis = dims if a.ndim else None
     xp = _dev.array_module(a.data)
-    if p == 2:
-        data = xp.sqrt((a.data * a.data).sum(axis=axis, keepdims=keepdim))
-    else:
-        data = xp.abs(a.data).sum(axis=axis, keepdims=keepdim)
+    with np.errstate(all="ignore"):
+        data = _vector_norm(xp, a.data, p, axis, keepdim)
     out = as_tensor(contiguous(data).astype(a.dtype), a.device)
     return record(out, LinalgVectorNormBackward0, (a,), {"self": a, "result": out},
-                  dims=dims, keepdim=keepdim, ord=p)
+                  dims=dims, dim=() if dim is None else dims, keepdim=keepdim, ord=p)
 
 
 def _arg(a: Tensor, dim: int | None, keepdim: bool, is_max: bool) -> Tensor:

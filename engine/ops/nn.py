@@ -5,7 +5,10 @@ composes it, so the graph is ``NllLossBackward0`` -> ``LogSoftmaxBackward0``) an
 
 Mirrors ATen's ops and their ``derivatives.yaml`` formulas (``_softmax_backward_data``,
 ``_log_softmax_backward_data``, ``mse_loss_backward``, ``nll_loss_backward``), written
-with Tensor ops, with PyTorch's argument errors.
+with Tensor ops, with PyTorch's argument errors.  ``_softmax_backward_data``,
+``_log_softmax_backward_data`` and ``mse_loss_backward`` are ops of their own, as in ATen,
+so a double backward records ``SoftmaxBackwardDataBackward0``,
+``LogSoftmaxBackwardDataBackward0`` and ``MseLossBackwardBackward0``.
 
 Departures: ``linear`` is one ``LinearBackward0`` node with three inputs (input, weight,
 bias), the seeds' LinearFunction, where PyTorch records ``TBackward0`` +
@@ -21,7 +24,7 @@ import numpy as np
 from .. import device as _dev
 from ..strides import contiguous
 from ..tensor import Tensor
-from .arith import mul, rsub, sub
+from .arith import mul, neg, rsub, sub
 from .base import Grads, OpNode, as_tensor, check_same_device, mask_of, record, wrap_dim
 from .matmul import mm
 from .pointwise import exp
@@ -36,16 +39,65 @@ class SoftmaxBackward0(OpNode):
     dim: int
 
     def apply(self, grads: Grads) -> Grads:
-        g, y = grads[0], self.saved()["result"]
-        return [mul(y, sub(g, sum(mul(g, y), self.dim, keepdim=True)))]
+        return [softmax_backward_data(grads[0], self.saved()["result"], self.dim)]
 
 
 class LogSoftmaxBackward0(OpNode):
     dim: int
 
     def apply(self, grads: Grads) -> Grads:
-        g, y = grads[0], self.saved()["result"]
-        return [sub(g, mul(exp(y), sum(g, self.dim, keepdim=True)))]
+        return [log_softmax_backward_data(grads[0], self.saved()["result"], self.dim)]
+
+
+# ``_softmax_backward_data``, ``_log_softmax_backward_data``: ops of their own, so a double
+# backward records PyTorch's nodes (their formulas are derivatives.yaml's).
+class SoftmaxBackwardDataBackward0(OpNode):
+    dim: int
+
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        gg, go, y, d = grads[0], s["grad_output"], s["output"], self.dim
+        ggo = softmax_backward_data(gg, y, d) if self.should_compute_output(0) else None
+        gy = None
+        if self.should_compute_output(1):  # softmax_double_backward
+            gy = sub(sub(mul(go, gg), mul(sum(mul(y, go), d, keepdim=True), gg)),
+                     mul(go, sum(mul(y, gg), d, keepdim=True)))
+        return [ggo, gy]
+
+
+class LogSoftmaxBackwardDataBackward0(OpNode):
+    dim: int
+
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        gg, go, y, d = grads[0], s["grad_output"], s["output"], self.dim
+        ggo = (sub(gg, sum(mul(gg, exp(y)), d, keepdim=True))
+               if self.should_compute_output(0) else None)
+        gy = (mul(mul(neg(sum(go, d, keepdim=True)), exp(y)), gg)
+              if self.should_compute_output(1) else None)
+        return [ggo, gy]
+
+
+def _backward_data(go: Tensor, y: Tensor, dim: int, log: bool) -> Tensor:
+    axis = dim if y.ndim else None
+    with np.errstate(over="ignore", invalid="ignore"):
+        if log:
+            data = go.data - np.exp(y.data) * go.data.sum(axis=axis, keepdims=True)
+        else:
+            data = y.data * (go.data - (go.data * y.data).sum(axis=axis, keepdims=True))
+    out = as_tensor(contiguous(data).astype(y.dtype), y.device)
+    node = LogSoftmaxBackwardDataBackward0 if log else SoftmaxBackwardDataBackward0
+    return record(out, node, (go, y), {"grad_output": go, "output": y}, dim=dim)
+
+
+def softmax_backward_data(grad_output: Tensor, output: Tensor, dim: int) -> Tensor:
+    """``_softmax_backward_data``: ``output * (grad_output - (grad_output * output).sum(dim))``."""
+    return _backward_data(grad_output, output, dim, False)
+
+
+def log_softmax_backward_data(grad_output: Tensor, output: Tensor, dim: int) -> Tensor:
+    """``_log_softmax_backward_data``: ``grad_output - exp(output) * grad_output.sum(dim)``."""
+    return _backward_data(grad_output, output, dim, True)
 
 
 def _softmax(a: Tensor, dim: int, log: bool) -> Tensor:
@@ -75,11 +127,41 @@ class MseLossBackward0(OpNode):
 
     def apply(self, grads: Grads) -> Grads:
         s = self.saved()
-        x, y = s["self"], s["target"]
-        scale = 2.0 / max(x.numel(), 1) if self.reduction == "mean" else 2.0
-        d = mul(mul(sub(x, y), scale), grads[0])
-        return [d if self.should_compute_output(0) else None,
-                mul(d, -1.0) if self.should_compute_output(1) else None]
+        x, y, r = s["self"], s["target"], self.reduction
+        return [mse_loss_backward(grads[0], x, y, r) if self.should_compute_output(0) else None,
+                mse_loss_backward(grads[0], y, x, r) if self.should_compute_output(1) else None]
+
+
+class MseLossBackwardBackward0(OpNode):
+    """``mse_loss_backward``'s own derivatives (``mse_loss_double_backward``...)."""
+
+    reduction: str
+
+    def apply(self, grads: Grads) -> Grads:
+        s = self.saved()
+        gg, go, x, y, r = grads[0], s["grad_output"], s["self"], s["target"], self.reduction
+        scale = 2.0 / max(x.numel(), 1) if r == "mean" else 2.0
+        ggo = None
+        if self.should_compute_output(0):
+            if r == "none":
+                ggo = mse_loss_backward(gg, x, y, r)
+            else:
+                ones = as_tensor(_dev.array_module(go.data).ones_like(go.data), go.device)
+                ggo = sum(mul(mse_loss_backward(ones, x, y, r), gg))
+        gx = mul(mul(gg, go), scale) if self.should_compute_output(1) else None
+        gy = neg(mul(mul(gg, go), scale)) if self.should_compute_output(2) else None
+        return [ggo, gx, gy]
+
+
+def mse_loss_backward(grad_output: Tensor, a: Tensor, target: Tensor, reduction: str) -> Tensor:
+    """``2 * (self - target) * grad_output``, over ``numel`` for ``mean``."""
+    scale = 2.0 / max(a.numel(), 1) if reduction == "mean" else 2.0
+    with np.errstate(all="ignore"):
+        data = (a.data - target.data) * scale * grad_output.data
+    out = as_tensor(contiguous(data).astype(a.dtype), a.device)
+    return record(out, MseLossBackwardBackward0, (grad_output, a, target),
+                  {"grad_output": grad_output, "self": a, "target": target},
+                  reduction=reduction)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002

@@ -7,8 +7,11 @@ Mirrors ATen's unary ops and their ``derivatives.yaml`` formulas, written with T
 (``exp``, ``sqrt``, ``sigmoid``, ``tanh``, ...) and ``self`` where it does (``log``, ``abs``,
 ``sin``, ``cos``).  ``square`` is ``pow(self, 2)`` (``PowBackward0``), as in ATen.
 
-Departures: ReLU's double backward goes through a mask multiply, not
-``threshold_backward``.  ``t ** t`` sits here, with the other powers, because its gradient
+The formulas call the ops PyTorch's call (``grad_ops.py``: ``sigmoid_backward``,
+``tanh_backward``, ``threshold_backward``, ``sgn``, ``mul`` by a Scalar), so a double
+backward records PyTorch's nodes.
+
+Departures: ``t ** t`` sits here, with the other powers, because its gradient
 needs ``log``; unary minus is the operator ``neg`` in ``arith.py``.  Masks are constants,
 made with their operand's array module on its device.
 """
@@ -23,7 +26,7 @@ from .. import device as _dev
 from ..dtypes import default_dtype, result_type
 from ..strides import contiguous, elementwise_layout
 from ..tensor import Tensor
-from .arith import div, mul, neg, rsub, sub, where_const, zeros_like_t
+from .arith import div, mul, neg, where, where_const, zeros_like_t
 from .base import (
     Grads,
     OpNode,
@@ -33,6 +36,14 @@ from .base import (
     mask_of,
     operand_arrays,
     record,
+)
+from .grad_ops import (
+    mul_scalar,
+    sgn,
+    sigmoid_backward,
+    sub_scalar,
+    tanh_backward,
+    threshold_backward,
 )
 
 
@@ -49,36 +60,32 @@ class LogBackward0(OpNode):
 class ReciprocalBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
         r = self.saved()["result"]
-        return [neg(mul(grads[0], mul(r, r)))]
+        return [mul(neg(grads[0]), mul(r, r))]
 
 
 class ReluBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
-        r = self.saved()["result"]
-        return [mul(grads[0], as_tensor((r.data > 0).astype(r.dtype), r.device))]
+        return [threshold_backward(grads[0], self.saved()["result"], 0)]
 
 
 class SigmoidBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
-        r = self.saved()["result"]
-        return [mul(grads[0], mul(r, rsub(r, 1.0)))]
+        return [sigmoid_backward(grads[0], self.saved()["result"])]
 
 
 class TanhBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
-        r = self.saved()["result"]
-        return [mul(grads[0], rsub(mul(r, r), 1.0))]
+        return [tanh_backward(grads[0], self.saved()["result"])]
 
 
 class SqrtBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
-        return [div(grads[0], mul(self.saved()["result"], 2.0))]
+        return [div(grads[0], mul_scalar(self.saved()["result"], 2.0))]
 
 
 class AbsBackward0(OpNode):
     def apply(self, grads: Grads) -> Grads:
-        a = self.saved()["self"]
-        return [mul(grads[0], as_tensor(np.sign(a.data), a.device))]
+        return [mul(grads[0], sgn(self.saved()["self"]))]
 
 
 class SinBackward0(OpNode):
@@ -141,6 +148,11 @@ def cos(a: Tensor) -> Tensor:
 
 
 # --- powers ----------------------------------------------------------------------
+def _zero(like: Tensor) -> Tensor:
+    """``at::zeros({}, grad.options())``: a 0-dim zero, a constant."""
+    return as_tensor(_dev.array_module(like.data).zeros((), dtype=like.dtype), like.device)
+
+
 class PowBackward0(OpNode):
     """``t ** scalar``: ``pow_backward``."""
 
@@ -149,7 +161,7 @@ class PowBackward0(OpNode):
         e = s["exponent"]
         if e == 0:
             return [zeros_like_t(grads[0])]
-        return [mul(grads[0], mul(pow(s["self"], e - 1), e))]
+        return [mul(grads[0], mul_scalar(pow(s["self"], e - 1), e))]
 
 
 class PowBackward1(OpNode):
@@ -159,13 +171,14 @@ class PowBackward1(OpNode):
         s = self.saved()
         g, a, e, result = grads[0], s["self"], s["exponent"], s["result"]
         ga = gb = None
-        if self.should_compute_output(0):
-            ga = mul(g, mul(e, pow(a, sub(e, 1))))
-            ga = where_const(e.data == 0, ga, 0.0)
-        if self.should_compute_output(1):
+        zero = _zero(g)
+        if self.should_compute_output(0):  # pow_backward_self
+            ga = where(as_tensor(e.data == 0, e.device), zero,
+                       mul(g, mul(e, pow(a, sub_scalar(e, 1)))))
+        if self.should_compute_output(1):  # pow_backward_exponent
             mask = (a.data == 0) & (e.data >= 0)
             with np.errstate(divide="ignore", invalid="ignore"):
-                gb = mul(g, where_const(mask, mul(result, log(a)), 0.0))
+                gb = mul(g, where(as_tensor(mask, a.device), zero, mul(result, log(a))))
         return [ga, gb]
 
 
@@ -177,7 +190,7 @@ class PowBackward2(OpNode):
         base, e, result = s["base"], s["exponent"], s["result"]
         if base == 0:
             return [where_const(e.data >= 0, mul(grads[0], 0.0), 0.0)]
-        return [mul(mul(grads[0], result), float(np.log(base)))]
+        return [mul(grads[0], mul_scalar(result, float(np.log(base))))]
 
 
 def _power(a: Tensor, e: Any, base_first: bool = True) -> Any:
@@ -244,7 +257,7 @@ class ClampBackward1(OpNode):
         keep = xp.ones_like(a.data, dtype=bool) if lo is None else a.data >= lo
         if hi is not None:
             keep = keep & (a.data <= hi)
-        return [mul(grads[0], mask_of(keep, grads[0]))]
+        return [where(as_tensor(keep, a.device), grads[0], _zero(grads[0]))]
 
 
 def clamp(a: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002

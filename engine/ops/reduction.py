@@ -33,6 +33,8 @@ def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """``at::sum_to``: sum a broadcast gradient back to ``shape`` (differentiably)."""
     if g.shape == tuple(shape):
         return g
+    if not shape:  # ATen's shortcut to a 0-dim shape: ``sum()`` (SumBackward0)
+        return sum(g)
     lead = g.ndim - len(shape)
     dims = list(range(lead))
     for i, n in enumerate(shape):
