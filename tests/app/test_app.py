@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pilot import busy, last_kind, press, run_app, settle, shown
+from pilot import busy, last_kind, press, run_app, settle, shown, until
 from rich.text import Text
 from textual import events
 from textual.pilot import Pilot
@@ -925,3 +925,20 @@ def test_a_small_terminal_asks_for_80x24() -> None:
         assert not app.debugger.query_one("#too-small").display
 
     run_app(app, script, size=(60, 20))
+
+
+def test_the_training_loop_lesson_runs_to_the_end_in_the_app() -> None:
+    """Issue 27's lesson in the app: each step's backward is a GraphTask of its own, ``c``
+    runs them all, and the run completes with a loss that went down."""
+    app = App("training-loop")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.debugger.session
+        assert s is not None
+        await press(pilot, "c")
+        await until(pilot, lambda: s.status == "completed")
+        kinds = [e.kind for e in s.events()]
+        assert kinds.count("graph_task_created") == 3  # one backward per SGD step
+        assert kinds.count("completion") == 3
+
+    run_app(app, script)
