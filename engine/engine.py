@@ -590,12 +590,14 @@ class Engine:
                     continue  # its GraphTask is gone: nothing to do
                 fn = task.fn
                 if fn is not None and not local_graph_task.has_error:
-                    # AutoGradMode(graph_task.grad_mode) and GraphTaskGuard, inlined: this
-                    # runs once per node, and two context managers cost as much as the heap.
+                    # AutoGradMode(graph_task.grad_mode), GraphTaskGuard and NodeGuard, inlined:
+                    # this runs once per node, and context managers cost as much as the heap.
                     prev_mode = getattr(grad_tls, "enabled", True)
                     prev_task = getattr(current_tls, "task", None)
+                    prev_node = getattr(current_tls, "node", None)  # NodeGuard
                     grad_tls.enabled = local_graph_task.grad_mode
                     current_tls.task = local_graph_task
+                    current_tls.node = fn
                     try:
                         self.evaluate_function(local_graph_task, fn, task.inputs,
                                                local_graph_task.cpu_ready_queue)
@@ -609,6 +611,7 @@ class Engine:
                     finally:
                         grad_tls.enabled = prev_mode
                         current_tls.task = prev_task
+                        current_tls.node = prev_node
                 elif fn is not None and self._observers:
                     self._emit("node_skipped", local_graph_task, fn, None, reason="has_error")
                 del task

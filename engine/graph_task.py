@@ -43,6 +43,12 @@ def get_current_graph_task() -> GraphTask | None:
     return getattr(_current, "task", None)
 
 
+def get_current_node() -> Node | None:
+    """The node this thread is evaluating (engine.cpp's ``current_evaluating_node``,
+    set by ``NodeGuard`` in ``thread_main``), or None."""
+    return getattr(_current, "node", None)
+
+
 class GraphTaskGuard:
     """Sets the thread-local current GraphTask for ``queue_callback``."""
 

@@ -22,6 +22,7 @@ from .. import grad_mode
 from ..engine import get_default_engine
 from ..graph import UINT64_MAX, AccumulateGrad, Edge, Identity, Node
 from ..tensor import Tensor
+from . import queries, saved
 from .capture import current_registry, saved_summaries
 from .convert import TorchBridgeError, input_metadata, node_label, to_ours, to_torch, torch_module
 from .hooks import LeafView, RetainGrad, install_hooks
@@ -257,7 +258,8 @@ _patched: dict[str, Any] = {}
 
 @contextlib.contextmanager
 def reentrant_calls() -> Iterator[None]:
-    """While a bridged backward runs, ``torch.autograd.backward``/``grad`` go to our engine."""
+    """While a bridged backward runs, ``torch.autograd.backward``/``grad`` go to our engine,
+    and PyTorch's graph-task queries and saved-tensor unpacks are answered and seen."""
     global _reentrant_depth
     ag = torch_module().autograd
     with _lock:
@@ -265,9 +267,13 @@ def reentrant_calls() -> Iterator[None]:
         if _reentrant_depth == 1:
             _patched["backward"], _patched["grad"] = ag.backward, ag.grad
             ag.backward, ag.grad = _backward, _grad
+    queries.install()  # PyTorch's graph-task queries answer from our engine (queries.py)
+    saved.install()  # a checkpoint's recompute and unpacks as events (saved.py)
     try:
         yield
     finally:
+        saved.uninstall()
+        queries.uninstall()
         with _lock:
             _reentrant_depth -= 1
             if _reentrant_depth == 0:

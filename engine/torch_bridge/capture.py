@@ -20,6 +20,8 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
+from . import saved as saved_hooks
+
 _lock = threading.Lock()
 
 
@@ -162,9 +164,11 @@ def capture(anomaly: bool = True) -> Iterator[Registry]:
                    M.register_module_forward_hook(post)]
         if anomaly:
             torch.autograd.set_detect_anomaly(True, check_nan=False)
+    saved_hooks.install()  # saved-tensor hooks entered now are guarded (saved.py)
     try:
         yield reg
     finally:
+        saved_hooks.uninstall()
         with _lock:
             T.register_hook = orig_hook
             if own_retain:
@@ -250,16 +254,17 @@ def saved_summaries(fn: Any) -> list[tuple[str, str]]:
     out = []
     names = [a for a in dir(fn) if a.startswith("_saved_")]
     pairs: list[tuple[str, Any]] = []
-    for a in names:
-        try:
-            pairs.append((a[len("_saved_"):], getattr(fn, a)))
-        except Exception as e:  # noqa: BLE001 - freed, or not unpackable: say so
-            pairs.append((a[len("_saved_"):], _Unavailable(e)))
-    if hasattr(fn, "saved_tensors") and not names:
-        try:
-            pairs.extend((f"saved_tensors[{i}]", t) for i, t in enumerate(fn.saved_tensors))
-        except Exception as e:  # noqa: BLE001
-            pairs.append(("saved_tensors", _Unavailable(e)))
+    with saved_hooks.looking():  # never run an unpack hook before PyTorch does
+        for a in names:
+            try:
+                pairs.append((a[len("_saved_"):], getattr(fn, a)))
+            except Exception as e:  # noqa: BLE001 - freed, or not unpackable: say so
+                pairs.append((a[len("_saved_"):], _Unavailable(e)))
+        if hasattr(fn, "saved_tensors") and not names:
+            try:
+                pairs.extend((f"saved_tensors[{i}]", t) for i, t in enumerate(fn.saved_tensors))
+            except Exception as e:  # noqa: BLE001
+                pairs.append(("saved_tensors", _Unavailable(e)))
     for k, v in pairs:
         out.append((k, _summary(v)))
     return out
@@ -267,6 +272,9 @@ def saved_summaries(fn: Any) -> list[tuple[str, str]]:
 
 class _Unavailable:
     def __init__(self, e: BaseException) -> None:
+        if isinstance(e, saved_hooks.NotReadYet):
+            self.text = "(saved-tensor hooks: read when the node runs)"
+            return
         self.text = f"(unavailable: {str(e).splitlines()[0][:80] if str(e) else type(e).__name__})"
 
 
