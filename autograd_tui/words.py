@@ -216,6 +216,10 @@ def _rare_words(e: Event, nm: Callable[[int | None], str]) -> str:
             body += f" .grad = {short_value(d['leaf_grad'])}"
     elif k == "node_skipped":
         body = f"skip {nm(e.node)} ({d['reason']})"
+    elif k == "hook" and d["hook_kind"] == "recompute":
+        body = f"recompute in {nm(e.node)}: {d['name']}"
+    elif k == "hook" and d["hook_kind"] == "unpack":
+        body = f"unpack a saved tensor in {nm(e.node)} ({d['name']})"
     elif k == "hook":
         body = f"hook {d['hook_kind']} {d['name']} on {nm(e.node)}"
         body += " (modified)" if d["modified"] else ""

@@ -95,7 +95,8 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     },
     "node_skipped": {"reason": ("str", "not_needed | has_error | captured")},
     "hook": {
-        "hook_kind": ("str", "tensor_pre | retain_grad | pre | post | final_callback | capture"),
+        "hook_kind": ("str", "tensor_pre | retain_grad | pre | post | final_callback | capture "
+                              "| unpack | recompute"),
         "modified": ("bool", "the hook returned a replacement"),
         "name": ("str", "the hook function's name"),
     },

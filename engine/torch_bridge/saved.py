@@ -31,7 +31,7 @@ _lock = threading.Lock()
 _depth = 0
 _orig: dict[str, Any] = {}
 
-RECOMPUTE_NAME = "checkpoint: the forward re-run (non-reentrant)"
+RECOMPUTE_NAME = "torch.utils.checkpoint re-runs the forward (use_reentrant=False)"
 
 
 class NotReadYet(RuntimeError):
