@@ -25,7 +25,8 @@ pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
 EXE = str(Path(sys.executable).parent / "autograd-tui")
 ENV = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}
-EXAMPLES = ["torch_mlp", "torch_cnn", "torch_attention", "torch_checkpoint"]
+EXAMPLES = ["torch_mlp", "torch_cnn", "torch_attention", "torch_checkpoint",
+            "torch_checkpoint_nonreentrant"]
 
 
 @pytest.fixture(autouse=True)

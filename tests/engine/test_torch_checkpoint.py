@@ -4,8 +4,12 @@ program.  Skipped without torch."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +20,8 @@ from autograd_tui import engine  # noqa: E402
 from autograd_tui.engine.torch_bridge import capture, from_torch  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
+EXE = str(Path(sys.executable).parent / "autograd-tui")
+ENV = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}
 
 
 @pytest.fixture(autouse=True)
@@ -162,3 +168,23 @@ def test_queries_answer_as_pytorch_outside_a_backward_and_are_restored() -> None
             torch._C._current_autograd_node) == before
     assert torch._C._current_graph_task_id() == -1
     assert torch._C._current_autograd_node() is None
+
+
+# --- the lesson, recorded and exported ---------------------------------------------------------
+def test_the_lesson_records_the_recompute_and_export_draws_it(tmp_path: Path) -> None:
+    from autograd_tui.history import recordings
+
+    rec = tmp_path / "ckpt.jsonl"
+    p = subprocess.run([EXE, "run", "torch-checkpoint-nonreentrant", "--headless", "--record",
+                        str(rec)], capture_output=True, text=True, timeout=240, env=ENV)
+    assert p.returncode == 0, p.stderr
+    assert "recompute in TanhBackward0" in p.stdout  # the headless event log
+    events = recordings.load(rec).events
+    k = next(i for i, e in enumerate(events, 1)
+             if e.kind == "hook" and e.data["hook_kind"] == "recompute")
+    assert any(e.kind == "reentrant_handoff" for e in events[k:])  # block1, after block2
+    out = tmp_path / "at.dot"
+    p = subprocess.run([EXE, "export", str(rec), "--at", str(k), "-o", str(out)],
+                       capture_output=True, text=True, timeout=240, env=ENV)
+    assert p.returncode == 0, p.stderr
+    assert "recompute in TanhBackward0" in out.read_text()

@@ -43,7 +43,8 @@ EXPECTED_NAMES = {
     "race-lock-order", "race-accumulation-order", "inplace-version", "training-loop",
 }
 # PyTorch's own graphs through the bridge: built in where torch is installed
-TORCH_NAMES = {"torch-mlp", "torch-cnn", "torch-attention", "torch-checkpoint"}
+TORCH_NAMES = {"torch-mlp", "torch-cnn", "torch-attention", "torch-checkpoint",
+               "torch-checkpoint-nonreentrant"}
 if importlib.util.find_spec("torch") is not None:
     EXPECTED_NAMES |= TORCH_NAMES
 
