@@ -14,6 +14,8 @@ Layers (each imports only those below it, lazily or not; no cycle):
                the reentrant entry points (``reentrant_calls``)
 ``capture``    ``capture()`` and its ``Registry``: what the forward pass leaves
 ``hooks``      the program's hooks as hooks of our nodes
+``queries``    PyTorch's graph-task queries answered by our engine
+``saved``      saved tensors under hooks read when PyTorch reads them; recompute events
 ``convert``    tensors, dtypes, devices between PyTorch and us; ``TorchBridgeError``
 =============  =================================================================
 
@@ -40,6 +42,9 @@ ours                                PyTorch
 ``node_hook_dicts``                 ``registerFunctionHook`` (``python_hook.cpp``)
 ``Registry.var_inputs``             ``is_variable_input`` (``python_function.cpp``)
 ``creation_site``                   ``AnomalyMetadata``'s traceback (anomaly mode)
+``queries``                         ``get_current_graph_task_id`` and friends
+                                    (``engine.cpp``), ``THPModule_willEngineExecuteNode``
+``saved``                           (new): ``SavedVariable::unpack`` runs the hook
 ``capture``, ``convert``,           (new)
 ``program``
 ==================================  ==============================================
@@ -50,6 +55,10 @@ Departures, and why:
   (moved to its device).  An ``AccumulateGrad`` gets a copy: PyTorch may steal
   its input into ``.grad`` and add to it in place later, and our buffers may
   share that array.
+- While a bridged backward runs, ``torch._C._current_graph_task_id``,
+  ``_will_engine_execute_node``, ``_current_autograd_node`` and
+  ``_autograd._get_current_graph_task_keep_graph`` are replaced by ``queries``'
+  (restored after): non-reentrant checkpoint and multi-grad hooks need them.
 - A C++ node's ``release_variables`` is not reachable from Python: saved tensors
   are kept after the node runs (a second backward succeeds where PyTorch's fails).
 - Hooks PyTorch keeps in C++ are found through Python: a node's pre- and
