@@ -128,3 +128,18 @@ def test_the_torch_command_opens_a_script_small_graph_boxes_then_groups() -> Non
         assert not pane.has_class("list") and not pane.has_class("groups")
 
     run_app(app, script)
+
+
+def test_a_non_reentrant_checkpoint_recompute_is_in_the_log() -> None:
+    from autograd_tui.app.widgets.line_table import LineTable
+
+    app = App("torch-checkpoint-nonreentrant")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await to_breakpoint(pilot, Breakpoint(kind="node_start", node="TanhBackward0"))
+        await press(pilot, "n")  # its first read of a saved tensor re-runs block2's forward
+        log = app.debugger.query_one("#events", LineTable)
+        last = " ".join(str(c[0]) for c in log.row(log.row_count - 1))
+        assert "recompute in TanhBackward0" in last, last
+
+    run_app(app, script)
