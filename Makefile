@@ -13,10 +13,10 @@ $(BIN)/python:
 
 $(VENV): | $(BIN)/python
 
-# Install the project (editable) with its dev and torch extras, at the exact versions of
+# Install the project (editable) with its dev, torch and models extras, at the exact versions of
 # constraints.txt; re-run only when either file changes.
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,torch]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,torch,models]'
 	$(LINK_TREE)
 	touch $@
 
