@@ -211,7 +211,7 @@ def as_tensor(data: Any, device: str) -> Tensor:
 def as_view(base: Tensor, out: Tensor) -> Tensor:
     """``as_view``: ``out`` is a view of ``base`` and shares its version counter, so an
     in-place op on either is seen by a node that saved the other."""
-    out._version_counter = base._version_counter
+    out._version_counter = base._shared_version_counter()
     return out
 
 
@@ -297,23 +297,28 @@ def elementwise(a: Tensor, b: Any, np_fn: Any, dtype: Any = None) -> Tensor:
     """``np_fn(a, b)`` (``b`` wrapped) on one device, laid out as TensorIterator lays it out,
     computed in PyTorch's result type of ``a`` and ``b`` (or ``dtype``, if given)."""
     ad = a.data
-    dt = binary_result_type(a, b) if dtype is None else dtype
     # Fast path (the backward pass's usual case): where the checks below cannot fail
     # and ``elementwise_strides`` gives ``contiguous_strides``: NumPy operands of one
     # shape on one device, C-contiguous (its own first test), or a scalar with a
     # 0- or 1-dim tensor (always contiguous) or a dense one, all of the result's dtype.
     # The result is then the slow path's array, laid out again only if NumPy's layout
-    # is not that one.
-    if type(ad) is np.ndarray and ad.dtype == dt and dt.char != "e":  # "e": float16
-        if isinstance(b, Tensor):
+    # is not that one.  The result type is ``binary_result_type``'s fast answer, asked
+    # inline (a call per op costs about as much as the rest of this test): two tensors
+    # of one dtype, or a Python scalar of the tensor's category or lower, give the
+    # tensor's dtype; float16 ("e") computes in float32, so never here.
+    if type(ad) is np.ndarray:
+        dt = ad.dtype
+        if type(b) is Tensor:
             bd = b.data
-            fast = (type(bd) is np.ndarray and a.device == b.device and ad.shape == bd.shape
-                    and bd.dtype == dt and ad.flags.c_contiguous and bd.flags.c_contiguous)
+            fast = (type(bd) is np.ndarray and bd.dtype == dt and ad.shape == bd.shape
+                    and a.device == b.device and ad.flags.c_contiguous
+                    and bd.flags.c_contiguous)
         else:
             bd = b
             tb = type(b)
-            fast = (tb is float or tb is int or tb is bool) and (ad.ndim <= 1 or is_dense(ad))
-        if fast:
+            fast = ((tb is float and dt.kind == "f" or tb is int and dt.kind != "b"
+                     or tb is bool) and (ad.ndim <= 1 or is_dense(ad)))
+        if fast and (dtype is None or dtype == dt) and dt.char != "e":
             if errors_ignored():
                 data = np_fn(ad, bd)
             else:
@@ -322,6 +327,7 @@ def elementwise(a: Tensor, b: Any, np_fn: Any, dtype: Any = None) -> Tensor:
             if type(data) is not np.ndarray or not is_dense(data):
                 data = elementwise_layout(data, ad, bd)
             return Tensor(data, device=a.device)
+    dt = binary_result_type(a, b) if dtype is None else dtype
     dev = check_same_device(a, b)
     check_broadcast(a, b)
     opmath_b = (np_fn is np.multiply or np_fn is np.divide) and (
