@@ -11,7 +11,11 @@ Mirrors:
   its message word for word), and its other attributes (sizes, dims, flags), declared
   on the class as the generated struct declares them; its ``apply`` starts as the
   generated one does (``any_grad_defined``): if no incoming gradient is defined, every
-  output is undefined (``None``) and the formula does not run;
+  output is undefined (``None``) and the formula does not run.  ``OpNode`` wraps a
+  formula in that check, except one marked ``@_any_grad_defined_inline``, which begins
+  with the check itself (``if grads[0] is None``), as the generated code has it inline:
+  the hot formulas (``add``, ``mul``, ``sum``, ...), so that the backward pass pays no
+  extra Python frame per node;
 - ``as_view`` is autograd's ``as_view``: a view shares its base's version counter;
 - ``elementwise`` lays its result out as ``TensorIterator`` does (``strides.py``);
 - ``check_broadcast``, ``check_same_device`` and ``wrap_dim`` raise ATen's errors
@@ -35,7 +39,7 @@ import numpy as np
 from .. import grad_mode
 from ..dtypes import binary_result_type
 from ..errstate import errors_ignored
-from ..graph import Node, collect_next_edges
+from ..graph import SAVED_FREED, Node, collect_next_edges
 from ..strides import contiguous_strides, elementwise_layout
 from ..tensor import Tensor
 
@@ -110,8 +114,9 @@ class OpNode(Node):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "apply" in cls.__dict__:
-            cls.apply = _any_grad_defined(cls.__dict__["apply"])
+        formula = cls.__dict__.get("apply")
+        if formula is not None and not getattr(formula, "any_grad_defined_inline", False):
+            cls.apply = _any_grad_defined(formula)
 
     @classmethod
     def _declared(cls) -> frozenset[str]:
@@ -123,10 +128,14 @@ class OpNode(Node):
         return names
 
     def saved(self) -> dict[str, Any]:
-        saved = super().saved()
+        # ``Node.saved`` and ``Tensor._version``, inlined: called by most formulas
+        if self._released:
+            raise RuntimeError(SAVED_FREED)
+        saved = self._saved or {}
         for k, version, is_output in self._saved_versions:
             t = saved[k]
-            if t._version != version:
+            vc = t._version_counter
+            if (0 if vc is None else vc.version) != version:
                 raise RuntimeError(modified_message(self, t, version, is_output))
         return saved
 
@@ -163,6 +172,14 @@ def _any_grad_defined(formula: Any) -> Any:
     apply.__wrapped__ = formula  # type: ignore[attr-defined]
     apply.__name__ = apply.__qualname__ = "apply"
     return apply
+
+
+def _any_grad_defined_inline(formula: Any) -> Any:
+    """Marks a formula that begins with the ``any_grad_defined`` check itself (for a node
+    with one input: ``if grads[0] is None: return [None] * len(self._next_edges)``), so
+    that ``OpNode`` does not wrap it."""
+    formula.any_grad_defined_inline = True
+    return formula
 
 
 def record(out: Tensor, node_cls: type[OpNode], inputs: Sequence[Any],
