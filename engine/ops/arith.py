@@ -161,7 +161,8 @@ def rsub(a: Tensor, b: Any) -> Tensor:
 
 
 def mul(a: Tensor, b: Any) -> Tensor:
-    b = _wrap(b)
+    if type(b) is not Tensor:  # called once per node in most backward passes
+        b = _wrap(b)
     if not grad_mode.is_grad_enabled():  # nothing to record (a backward pass, usually)
         return elementwise(a, b, np.multiply)
     if a.requires_grad or getattr(b, "requires_grad", 0):
