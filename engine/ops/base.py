@@ -341,8 +341,9 @@ def elementwise(a: Tensor, b: Any, np_fn: Any, dtype: Any = None) -> Tensor:
             else:
                 with np.errstate(all="ignore"):
                     data = np_fn(ad, bd)
-            if type(data) is not np.ndarray or not is_dense(data):
-                data = elementwise_layout(data, ad, bd)
+            if type(data) is not np.ndarray or not (
+                    data.ndim == 1 and data.strides[0] == data.itemsize or is_dense(data)):
+                data = elementwise_layout(data, ad, bd)  # (is_dense's 1-dim case inline)
             return Tensor(data, device=a.device)
     dt = binary_result_type(a, b) if dtype is None else dtype
     dev = check_same_device(a, b)
