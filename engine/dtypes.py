@@ -12,6 +12,14 @@ Departures: the default dtype is float64 (the engine's documented choice, for te
 until a program calls ``set_default_dtype``; PyTorch's is float32.  ``promoteTypes`` is
 NumPy's ``promote_types`` within a category (they agree there) and the higher category
 across categories (PyTorch: ``int64 + float16`` is float16, NumPy's float64).
+
+Fast path (the backward pass calls a binary op per node, most of them on two tensors of
+one dtype): ``binary_result_type`` answers two tensors of one dtype with that dtype at once
+(whatever their dims, the rules above give it), and a Python scalar of the tensor's
+category or lower by its type (it takes the tensor's dtype); only the other cases go
+through the rules in full (``_result_type``).  ``result_type`` of two operands, the first a
+tensor, and so ``float_result_type`` (``div``), go through it; ``elementwise`` does the
+same checks inline.
 """
 
 from __future__ import annotations
@@ -86,6 +94,16 @@ def _combine(higher: np.dtype | None, lower: np.dtype | None) -> np.dtype | None
 
 def result_type(*operands: Any) -> np.dtype:
     """``at::result_type`` of Tensors (anything with ``.data``) and Python scalars."""
+    if len(operands) == 2:
+        a = operands[0]
+        if getattr(getattr(a, "data", None), "dtype", None) is not None \
+                and not isinstance(a, np.generic):
+            return binary_result_type(a, operands[1])
+    return _result_type(operands)
+
+
+def _result_type(operands: tuple[Any, ...]) -> np.dtype:
+    """``result_type``'s rules in full (``update_result_type_state`` per operand)."""
     dim = zero = wrapped = None
     for x in operands:
         data = getattr(x, "data", None)
@@ -141,4 +159,4 @@ def binary_result_type(a: Any, b: Any) -> np.dtype:
         if bd is not None and getattr(bd, "dtype", None) is not None and bd.dtype == dt \
                 and not isinstance(b, np.generic):
             return dt
-    return result_type(a, b)
+    return _result_type((a, b))

@@ -37,7 +37,13 @@ NONLEAF_GRAD = (
 
 class VariableVersion:
     """``c10::VariableVersion``: the version counter, one object shared by a tensor, its
-    views and ``detach()``es (``as_view``), so an in-place op on any of them bumps all."""
+    views and ``detach()``es (``as_view``), so an in-place op on any of them bumps all.
+
+    Made on first use (``Tensor._shared_version_counter``: the first bump, view or
+    ``detach()``), not with each tensor: most tensors (every gradient a backward pass
+    makes) are never bumped nor viewed, and a ``Tensor`` is made per op.  Until then a
+    tensor's ``_version_counter`` is ``None`` and its version 0.  (PyTorch, too, skips
+    the counter for tensors that never need one: ``VariableVersion(DISABLED)``.)"""
 
     __slots__ = ("version",)
 
@@ -61,7 +67,7 @@ class Tensor(TensorMethods):
         self._backward_hooks: list[Callable[..., Any]] = []
         self._retains_grad = False
         self._requires_grad = False
-        self._version_counter = VariableVersion()  # bumped by each in-place op
+        self._version_counter: VariableVersion | None = None  # made on first use
         if requires_grad:
             if getattr(data, "dtype", None) is not None and data.dtype.kind not in "fc":
                 raise RuntimeError(
@@ -71,11 +77,19 @@ class Tensor(TensorMethods):
     # --- autograd metadata --------------------------------------------------------
     @property
     def _version(self) -> int:
-        return self._version_counter.version
+        vc = self._version_counter
+        return 0 if vc is None else vc.version
 
     @_version.setter
     def _version(self, value: int) -> None:
-        self._version_counter.version = value
+        self._shared_version_counter().version = value
+
+    def _shared_version_counter(self) -> VariableVersion:
+        """The version counter, made now if this tensor had none (to bump or share it)."""
+        vc = self._version_counter
+        if vc is None:
+            vc = self._version_counter = VariableVersion()
+        return vc
 
     @property
     def requires_grad(self) -> bool:
@@ -174,7 +188,7 @@ class Tensor(TensorMethods):
 
     def detach(self) -> Tensor:
         out = Tensor(self.data, device=self.device)
-        out._version_counter = self._version_counter  # a view: the same version counter
+        out._version_counter = self._shared_version_counter()  # a view: the same counter
         return out
 
     def detach_(self) -> Tensor:

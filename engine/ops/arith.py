@@ -28,10 +28,10 @@ from ..tensor import Tensor
 from .base import (
     Grads,
     OpNode,
+    _any_grad_defined_inline,
     as_tensor,
     check_broadcast,
     check_same_device,
-    computes,
     data_of,
     dtype_name,
     elementwise,
@@ -41,37 +41,58 @@ from .base import (
 )
 
 
+# The formulas below run once per node in most backward passes: each checks
+# ``any_grad_defined`` itself (``base._any_grad_defined_inline``), and ``add``'s and
+# ``mul``'s read ``should_compute_output`` off the edges inline.
 class AddBackward0(OpNode):
+    @_any_grad_defined_inline
     def apply(self, grads: Grads) -> Grads:
         g = grads[0]
-        c0, c1 = computes(self)
-        return [g if c0 else None, g if c1 else None]
+        if g is None:
+            return [None] * len(self._next_edges)
+        e0, e1 = self._next_edges
+        return [g if e0.function is not None else None, g if e1.function is not None else None]
 
 
 class SubBackward0(OpNode):
+    @_any_grad_defined_inline
     def apply(self, grads: Grads) -> Grads:
         g = grads[0]
+        if g is None:
+            return [None] * len(self._next_edges)
         return [g if self.should_compute_output(0) else None,
                 neg(g) if self.should_compute_output(1) else None]
 
 
 class RsubBackward1(OpNode):
+    @_any_grad_defined_inline
     def apply(self, grads: Grads) -> Grads:
-        return [neg(grads[0])]
+        g = grads[0]
+        if g is None:
+            return [None] * len(self._next_edges)
+        return [neg(g)]
 
 
 class MulBackward0(OpNode):
+    @_any_grad_defined_inline
     def apply(self, grads: Grads) -> Grads:
-        s = self.saved()
         g = grads[0]
-        c0, c1 = computes(self)
-        return [mul(g, s["other"]) if c0 else None, mul(g, s["self"]) if c1 else None]
+        if g is None:
+            return [None] * len(self._next_edges)
+        s = self.saved()
+        e0, e1 = self._next_edges
+        return [mul(g, s["other"]) if e0.function is not None else None,
+                mul(g, s["self"]) if e1.function is not None else None]
 
 
 class DivBackward0(OpNode):
+    @_any_grad_defined_inline
     def apply(self, grads: Grads) -> Grads:
+        g = grads[0]
+        if g is None:
+            return [None] * len(self._next_edges)
         s = self.saved()
-        g, a, b = grads[0], s["self"], s["other"]
+        a, b = s["self"], s["other"]
         ga = div(g, b) if self.should_compute_output(0) else None
         gb = None
         if self.should_compute_output(1):
@@ -80,8 +101,12 @@ class DivBackward0(OpNode):
 
 
 class NegBackward0(OpNode):
+    @_any_grad_defined_inline
     def apply(self, grads: Grads) -> Grads:
-        return [neg(grads[0])]
+        g = grads[0]
+        if g is None:
+            return [None] * len(self._next_edges)
+        return [neg(g)]
 
 
 def _wrap(x: Any) -> Any:
@@ -136,7 +161,8 @@ def rsub(a: Tensor, b: Any) -> Tensor:
 
 
 def mul(a: Tensor, b: Any) -> Tensor:
-    b = _wrap(b)
+    if type(b) is not Tensor:  # called once per node in most backward passes
+        b = _wrap(b)
     if not grad_mode.is_grad_enabled():  # nothing to record (a backward pass, usually)
         return elementwise(a, b, np.multiply)
     if a.requires_grad or getattr(b, "requires_grad", 0):

@@ -11,7 +11,11 @@ Mirrors:
   its message word for word), and its other attributes (sizes, dims, flags), declared
   on the class as the generated struct declares them; its ``apply`` starts as the
   generated one does (``any_grad_defined``): if no incoming gradient is defined, every
-  output is undefined (``None``) and the formula does not run;
+  output is undefined (``None``) and the formula does not run.  ``OpNode`` wraps a
+  formula in that check, except one marked ``@_any_grad_defined_inline``, which begins
+  with the check itself (``if grads[0] is None``), as the generated code has it inline:
+  the hot formulas (``add``, ``mul``, ``sum``, ...), so that the backward pass pays no
+  extra Python frame per node;
 - ``as_view`` is autograd's ``as_view``: a view shares its base's version counter;
 - ``elementwise`` lays its result out as ``TensorIterator`` does (``strides.py``);
 - ``check_broadcast``, ``check_same_device`` and ``wrap_dim`` raise ATen's errors
@@ -35,7 +39,7 @@ import numpy as np
 from .. import grad_mode
 from ..dtypes import binary_result_type
 from ..errstate import errors_ignored
-from ..graph import Node, collect_next_edges
+from ..graph import SAVED_FREED, Node, collect_next_edges
 from ..strides import contiguous_strides, elementwise_layout
 from ..tensor import Tensor
 
@@ -110,8 +114,9 @@ class OpNode(Node):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "apply" in cls.__dict__:
-            cls.apply = _any_grad_defined(cls.__dict__["apply"])
+        formula = cls.__dict__.get("apply")
+        if formula is not None and not getattr(formula, "any_grad_defined_inline", False):
+            cls.apply = _any_grad_defined(formula)
 
     @classmethod
     def _declared(cls) -> frozenset[str]:
@@ -123,10 +128,14 @@ class OpNode(Node):
         return names
 
     def saved(self) -> dict[str, Any]:
-        saved = super().saved()
+        # ``Node.saved`` and ``Tensor._version``, inlined: called by most formulas
+        if self._released:
+            raise RuntimeError(SAVED_FREED)
+        saved = self._saved or {}
         for k, version, is_output in self._saved_versions:
             t = saved[k]
-            if t._version != version:
+            vc = t._version_counter
+            if (0 if vc is None else vc.version) != version:
                 raise RuntimeError(modified_message(self, t, version, is_output))
         return saved
 
@@ -163,6 +172,14 @@ def _any_grad_defined(formula: Any) -> Any:
     apply.__wrapped__ = formula  # type: ignore[attr-defined]
     apply.__name__ = apply.__qualname__ = "apply"
     return apply
+
+
+def _any_grad_defined_inline(formula: Any) -> Any:
+    """Marks a formula that begins with the ``any_grad_defined`` check itself (for a node
+    with one input: ``if grads[0] is None: return [None] * len(self._next_edges)``), so
+    that ``OpNode`` does not wrap it."""
+    formula.any_grad_defined_inline = True
+    return formula
 
 
 def record(out: Tensor, node_cls: type[OpNode], inputs: Sequence[Any],
@@ -211,7 +228,7 @@ def as_tensor(data: Any, device: str) -> Tensor:
 def as_view(base: Tensor, out: Tensor) -> Tensor:
     """``as_view``: ``out`` is a view of ``base`` and shares its version counter, so an
     in-place op on either is seen by a node that saved the other."""
-    out._version_counter = base._version_counter
+    out._version_counter = base._shared_version_counter()
     return out
 
 
@@ -297,31 +314,38 @@ def elementwise(a: Tensor, b: Any, np_fn: Any, dtype: Any = None) -> Tensor:
     """``np_fn(a, b)`` (``b`` wrapped) on one device, laid out as TensorIterator lays it out,
     computed in PyTorch's result type of ``a`` and ``b`` (or ``dtype``, if given)."""
     ad = a.data
-    dt = binary_result_type(a, b) if dtype is None else dtype
     # Fast path (the backward pass's usual case): where the checks below cannot fail
     # and ``elementwise_strides`` gives ``contiguous_strides``: NumPy operands of one
     # shape on one device, C-contiguous (its own first test), or a scalar with a
     # 0- or 1-dim tensor (always contiguous) or a dense one, all of the result's dtype.
     # The result is then the slow path's array, laid out again only if NumPy's layout
-    # is not that one.
-    if type(ad) is np.ndarray and ad.dtype == dt and dt.char != "e":  # "e": float16
-        if isinstance(b, Tensor):
+    # is not that one.  The result type is ``binary_result_type``'s fast answer, asked
+    # inline (a call per op costs about as much as the rest of this test): two tensors
+    # of one dtype, or a Python scalar of the tensor's category or lower, give the
+    # tensor's dtype; float16 ("e") computes in float32, so never here.
+    if type(ad) is np.ndarray:
+        dt = ad.dtype
+        if type(b) is Tensor:
             bd = b.data
-            fast = (type(bd) is np.ndarray and a.device == b.device and ad.shape == bd.shape
-                    and bd.dtype == dt and ad.flags.c_contiguous and bd.flags.c_contiguous)
+            fast = (type(bd) is np.ndarray and bd.dtype == dt and ad.shape == bd.shape
+                    and a.device == b.device and ad.flags.c_contiguous
+                    and bd.flags.c_contiguous)
         else:
             bd = b
             tb = type(b)
-            fast = (tb is float or tb is int or tb is bool) and (ad.ndim <= 1 or is_dense(ad))
-        if fast:
+            fast = ((tb is float and dt.kind == "f" or tb is int and dt.kind != "b"
+                     or tb is bool) and (ad.ndim <= 1 or is_dense(ad)))
+        if fast and (dtype is None or dtype == dt) and dt.char != "e":
             if errors_ignored():
                 data = np_fn(ad, bd)
             else:
                 with np.errstate(all="ignore"):
                     data = np_fn(ad, bd)
-            if type(data) is not np.ndarray or not is_dense(data):
-                data = elementwise_layout(data, ad, bd)
+            if type(data) is not np.ndarray or not (
+                    data.ndim == 1 and data.strides[0] == data.itemsize or is_dense(data)):
+                data = elementwise_layout(data, ad, bd)  # (is_dense's 1-dim case inline)
             return Tensor(data, device=a.device)
+    dt = binary_result_type(a, b) if dtype is None else dtype
     dev = check_same_device(a, b)
     check_broadcast(a, b)
     opmath_b = (np_fn is np.multiply or np_fn is np.divide) and (
