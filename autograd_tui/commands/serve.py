@@ -9,8 +9,10 @@ tab is its own run, stepped on its own.
 
 The arguments are checked here first, as ``run`` checks them (an unknown scenario is one
 message and exit 2 before anything listens), and so is the address (a port in use is one
-message and exit 1).  Ctrl-C stops the server and the apps it started: exit 0, the way
-a server is meant to end.
+message and exit 1).  What a request must be to get in (its ``Host``, a websocket's
+``Origin``, the token, ``--max-clients``) is in ``serve_guard.py``; under serve, the app's
+export never writes where a viewer says (``app/web_export.py``).  Ctrl-C stops the server
+and the apps it started: exit 0, the way a server is meant to end.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def add_parser(sub: Any) -> None:
                         "port gets an app)")
     p.add_argument("--max-clients", type=int, default=DEFAULT_MAX_CLIENTS, metavar="N",
                    help=f"apps (open tabs) at once; the next is refused with a message "
-                        f"(default {DEFAULT_MAX_CLIENTS}; each takes about 45 MB)")
+                        f"(default {DEFAULT_MAX_CLIENTS}; each takes about 65 MB)")
     p.add_argument("--export-dir", metavar="DIR", default=None,
                    help="exports (e) are written into this folder on the server; without "
                         "it they go to the viewer's browser as a download")
