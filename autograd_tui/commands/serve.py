@@ -9,8 +9,10 @@ tab is its own run, stepped on its own.
 
 The arguments are checked here first, as ``run`` checks them (an unknown scenario is one
 message and exit 2 before anything listens), and so is the address (a port in use is one
-message and exit 1).  Ctrl-C stops the server and the apps it started: exit 0, the way
-a server is meant to end.
+message and exit 1).  What a request must be to get in (its ``Host``, a websocket's
+``Origin``, the token, ``--max-clients``) is in ``serve_guard.py``; under serve, the app's
+export never writes where a viewer says (``app/web_export.py``).  Ctrl-C stops the server
+and the apps it started: exit 0, the way a server is meant to end.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ from autograd_tui.commands.common import (
     examples,
     say,
 )
+from autograd_tui.commands.serve_guard import (
+    DEFAULT_MAX_CLIENTS,
+    Guard,
+    choose_token,
+    host_names,
+)
 
 DEFAULT_SCENARIO = "linear-relu"
 #: seconds Ctrl-C waits for the apps of open pages to quit
@@ -53,7 +61,8 @@ def add_parser(sub: Any) -> None:
             "autograd-tui serve",
             "autograd-tui serve chain --param n=6",
             "autograd-tui serve multi-device --policy random --seed 3 --port 8080",
-            "autograd-tui serve linear-relu --host 0.0.0.0    # the whole network sees it"))
+            "autograd-tui serve linear-relu --host 0.0.0.0    # the network, with a token",
+            "autograd-tui serve --export-dir ~/class-exports  # exports land there"))
     p.add_argument("scenario", metavar="NAME|PATH", nargs="?", default=DEFAULT_SCENARIO,
                    help=f"a built-in scenario or a scenario file (default {DEFAULT_SCENARIO})")
     add_run_options(p)
@@ -61,21 +70,51 @@ def add_parser(sub: Any) -> None:
                    help="the address to listen on (default 127.0.0.1: this machine only; "
                         "0.0.0.0 for every network interface)")
     p.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="a name browsers may reach the server by, besides its address "
+                        "(repeatable; e.g. the machine's name on the class network)")
+    p.add_argument("--token", default=None,
+                   help="the token the link must carry (default: a new random one when "
+                        "--host is not this machine only; none on 127.0.0.1)")
+    p.add_argument("--no-token", action="store_true",
+                   help="no token, even with --host 0.0.0.0 (anyone who can reach the "
+                        "port gets an app)")
+    p.add_argument("--max-clients", type=int, default=DEFAULT_MAX_CLIENTS, metavar="N",
+                   help=f"apps (open tabs) at once; the next is refused with a message "
+                        f"(default {DEFAULT_MAX_CLIENTS}; each takes about 65 MB)")
+    p.add_argument("--export-dir", metavar="DIR", default=None,
+                   help="exports (e) are written into this folder on the server; without "
+                        "it they go to the viewer's browser as a download")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: a port is a number from 1 to 65535")
+    if args.max_clients < 1:
+        raise UsageError(f"--max-clients {args.max_clients}: at least 1")
+    if args.token is not None and (args.no_token or not re.fullmatch(r"[A-Za-z0-9_-]{8,128}",
+                                                                     args.token)):
+        raise UsageError("--token: 8 to 128 letters, digits, '-' or '_' (and not with "
+                         "--no-token)")
     name = check_run_args(args.scenario, args).name
+    export_dir = _export_dir(args.export_dir)
     check_address(args.host, args.port)
     # Imported here: aiohttp and textual-serve are needed by this command only.
     from aiohttp.web_runner import GracefulExit
 
+    from autograd_tui.app.web_export import EXPORT_DIR_VARIABLE
     from autograd_tui.words import plain
 
+    token = choose_token(args.host, args.token, args.no_token)
+    guard = Guard(args.host, args.port, host_names(args.host, args.allow_host), token,
+                  args.max_clients)
     url = f"http://{_url_host(args.host)}:{args.port}"
-    server = _server(app_command(args), args.host, args.port, url, plain(name))
+    if export_dir is not None:  # the apps read it (textual-serve passes the environment)
+        os.environ[EXPORT_DIR_VARIABLE] = export_dir
+    else:
+        os.environ.pop(EXPORT_DIR_VARIABLE, None)
+    server = _server(app_command(args), args.host, args.port, url, plain(name), guard)
     try:
         server.serve()
     except OSError as e:  # lost the port between the check and the bind
@@ -99,6 +138,17 @@ def app_command(args: argparse.Namespace) -> str:
     for item in args.engine:
         words += ["--engine", item]
     return shlex.join(words)
+
+
+def _export_dir(path: str | None) -> str | None:
+    if path is None:
+        return None
+    folder = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isdir(folder):
+        raise Failure(f"--export-dir {path}: not a folder (create it first)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise Failure(f"--export-dir {path}: this user cannot write into it")
+    return folder
 
 
 def check_address(host: str, port: int) -> None:
@@ -140,7 +190,8 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _server(command: str, host: str, port: int, url: str, scenario: str) -> Any:
+def _server(command: str, host: str, port: int, url: str, scenario: str,
+            guard: Guard) -> Any:
     """textual-serve's Server, saying what it serves in our words rather than its banner,
     and ending the apps of open pages promptly on Ctrl-C."""
     import asyncio
@@ -153,6 +204,12 @@ def _server(command: str, host: str, port: int, url: str, scenario: str) -> Any:
             super().__init__(*args, **kwargs)
             #: the open pages, each with the event its handler sets once its app ended
             self.sessions: dict[asyncio.Task[Any], asyncio.Event] = {}
+            guard.clients = lambda: len(self.sessions)
+
+        async def _make_app(self) -> Any:
+            app = await super()._make_app()
+            app.middlewares.append(guard.middleware())
+            return app
 
         async def handle_websocket(self, request: Any) -> Any:
             task, ended = asyncio.current_task(), asyncio.Event()
@@ -191,7 +248,8 @@ def _server(command: str, host: str, port: int, url: str, scenario: str) -> Any:
             logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
         async def on_startup(self, app: Any) -> None:
-            print(f"{PROG}: serving the app on {scenario} at {url}\n"
+            link = f"{url}/?token={guard.token}" if guard.token else url
+            print(f"{PROG}: serving the app on {scenario} at {link}\n"
                   f"{PROG}: open it in a browser (each tab is its own run); "
                   "Ctrl-C stops", flush=True)
 

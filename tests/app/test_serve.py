@@ -353,9 +353,10 @@ def test_a_port_in_use_is_one_message() -> None:
 
 
 def test_the_page_points_its_websocket_at_the_address_the_browser_used(tmp_path: Path) -> None:
-    """With --host 0.0.0.0 a student's browser reaches the server by its name: the page's
-    websocket must go there too, not to 127.0.0.1; a Host header that is not a plain name
-    and port is not put in the page."""
+    """With --host 0.0.0.0 a student's browser reaches the server by its name (allowed with
+    --allow-host): the page's websocket must go there too, not to 127.0.0.1; a Host header
+    the server does not answer to is refused (tests/app/test_serve_security.py)."""
+    import urllib.error
     import urllib.request
 
     port = free_port()
@@ -369,8 +370,11 @@ def test_the_page_points_its_websocket_at_the_address_the_browser_used(tmp_path:
         assert m is not None, page
         return m.group(1)
 
-    with process_group([CLI, "serve", "--port", str(port)], tmp_path / "server.log"):
+    with process_group([CLI, "serve", "--port", str(port), "--allow-host", "class-pc.lan",
+                        "--allow-host", "::1"], tmp_path / "server.log"):
         wait_http(url, 60)
         assert ws_url(f"class-pc.lan:{port}") == f"ws://class-pc.lan:{port}/ws"
         assert ws_url(f"[::1]:{port}") == f"ws://[::1]:{port}/ws"
-        assert ws_url(f'x"><b>:{port}') == f"ws://127.0.0.1:{port}/ws"
+        assert ws_url(f"localhost:{port}") == f"ws://localhost:{port}/ws"
+        with pytest.raises(urllib.error.HTTPError, match="403"):
+            ws_url(f'x"><b>:{port}')

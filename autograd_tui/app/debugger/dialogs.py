@@ -10,10 +10,12 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from autograd_tui.app.debugger.shown import Shown
 from autograd_tui.app.screens import (
     BreakpointsScreen,
+    ConfirmScreen,
     ExportScreen,
     GotoScreen,
     HelpScreen,
@@ -21,6 +23,7 @@ from autograd_tui.app.screens import (
     TextScreen,
 )
 from autograd_tui.session import Breakpoint, builtin_scenarios
+from autograd_tui.words import plain
 
 
 class Dialogs:
@@ -78,11 +81,28 @@ class Dialogs:
 
         self.shown.app.push_screen(ExportScreen(default), done)
 
+    def confirm(self, question: str, then: Callable[[], None]) -> None:
+        """Ask ``question``; ``then`` runs on yes."""
+        self.shown.app.push_screen(ConfirmScreen(question), lambda yes: then() if yes else None)
+
     def _export(self, path: str) -> None:
         v = self.shown
         s = v.session
         assert s is not None
         state = s.state_at(v.cursor)
+        if v.app.is_web:  # serve: never a path the viewer typed (see app/web_export.py)
+            from autograd_tui.app import web_export
+
+            web_export.export(v, state, path, self.confirm)
+            return
+        if os.path.isfile(path) or os.path.islink(path):
+            self.confirm(f"{plain(path)} exists: replace it?",
+                         lambda: self._write(state, path))
+            return
+        self._write(state, path)
+
+    def _write(self, state: Any, path: str) -> None:
+        v = self.shown
         try:
             from autograd_tui.export import export_state
         except ImportError:

@@ -1,6 +1,7 @@
 """The app's dialogs and text screens, one module each."""
 
 from autograd_tui.app.screens.breakpoints import BreakpointsScreen
+from autograd_tui.app.screens.confirm import ConfirmScreen
 from autograd_tui.app.screens.export_dialog import ExportScreen
 from autograd_tui.app.screens.goto import GotoScreen
 from autograd_tui.app.screens.help import HELP, HelpScreen
@@ -10,7 +11,8 @@ from autograd_tui.app.screens.scenario_picker import ScenarioScreen
 from autograd_tui.app.screens.text import TextScreen
 
 __all__ = [
-    "HELP", "BreakpointsScreen", "ExportScreen", "GotoScreen", "HelpScreen", "JumpScreen",
+    "HELP", "BreakpointsScreen", "ConfirmScreen", "ExportScreen", "GotoScreen", "HelpScreen",
+    "JumpScreen",
     "Modal",
     "ScenarioScreen", "TextScreen",
 ]
