@@ -6,7 +6,9 @@ grad mode (a ``create_graph`` backward) the sum is recorded, out of place.
 
 Departure: PyTorch adds in place when it may steal the buffer; we always add
 out of place (the result is the same, and a student's tensors are never
-mutated behind their back).  Streams and ready events are not modelled.
+mutated behind their back).  A gradient the PyTorch bridge keeps as a torch tensor
+(bfloat16, which NumPy cannot hold) adds itself (``buffer_add``), as PyTorch
+does, in its own dtype.  Streams and ready events are not modelled.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ class InputBuffer:
         if old is None:
             self.buffer[pos] = var
             return "first"
-        if grad_mode.is_grad_enabled():
+        buffer_add = getattr(old, "buffer_add", None)  # a bridged torch tensor (bfloat16)
+        if buffer_add is not None:
+            self.buffer[pos] = buffer_add(var)
+        elif grad_mode.is_grad_enabled():
             self.buffer[pos] = old + var
         else:
             self.buffer[pos] = Tensor(old.data + var.data, device=old.device)
