@@ -53,7 +53,20 @@ def numpy_dtype(torch: Any, dtype: Any, fn: Any) -> np.dtype:
                                "cannot hold") from None
 
 
-class HeldTensor(Tensor):
+class TorchGrad(Tensor):
+    """A gradient a PyTorch node made (NumPy data sharing its memory).  Two of them add
+    as PyTorch's ``InputBuffer::accumulate`` does, ``old + var`` in ATen: the sum takes
+    ATen's memory layout (the first operand's: channels_last stays channels_last, where
+    NumPy's would be contiguous), and the next node (a convolution) then computes as it
+    does under PyTorch, to the bit."""
+
+    __slots__ = ()
+
+    def buffer_add(self, other: Tensor) -> Tensor | None:
+        return to_ours(to_torch(self) + to_torch(other), None)
+
+
+class HeldTensor(TorchGrad):
     """A gradient NumPy cannot hold (bfloat16): the torch tensor travels as it is
     (``held``); ``data`` is a float32 (complex64) copy, for display only."""
 
@@ -63,10 +76,6 @@ class HeldTensor(Tensor):
         shown = t.to(torch_module().complex64 if t.is_complex() else torch_module().float32)
         super().__init__(shown.cpu().numpy(), device=device)
         self.held = t
-
-    def buffer_add(self, other: Tensor) -> Tensor:
-        """``InputBuffer::accumulate``: ``old + var`` in PyTorch, in the gradients' dtype."""
-        return HeldTensor(self.held + to_torch(other), self.device)
 
 
 def torch_validate(outs: list[Any], targets: list[Any]) -> list[Any]:
@@ -129,7 +138,7 @@ def to_ours(t: Any, fn: Any) -> Tensor | None:
             return HeldTensor(data, device_str(t.device))
         raise TorchBridgeError(f"{node_label(fn)} produced a {t.dtype} gradient, which NumPy "
                                "cannot hold") from None
-    return Tensor(arr, device=device_str(t.device))
+    return TorchGrad(arr, device=device_str(t.device))
 
 
 def to_display(t: Any) -> Tensor:

@@ -90,7 +90,10 @@ def test_cli_agrees_on_float32_and_exact_is_bitwise(tmp_path: Path, capsys) -> N
 def test_every_training_dtype_agrees(tmp_path: Path, capsys, body: str) -> None:
     code, out = check(tmp_path, capsys, body)
     assert code == 0, out
-    assert "node order: agrees" in out and "leaves agree" in out
+    assert "node order: agrees" in out and "leaves agree (as torch.testing" in out
+    code, out = check(tmp_path, capsys, body, "--exact")  # and to the bit, summed in ATen
+    assert code == 0, out
+    assert "leaves agree (bitwise)" in out
 
 
 def test_bfloat16_steps_in_the_app_summary_as_float32(tmp_path: Path, capsys) -> None:
@@ -125,3 +128,48 @@ def test_a_compile_that_cannot_run_here_is_said_plainly(tmp_path: Path, capsys) 
     assert code == 0, out
     assert "torch.compile cannot run here (" in out and "no C++ compiler found" in out
     assert "gradients compared with PyTorch's eager run only" in out
+
+
+CNN = """
+import torch
+from torch import nn
+
+class SE(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Conv2d(c, c // 4, 1), nn.Conv2d(c // 4, c, 1)
+
+    def forward(self, x):
+        w = x.mean((2, 3), keepdim=True)
+        return x * nn.functional.hardsigmoid(self.fc2(torch.relu(self.fc1(w))))
+
+class Block(nn.Module):  # MobileNetV3's: depthwise conv, BatchNorm, squeeze-excite, residual
+    def __init__(self, c):
+        super().__init__()
+        self.dw, self.bn1 = nn.Conv2d(c, c, 3, padding=1, groups=c), nn.BatchNorm2d(c)
+        self.se, self.pw, self.bn2 = SE(c), nn.Conv2d(c, c, 1), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return x + self.bn2(self.pw(self.se(nn.functional.hardswish(self.bn1(self.dw(x))))))
+
+def main():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), Block(16), Block(16),
+                        Block(16))
+    tokens = net(torch.randn(4, 3, 32, 32)).flatten(2).transpose(1, 2)  # [4, 256, 16]
+    logits = nn.Linear(16, 10)(tokens.mean(1))
+    return nn.functional.cross_entropy(logits, torch.tensor([1, 2, 3, 4]))
+"""
+
+
+def test_a_mobilenet_like_cnn_agrees_to_the_bit(tmp_path: Path, capsys) -> None:
+    """The gradient into the blocks is channels_last (the transpose); summed with a
+    contiguous one at a residual, ATen keeps the first operand's layout and NumPy would
+    not, and the next convolution's backward then rounds differently: the bridge adds
+    PyTorch's gradients in ATen (summed by NumPy, they differed in the last bits)."""
+    script = tmp_path / "cnn.py"
+    script.write_text(CNN)
+    code = main(["check-order", str(script), "--exact"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0, out
+    assert "node order: agrees" in out and "leaves agree (bitwise)" in out
