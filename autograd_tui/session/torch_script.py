@@ -48,13 +48,16 @@ def script_scenario(path: str, entry: str = "main") -> Scenario:
     """The script as a scenario: its program is the entry's forward, then our backward."""
     fn, mod = load_entry(path, entry)
     from autograd_tui.engine.torch_bridge import run_program
+    from autograd_tui.engine.torch_bridge.compiled import script_note
 
     doc = (mod.__doc__ or "").strip()
+    banner = script_note(vars(mod), Path(path).read_text(errors="replace")) or ""
     return Scenario(
         name=Path(path).stem, title=getattr(mod, "TITLE", Path(path).name),
         summary=doc.splitlines()[0] if doc else f"{entry}() of {path}", notes=doc,
         params={}, engine={}, threads=("cpu (owner)",), expect="complete",
-        program=lambda: run_program(fn), torch_program=None, source=str(path))
+        program=lambda: run_program(fn), torch_program=None, source=str(path),
+        banner=banner)
 
 
 # --- check-order ------------------------------------------------------------------------------
@@ -118,8 +121,7 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
         out = entry()
     loss, gouts, inputs = split_result(out)
     g = from_torch(loss, gouts, inputs)
-    leaves = {name.replace("_orig_mod.", ""): n.variable.var  # a compiled model's
-              for name, n in leaf_names(g).items()}
+    leaves = {name: n.variable.var for name, n in leaf_names(g).items()}
     known = {id(v) for v in leaves.values()}
     for name, p in reg.parameters():  # also those only a nested backward reaches
         if id(p) not in known:

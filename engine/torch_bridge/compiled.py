@@ -80,6 +80,18 @@ def watch_compile(eager: bool = True, namespace: dict[str, Any] | None = None
         torch.compile = real
 
 
+def script_note(namespace: dict[str, Any], source: str) -> str | None:
+    """What a script compiles, before it runs: objects compiled at its import, or a
+    ``torch.compile(`` / ``.compile(`` call in its source (its entry compiles)."""
+    watch = CompileWatch()
+    watch.scan(namespace)
+    if watch.note():
+        return watch.note()
+    if "torch.compile(" in source or ".compile(" in source:
+        return f"{NOTE} (the script calls torch.compile; its compiled code is not stepped)"
+    return None
+
+
 def compile_error(exc: BaseException) -> str:
     """Why a compiled run failed, in one line (no compiler here, a backend's error)."""
     inner = getattr(exc, "inner_exception", None) or exc.__cause__

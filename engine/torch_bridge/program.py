@@ -40,6 +40,7 @@ def leaf_names(graph: TorchGraph) -> dict[str, TorchAccumulateGrad]:
     for node in graph.nodes.values():
         if isinstance(node, TorchAccumulateGrad):
             name = (node.meta or {}).get("tensor") or f"leaf {list(node.variable.var.shape)}"
+            name = name.replace("_orig_mod.", "")  # a torch.compile'd module's own names
             while name in out:
                 name += "'"
             out[name] = node

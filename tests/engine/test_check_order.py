@@ -173,3 +173,19 @@ def test_a_mobilenet_like_cnn_agrees_to_the_bit(tmp_path: Path, capsys) -> None:
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0, out
     assert "node order: agrees" in out and "leaves agree (bitwise)" in out
+
+
+def test_the_app_and_a_headless_run_say_a_compiled_model_steps_its_eager_graph(
+        tmp_path: Path, capsys) -> None:
+    from autograd_tui.session.torch_script import script_scenario
+
+    script = tmp_path / "model.py"
+    script.write_text(MODEL.format(body="net = torch.compile(net, backend='aot_eager')\n"
+                                        "    return net(x).square().mean()"))
+    note = "stepped the eager graph of a torch.compile'd model"
+    assert script_scenario(str(script)).banner.startswith(note)
+    code = main(["torch", str(script), "--headless", "--quiet"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0, out
+    assert f"note: {note}" in out and "grad 0.weight: shape [8, 6]" in out
+    assert "CompiledFunctionBackward" not in out
