@@ -168,6 +168,10 @@ def compiled_grads(res: OrderCheck, entry: Callable[..., Any], watch: Any,
     name), or a note saying why torch.compile could not run here."""
     from autograd_tui.engine.torch_bridge.compiled import compile_error, watch_compile
 
+    if not watch.modules:  # compiled functions only: their leaves have no names to match
+        res.compile_note = (f"{watch.note()}; gradients compared with PyTorch's eager run "
+                            "(only a compiled nn.Module's parameters can be matched by name)")
+        return
     eager_names = {id(p): f"{i}:{n}" for i, m in enumerate(watch.modules)
                    for n, p in m.named_parameters()}
     saved = [(p, p.grad) for m in watch.modules for p in m.parameters()]

@@ -189,3 +189,18 @@ def test_the_app_and_a_headless_run_say_a_compiled_model_steps_its_eager_graph(
     assert code == 0, out
     assert f"note: {note}" in out and "grad 0.weight: shape [8, 6]" in out
     assert "CompiledFunctionBackward" not in out
+
+
+def test_a_compiled_function_is_named_and_compared_with_the_eager_run(
+        tmp_path: Path, capsys) -> None:
+    top = """
+    import torch
+
+    @torch.compile(backend="aot_eager")
+    def act(h):
+        return torch.tanh(h) * 2
+    """
+    code, out = check(tmp_path, capsys, "return act(net(x)).square().mean()", top=top)
+    assert code == 0, out
+    assert "note: stepped the eager graph of a torch.compile'd model: act()" in out
+    assert "gradients compared with PyTorch's eager run (only a compiled nn.Module's" in out
