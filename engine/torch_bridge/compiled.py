@@ -12,12 +12,17 @@ runs the program again compiled (``eager=False``) for PyTorch's gradients.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from .convert import torch_module
 
 NOTE = "stepped the eager graph of a torch.compile'd model"
+# torch.compile(...), or nn.Module.compile() with no arguments or torch.compile's keywords
+# (not re.compile("..."))
+_CALLS = re.compile(r"\btorch\.compile\b|\.compile\(\s*(\)|(mode|backend|fullgraph|dynamic|"
+                    r"options|disable)\s*=)")
 
 
 class CompileWatch:
@@ -87,7 +92,7 @@ def script_note(namespace: dict[str, Any], source: str) -> str | None:
     watch.scan(namespace)
     if watch.note():
         return watch.note()
-    if "torch.compile(" in source or ".compile(" in source:
+    if _CALLS.search(source):
         return f"{NOTE} (the script calls torch.compile; its compiled code is not stepped)"
     return None
 

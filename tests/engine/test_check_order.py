@@ -204,3 +204,11 @@ def test_a_compiled_function_is_named_and_compared_with_the_eager_run(
     assert code == 0, out
     assert "note: stepped the eager graph of a torch.compile'd model: act()" in out
     assert "gradients compared with PyTorch's eager run (only a compiled nn.Module's" in out
+
+
+def test_the_banner_reads_compile_calls_not_re_compile() -> None:
+    from autograd_tui.engine.torch_bridge.compiled import script_note
+
+    assert script_note({}, "import re\nPAT = re.compile('x+')\n") is None
+    for src in ("net = torch.compile(net)", "net.compile()", "net.compile(mode='max-autotune')"):
+        assert (script_note({}, src) or "").startswith("stepped the eager graph"), src
