@@ -6,7 +6,10 @@ grad mode (a ``create_graph`` backward) the sum is recorded, out of place.
 
 Departure: PyTorch adds in place when it may steal the buffer; we always add
 out of place (the result is the same, and a student's tensors are never
-mutated behind their back).  Streams and ready events are not modelled.
+mutated behind their back).  A gradient a bridged PyTorch node made adds itself
+(``buffer_add``), as PyTorch does: in ATen, in its own dtype (bfloat16, which
+NumPy cannot hold) and with ATen's memory layout.  Streams and ready events are
+not modelled.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ class InputBuffer:
         if old is None:
             self.buffer[pos] = var
             return "first"
-        if grad_mode.is_grad_enabled():
+        buffer_add = getattr(old, "buffer_add", None)  # a PyTorch node's gradient
+        if buffer_add is not None:
+            self.buffer[pos] = buffer_add(var)
+        elif grad_mode.is_grad_enabled():
             self.buffer[pos] = old + var
         else:
             self.buffer[pos] = Tensor(old.data + var.data, device=old.device)

@@ -96,6 +96,7 @@ class Scenario:
     source: str  # module name or file path
     requires: tuple[str, ...] = ()  # modules it needs beyond ours (REQUIRES: "torch")
     forward: dict[int, tuple[str, ...]] = field(default_factory=dict)  # FORWARD, as tuples
+    banner: str = ""  # said in the app's header and a headless summary (torch.compile)
 
     def missing(self) -> str | None:
         """Why it cannot run here (a module it needs is not installed), else None."""

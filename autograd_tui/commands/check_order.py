@@ -3,7 +3,9 @@
 Runs the script's forward pass once, then the backward with PyTorch's own
 engine (the order recorded with node pre-hooks) and with ours driving
 PyTorch's nodes; prints whether the node orders and every leaf's ``.grad``
-agree (exit 0) or the first difference (exit 1).  A program's hooks run in
+agree (exit 0) or the first difference (exit 1).  Gradients are compared as
+``torch.testing.assert_close`` does (``session/grad_compare.py``), or bitwise
+with ``--exact``; the worst element is named.  A program's hooks run in
 both backward passes.
 """
 
@@ -34,16 +36,19 @@ def add_parser(sub: Any) -> None:
     p.add_argument("script", metavar="SCRIPT.py")
     p.add_argument("--entry", default="main",
                    help="the function that returns the loss (default: main)")
+    p.add_argument("--exact", action="store_true",
+                   help="gradients must be bitwise equal (default: as torch.testing."
+                        "assert_close, with its tolerances for each dtype)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from autograd_tui.engine.torch_bridge import TorchBridgeError
-    from autograd_tui.session.torch_script import check_order, load_entry, max_rel
+    from autograd_tui.session.torch_script import check_order, load_entry
 
-    entry, _ = load_entry(args.script, args.entry)
+    entry, mod = load_entry(args.script, args.entry)
     try:
-        res = check_order(entry)
+        res = check_order(entry, args.exact, vars(mod))
     except TorchBridgeError:
         raise
     except Exception as e:  # noqa: BLE001 - the script's or a node's error: one message
@@ -54,12 +59,16 @@ def run(args: argparse.Namespace) -> int:
     print_text(con, f"PyTorch ran {len(res.torch_order)} nodes, ours {len(res.our_order)}")
     diff = res.order_difference()
     print_text(con, "node order: agrees" if diff is None else f"node order differs at {diff}")
+    if res.compile_note:
+        print_text(con, f"note: {res.compile_note}")
     bad = res.grad_differences()
+    how = ("bitwise" if args.exact else "as torch.testing.assert_close, by dtype")
     if bad:
-        print_text(con, f"gradients differ: {bad[0]}")
+        print_text(con, f"gradients differ ({how}): {bad[0]}")
+        for more in bad[1:4]:
+            print_text(con, f"  also: {more}")
     else:
-        worst = max((max_rel(t, o) for t, o in res.grads.values()
-                     if t is not None and o is not None), default=0.0)
-        print_text(con, f"gradients: {len(res.grads)} leaves agree (rtol {res.rtol:g}; max "
-                        f"relative difference {worst:.3g})")
+        worst = res.worst()
+        closest = f"; closest: {worst[0].text()}" if worst else ""
+        print_text(con, f"gradients: {len(res.grads)} leaves agree ({how}){closest}")
     return EXIT_OK if res.agrees else EXIT_ERROR

@@ -74,6 +74,8 @@ def _summary(con: Any, run: Any, result: Any) -> int:
     """The lines after the trace (as ``run --headless`` prints them); the exit code."""
     con.print()
     print_text(con, f"script: {run.scenario.source}")
+    if run.scenario.banner:
+        print_text(con, f"note: {run.scenario.banner}")
     con.print(f"events: {len(run.events)}")
     if run.error is not None:
         say_program_error(run)  # the script's file, line and source line, on stderr

@@ -118,6 +118,11 @@ class Session:
         return {"error": 1, "deadlock": 3}.get(self.status, 0)
 
     @property
+    def banner(self) -> str:
+        """A live script's note for the header (what a torch.compile'd model steps)."""
+        return self.run.scenario.banner if self.run is not None else ""
+
+    @property
     def scenario_name(self) -> str:
         """The scenario's name, to show (a recording's, with control characters made
         visible)."""

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from autograd_tui.scenarios import Scenario, ScenarioError
+from autograd_tui.session.grad_compare import Worst, compare
 from autograd_tui.session.program_errors import import_file
 
 INSTALL = "pip install 'autograd-tui[torch]' (or: pip install torch)"
@@ -49,13 +48,16 @@ def script_scenario(path: str, entry: str = "main") -> Scenario:
     """The script as a scenario: its program is the entry's forward, then our backward."""
     fn, mod = load_entry(path, entry)
     from autograd_tui.engine.torch_bridge import run_program
+    from autograd_tui.engine.torch_bridge.compiled import script_note
 
     doc = (mod.__doc__ or "").strip()
+    banner = script_note(vars(mod), Path(path).read_text(errors="replace")) or ""
     return Scenario(
         name=Path(path).stem, title=getattr(mod, "TITLE", Path(path).name),
         summary=doc.splitlines()[0] if doc else f"{entry}() of {path}", notes=doc,
         params={}, engine={}, threads=("cpu (owner)",), expect="complete",
-        program=lambda: run_program(fn), torch_program=None, source=str(path))
+        program=lambda: run_program(fn), torch_program=None, source=str(path),
+        banner=banner)
 
 
 # --- check-order ------------------------------------------------------------------------------
@@ -63,8 +65,9 @@ def script_scenario(path: str, entry: str = "main") -> Scenario:
 class OrderCheck:
     torch_order: list[tuple[str, int]]
     our_order: list[tuple[str, int]]
-    grads: dict[str, tuple[np.ndarray | None, np.ndarray | None]] = field(default_factory=dict)
-    rtol: float = 1e-9
+    grads: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # (PyTorch's, ours)
+    exact: bool = False
+    compile_note: str | None = None  # what was compiled, and what the gradients are from
 
     def order_difference(self) -> str | None:
         for i, (a, b) in enumerate(zip(self.torch_order, self.our_order)):
@@ -76,43 +79,45 @@ class OrderCheck:
                     f"{len(self.our_order)}")
         return None
 
+    def worst(self) -> list[Worst]:
+        """Each leaf's worst element (``grad_compare.compare``), failing ones first."""
+        out = [w for name, (t, o) in self.grads.items() if t is not None and o is not None
+               and t.shape == o.shape and t.dtype == o.dtype
+               and (w := compare(name, t, o, self.exact)) is not None]
+        return sorted(out, key=lambda w: (w.ok, -w.margin))
+
     def grad_differences(self) -> list[str]:
         out = []
         for name, (t, o) in self.grads.items():
             if t is None or o is None:
                 if (t is None) != (o is None):
                     out.append(f"{name}: PyTorch's .grad is {_desc(t)}, ours {_desc(o)}")
-                continue
-            if t.shape != o.shape or not np.allclose(o, t, rtol=self.rtol, atol=0):
-                out.append(f"{name}: max relative difference {max_rel(t, o):.3g} "
-                           f"(rtol {self.rtol:g})")
-        return out
+            elif t.shape != o.shape or t.dtype != o.dtype:
+                out.append(f"{name}: PyTorch's .grad is {_desc(t)}, ours {_desc(o)}")
+        return out + [w.text() for w in self.worst() if not w.ok]
 
     @property
     def agrees(self) -> bool:
         return self.order_difference() is None and not self.grad_differences()
 
 
-def _desc(a: np.ndarray | None) -> str:
-    return "None" if a is None else f"a {list(a.shape)} tensor"
+def _desc(a: Any) -> str:
+    return "None" if a is None else f"a {list(a.shape)} {str(a.dtype).replace('torch.', '')} tensor"
 
 
-def max_rel(t: np.ndarray, o: np.ndarray) -> float:
-    if t.shape != o.shape:
-        return float("inf")
-    den = np.maximum(np.abs(t), np.finfo(np.float64).tiny)
-    return float(np.max(np.abs(o - t) / den)) if t.size else 0.0
-
-
-def check_order(entry: Callable[..., Any]) -> OrderCheck:
+def check_order(entry: Callable[..., Any], exact: bool = False,
+                namespace: dict[str, Any] | None = None) -> OrderCheck:
     """Run the entry's forward once, then its backward with ours driving PyTorch's nodes
     and with PyTorch's engine (the order from node pre-hooks); compare.  The leaves'
-    ``.grad`` are left as PyTorch's run made them."""
+    ``.grad`` are left as PyTorch's run made them.  A ``torch.compile``d model runs
+    eagerly for both (its eager graph is what we step); its gradients are then compared
+    with a second, compiled run's (``compiled_grads``)."""
     torch = need_torch()
     from autograd_tui import engine
     from autograd_tui.engine.torch_bridge import capture, from_torch, leaf_names, split_result
+    from autograd_tui.engine.torch_bridge.compiled import watch_compile
 
-    with capture() as reg:
+    with watch_compile(eager=True, namespace=namespace) as watch, capture() as reg:
         out = entry()
     loss, gouts, inputs = split_result(out)
     g = from_torch(loss, gouts, inputs)
@@ -120,7 +125,7 @@ def check_order(entry: Callable[..., Any]) -> OrderCheck:
     known = {id(v) for v in leaves.values()}
     for name, p in reg.parameters():  # also those only a nested backward reaches
         if id(p) not in known:
-            leaves[name] = p
+            leaves[name.replace("_orig_mod.", "")] = p
     before = {k: v.grad for k, v in leaves.items()}
     # Ours first: a graph the bridge cannot run fails here, with the node's name.
     ours = from_torch(loss, gouts, inputs)
@@ -135,7 +140,7 @@ def check_order(entry: Callable[..., Any]) -> OrderCheck:
             for n in e.nodes}
     our_order = [seqs[e.node] for e in obs.events
                  if e.kind == "node_start" and e.graph_task == 1]
-    mine = {k: _np(v.grad) for k, v in leaves.items()}
+    mine = {k: _copy(v.grad) for k, v in leaves.items()}
     for k, v in leaves.items():
         v.grad = before[k]
 
@@ -150,11 +155,52 @@ def check_order(entry: Callable[..., Any]) -> OrderCheck:
     finally:
         for h in handles:
             h.remove()
-    theirs = {k: _np(v.grad) for k, v in leaves.items()}
-    dtypes = {a.dtype for a in theirs.values() if a is not None}
-    rtol = 1e-9 if dtypes <= {np.dtype(np.float64)} else 1e-5
-    return OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, rtol)
+    theirs = {k: _copy(v.grad) for k, v in leaves.items()}
+    res = OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, exact)
+    if watch.note():
+        compiled_grads(res, entry, watch, leaves)
+    return res
 
 
-def _np(t: Any) -> np.ndarray | None:
-    return None if t is None else t.detach().cpu().numpy().copy()
+def compiled_grads(res: OrderCheck, entry: Callable[..., Any], watch: Any,
+                   leaves: dict[str, Any]) -> None:
+    """The compiled run's gradients as PyTorch's (the compiled modules' parameters, by
+    name), or a note saying why torch.compile could not run here."""
+    from autograd_tui.engine.torch_bridge.compiled import compile_error, watch_compile
+
+    if not watch.modules:  # compiled functions only: their leaves have no names to match
+        res.compile_note = (f"{watch.note()}; gradients compared with PyTorch's eager run "
+                            "(only a compiled nn.Module's parameters can be matched by name)")
+        return
+    eager_names = {id(p): f"{i}:{n}" for i, m in enumerate(watch.modules)
+                   for n, p in m.named_parameters()}
+    saved = [(p, p.grad) for m in watch.modules for p in m.parameters()]
+    for p, _ in saved:  # a model built once, at import: the compiled run starts clean
+        p.grad = None
+    try:
+        with watch_compile(eager=False) as again:
+            from autograd_tui.engine.torch_bridge import split_result
+
+            loss, gouts, inputs = split_result(entry())
+            need_torch().autograd.backward(loss, gouts, inputs=inputs)
+    except Exception as e:  # noqa: BLE001 - no compiler here, or the backend failed
+        res.compile_note = (f"{watch.note()}; torch.compile cannot run here "
+                            f"({compile_error(e)}): gradients compared with PyTorch's "
+                            "eager run only")
+        return
+    compiled = {f"{i}:{n}": _copy(p.grad) for i, m in enumerate(again.modules)
+                for n, p in m.named_parameters()}
+    for p, grad in saved:
+        p.grad = grad
+    matched = 0
+    for name, (_, o) in list(res.grads.items()):
+        key = eager_names.get(id(leaves[name]))
+        if key is not None and key in compiled:
+            res.grads[name] = (compiled[key], o)
+            matched += 1
+    res.compile_note = (f"{watch.note()}; gradients compared with the compiled run's "
+                        f"({matched} parameters)")
+
+
+def _copy(t: Any) -> Any:
+    return None if t is None else t.detach().clone()

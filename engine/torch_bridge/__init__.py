@@ -14,6 +14,7 @@ Layers (each imports only those below it, lazily or not; no cycle):
                the reentrant entry points (``reentrant_calls``)
 ``capture``    ``capture()`` and its ``Registry``: what the forward pass leaves
 ``hooks``      the program's hooks as hooks of our nodes
+``compiled``   ``torch.compile``: what was compiled; its eager graph is what runs
 ``queries``    PyTorch's graph-task queries answered by our engine
 ``saved``      saved tensors under hooks read when PyTorch reads them; recompute events
 ``convert``    tensors, dtypes, devices between PyTorch and us; ``TorchBridgeError``
@@ -52,13 +53,19 @@ ours                                PyTorch
 Departures, and why:
 - Gradients travel between nodes as NumPy arrays (our ``Tensor``), so every view
   summarises them as it does ours; a node gets them back as ``torch.from_numpy``
-  (moved to its device).  An ``AccumulateGrad`` gets a copy: PyTorch may steal
+  (moved to its device).  A dtype NumPy cannot hold (bfloat16) travels as the
+  torch tensor itself (``HeldTensor``: shown in float32, added in its own dtype).
+  ``validate_outputs``' sum to a broadcast shape and dtype cast are done by torch
+  in ``TorchNode.apply`` (ATen's summation order, so the same bits as PyTorch).
+  An ``AccumulateGrad`` gets a copy: PyTorch may steal
   its input into ``.grad`` and add to it in place later, and our buffers may
   share that array.
 - While a bridged backward runs, ``torch._C._current_graph_task_id``,
   ``_will_engine_execute_node``, ``_current_autograd_node`` and
   ``_autograd._get_current_graph_task_keep_graph`` are replaced by ``queries``'
   (restored after): non-reentrant checkpoint and multi-grad hooks need them.
+- A ``torch.compile``d model runs eagerly (``compiled``): its compiled backward is
+  one ``CompiledFunctionBackward`` node, with nothing inside to step.
 - A C++ node's ``release_variables`` is not reachable from Python: saved tensors
   are kept after the node runs (a second backward succeeds where PyTorch's fails).
 - Hooks PyTorch keeps in C++ are found through Python: a node's pre- and
@@ -73,8 +80,8 @@ Departures, and why:
   checkpoint) run on our engine, as a reentrant backward, while a bridged
   backward runs on that thread; with ``create_graph`` (or batched or
   materialized grads) they stay PyTorch's.
-- Only dense float16/32/64 and complex tensors on cpu and cuda: anything else
-  is a ``TorchBridgeError`` naming the node.
+- Only dense floating and complex tensors on cpu and cuda: anything else is a
+  ``TorchBridgeError`` naming the node.
 
 torch is imported lazily: ``import autograd_tui`` never needs it.
 """

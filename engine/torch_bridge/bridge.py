@@ -24,7 +24,16 @@ from ..graph import UINT64_MAX, AccumulateGrad, Edge, Identity, Node
 from ..tensor import Tensor
 from . import queries, saved
 from .capture import current_registry, saved_summaries
-from .convert import TorchBridgeError, input_metadata, node_label, to_ours, to_torch, torch_module
+from .convert import (
+    TorchBridgeError,
+    input_metadata,
+    node_label,
+    to_ours,
+    to_torch,
+    torch_module,
+    torch_targets,
+    torch_validate,
+)
 from .hooks import LeafView, RetainGrad, install_hooks
 
 # --- nodes ----------------------------------------------------------------------------------
@@ -40,6 +49,7 @@ class TorchNode(Node):
         self._name = type(fn).__name__
         self._is_var_input = is_var_input
         self.meta: dict[str, Any] | None = None  # node_meta (capture.Registry.meta)
+        self._targets: list[Any] | None = None
         torch = torch_module()
         self._python = isinstance(fn, torch.autograd.function.BackwardCFunction)
         if not (self._python or callable(fn)):
@@ -70,7 +80,10 @@ class TorchNode(Node):
                 outs = self.fn(*args)
         if isinstance(outs, torch.Tensor) or outs is None:
             outs = (outs,)
-        return [to_ours(o, self.fn) for o in outs]
+        if self._targets is None:  # where each output goes: validate_outputs in torch
+            self._targets = [torch_targets(e.function.fn)[e.input_nr]
+                             if hasattr(e.function, "fn") else None for e in self._next_edges]
+        return [to_ours(o, self.fn) for o in torch_validate(list(outs), self._targets)]
 
     def _apply_python(self, torch: Any, args: list[Any]) -> Sequence[Any]:
         """``PyNode::apply`` (python_function.cpp): a custom Function's backward."""

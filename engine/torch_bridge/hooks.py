@@ -15,7 +15,7 @@ from typing import Any
 
 from ..graph import Node
 from ..tensor import Tensor
-from .convert import device_str, to_ours, to_torch, torch_module
+from .convert import to_display, to_ours, to_torch, torch_module
 
 
 class LeafView:
@@ -28,8 +28,7 @@ class LeafView:
     @property
     def _grad(self) -> Tensor | None:
         g = self.var.grad
-        return None if g is None else Tensor(g.detach().cpu().numpy(),
-                                             device=device_str(g.device))
+        return None if g is None else to_display(g)
 
     @property
     def _backward_hooks(self) -> list[Any]:

@@ -12,6 +12,7 @@ from typing import Any
 from ..tensor import Tensor
 from .bridge import TorchAccumulateGrad, TorchGraph, from_torch
 from .capture import capture
+from .compiled import watch_compile
 from .convert import TorchBridgeError, torch_module
 
 
@@ -39,6 +40,7 @@ def leaf_names(graph: TorchGraph) -> dict[str, TorchAccumulateGrad]:
     for node in graph.nodes.values():
         if isinstance(node, TorchAccumulateGrad):
             name = (node.meta or {}).get("tensor") or f"leaf {list(node.variable.var.shape)}"
+            name = name.replace("_orig_mod.", "")  # a torch.compile'd module's own names
             while name in out:
                 name += "'"
             out[name] = node
@@ -50,7 +52,7 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> dict[str, Tensor]:
     each leaf's ``.grad`` (our Tensor) by ``leaf_names``' name (leaves left without a
     gradient are left out)."""
     torch_module()
-    with capture():
+    with watch_compile(eager=True), capture():  # a compiled model: its eager graph
         out = entry(*args, **kwargs)
     loss, grad_outputs, inputs = split_result(out)
     g = from_torch(loss, grad_outputs, inputs)

@@ -143,3 +143,19 @@ def test_a_non_reentrant_checkpoint_recompute_is_in_the_log() -> None:
         assert "recompute in TanhBackward0" in last, last
 
     run_app(app, script)
+
+
+def test_the_header_says_a_compiled_model_steps_its_eager_graph(tmp_path: Path) -> None:
+    from autograd_tui.session.torch_script import script_scenario
+
+    script = tmp_path / "compiled.py"
+    script.write_text("import torch\n\ndef main():\n    torch.manual_seed(0)\n"
+                      "    net = torch.compile(torch.nn.Linear(3, 2), backend='aot_eager')\n"
+                      "    return net(torch.randn(4, 3)).sum()\n")
+    app = App(script_scenario(str(script)))
+
+    async def script_(pilot: Pilot[Any]) -> None:
+        await press(pilot, "n")
+        assert "stepped the eager graph of a torch.compile'd model" in app.debugger.sub_title
+
+    run_app(app, script_)

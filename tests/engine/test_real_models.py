@@ -29,12 +29,6 @@ ENV = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}
 SCRIPTS = {"gpt2_lm": "transformers", "bert_classify": "transformers",
            "resnet_small": None, "mobilenet_small": None}
 
-# Gradients that differ from PyTorch's only in float32's last bits (features.1.block.1.fc1.weight
-# of the MobileNet: relative 3.5e-05 on a value of 4e-3, absolute 5e-10; torch.testing's
-# assert_close passes it), which check-order's pure relative tolerance (rtol 1e-05, atol 0)
-# rejects today. DEPENDS ON issue 28's check-order rewrite (assert_close tolerances by dtype):
-# once it lands this xfail turns into an XPASS, which fails (strict), and must be removed.
-TOLERANCE_DEPENDENT = {"mobilenet_small"}
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -65,11 +59,7 @@ def test_check_order_node_order_agrees(name: str) -> None:
     assert "node order: agrees" in p.stdout, p.stdout + p.stderr
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(
-        strict=True, reason="check-order's gradient tolerance is pure relative (rtol 1e-05, "
-                            "atol 0): waits for issue 28's assert_close-style comparison"))
-    if n in TOLERANCE_DEPENDENT else n for n in SCRIPTS])
+@pytest.mark.parametrize("name", SCRIPTS)
 def test_check_order_gradients_agree(name: str) -> None:
     p = check_order(name)
     assert re.search(r"gradients: \d+ leaves agree", p.stdout), p.stdout + p.stderr

@@ -65,9 +65,7 @@ def test_examples_agree_with_pytorch(name: str) -> None:
     from autograd_tui.session.torch_script import load_entry
 
     entry, _ = load_entry(str(ROOT / "scenarios" / f"{name}.py"))
-    res = check_order(entry)
-    assert_agrees(res)
-    assert res.rtol == 1e-9  # float64 examples
+    assert_agrees(check_order(entry, exact=True))  # float64 examples: the same bits
 
 
 def _model(seed: int, width: int, shared: bool, residual: bool, act: str):
@@ -182,9 +180,6 @@ def test_unsupported_graphs_name_the_node() -> None:
     w = torch.randn(3, device="meta", requires_grad=True)
     with pytest.raises(TorchBridgeError, match=r"\(sequence_nr \d+\) runs on device meta"):
         from_torch((w * 2).sum())
-    x = torch.randn(3, dtype=torch.bfloat16, requires_grad=True)
-    with pytest.raises(TorchBridgeError, match="bfloat16"):
-        from_torch((x * 2).sum())
     nt = torch.nested.nested_tensor([torch.randn(2), torch.randn(3)], requires_grad=True)
     with pytest.raises(TorchBridgeError,
                        match=r"AccumulateGrad \(sequence_nr \d+\) takes a nested tensor"):
@@ -293,9 +288,9 @@ def test_the_bridge_is_layered_with_no_import_cycle() -> None:
 
     pkg = ROOT / "engine" / "torch_bridge"
     below = {"convert": set(), "saved": {"convert"}, "queries": {"convert"},
-             "capture": {"convert", "saved"}, "hooks": {"convert"},
+             "capture": {"convert", "saved"}, "hooks": {"convert"}, "compiled": {"convert"},
              "bridge": {"convert", "capture", "hooks", "queries", "saved"},
-             "program": {"convert", "capture", "hooks", "bridge"}}
+             "program": {"convert", "capture", "compiled", "hooks", "bridge"}}
     assert {p.stem for p in pkg.glob("*.py")} == {*below, "__init__"}
     for name, allowed in below.items():
         tree = ast.parse((pkg / f"{name}.py").read_text())

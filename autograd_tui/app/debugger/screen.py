@@ -206,7 +206,8 @@ class DebuggerScreen(Screen[None]):
         else:
             mode = ("live" if s.live else "replay") + self.playback.label
             self.sub_title = (f"{s.scenario_name} | {mode} | event {self.cursor}/{self.seen}"
-                              f" | {s.policy} | {s.devices}")
+                              f" | {s.policy} | {s.devices}"
+                              + (f" | {s.banner}" if s.banner else ""))
         if self._panes is not None:
             self._panes.header.show(self.app.title, self.sub_title)
 

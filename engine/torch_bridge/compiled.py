@@ -1,0 +1,106 @@
+"""``torch.compile``: what was compiled, and the eager graph that the bridge steps.
+
+A compiled model's backward is one ``CompiledFunctionBackward`` node (AOTAutograd's
+whole backward graph, run by compiled code), so there is nothing to step inside it.
+The bridge steps the *eager* graph instead: ``watch_compile(eager=True)`` runs the
+program's compiled modules and functions eagerly (``torch.compiler.set_stance
+("force_eager")``) and records what was compiled (``torch.compile`` is watched, and
+``nn.Module.compile`` calls it), so that the tool can say so.  ``check-order``
+runs the program again compiled (``eager=False``) for PyTorch's gradients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from .convert import torch_module
+
+NOTE = "stepped the eager graph of a torch.compile'd model"
+# torch.compile(...), or nn.Module.compile() with no arguments or torch.compile's keywords
+# (not re.compile("..."))
+_CALLS = re.compile(r"\btorch\.compile\b|\.compile\(\s*(\)|(mode|backend|fullgraph|dynamic|"
+                    r"options|disable)\s*=)")
+
+
+class CompileWatch:
+    """What the program compiled: ``names`` to show, ``modules`` (the compiled
+    ``nn.Module``s, whose parameters ``check-order`` compares by name)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.modules: list[Any] = []
+
+    def note(self) -> str | None:
+        if not self.names:
+            return None
+        return f"{NOTE}: {', '.join(dict.fromkeys(self.names))}"
+
+    def record(self, obj: Any) -> None:
+        torch = torch_module()
+        owner = getattr(obj, "__self__", None)  # nn.Module.compile compiles _call_impl
+        if isinstance(owner, torch.nn.Module):
+            obj = owner
+        if isinstance(obj, torch.nn.Module):
+            self.modules.append(obj)
+            self.names.append(f"{type(obj).__name__} (nn.Module)")
+        else:
+            self.names.append(f"{getattr(obj, '__qualname__', type(obj).__name__)}()")
+
+    def scan(self, namespace: dict[str, Any]) -> None:
+        """Compiled objects made before the watch (at the script's import)."""
+        for value in namespace.values():
+            orig = getattr(value, "_orig_mod", None)
+            if orig is not None:
+                self.record(orig)
+            elif getattr(value, "_torchdynamo_orig_callable", None) is not None:
+                self.record(value._torchdynamo_orig_callable)
+
+
+@contextlib.contextmanager
+def watch_compile(eager: bool = True, namespace: dict[str, Any] | None = None
+                  ) -> Iterator[CompileWatch]:
+    """Record what ``torch.compile`` compiles; with ``eager``, run it all eagerly."""
+    torch = torch_module()
+    watch = CompileWatch()
+    if namespace:
+        watch.scan(namespace)
+    real = torch.compile
+
+    def compile_(model: Any = None, **kwargs: Any) -> Any:
+        if model is None:  # @torch.compile(mode=...)
+            return lambda m: compile_(m, **kwargs)
+        watch.record(model)
+        return real(model, **kwargs)
+
+    stance = (torch.compiler.set_stance("force_eager") if eager
+              else contextlib.nullcontext())
+    torch.compile = compile_
+    try:
+        with stance:
+            yield watch
+    finally:
+        torch.compile = real
+
+
+def script_note(namespace: dict[str, Any], source: str) -> str | None:
+    """What a script compiles, before it runs: objects compiled at its import, or a
+    ``torch.compile(`` / ``.compile(`` call in its source (its entry compiles)."""
+    watch = CompileWatch()
+    watch.scan(namespace)
+    if watch.note():
+        return watch.note()
+    if _CALLS.search(source):
+        return f"{NOTE} (the script calls torch.compile; its compiled code is not stepped)"
+    return None
+
+
+def compile_error(exc: BaseException) -> str:
+    """Why a compiled run failed, in one line (no compiler here, a backend's error)."""
+    inner = getattr(exc, "inner_exception", None) or exc.__cause__
+    if inner is not None and inner is not exc:
+        return f"{type(exc).__name__}: {compile_error(inner)}"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
