@@ -75,3 +75,13 @@ def test_torch_headless_completes(name: str) -> None:
     assert p.returncode == 0, p.stdout + p.stderr
     assert "completed" in p.stdout.splitlines(), p.stdout
     assert re.search(r"^grad \S+: shape ", p.stdout, re.M), p.stdout
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_check_order_exact_gradients_are_bitwise_equal(name: str) -> None:
+    """Gradients summed in torch's order and layout (docs/torch.md): the same bits."""
+    if SCRIPTS[name] is not None:
+        pytest.importorskip(SCRIPTS[name], reason="the `models` extra is not installed")
+    p = _cli("check-order", str(MODELS / f"{name}.py"), "--exact")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"gradients: \d+ leaves agree \(bitwise\)", p.stdout), p.stdout
