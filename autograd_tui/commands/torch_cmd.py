@@ -85,6 +85,8 @@ def _summary(con: Any, run: Any, result: Any) -> int:
         con.print("[bold green]completed[/bold green]")
         for k, v in run.gradients().items():
             print_text(con, f"grad {k}: shape {list(v.shape)}, norm {_norm(v):.6g}")
+        for k, why in run.no_grad.items():
+            print_text(con, f"no grad {k}: {why}")
         code = EXIT_OK
     else:
         print_text(con, f"stopped: {result.status}")

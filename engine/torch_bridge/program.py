@@ -12,7 +12,7 @@ from typing import Any
 from ..tensor import Tensor
 from .bridge import TorchAccumulateGrad, TorchGraph, from_torch
 from .capture import capture
-from .convert import TorchBridgeError, torch_module
+from .convert import TorchBridgeError, device_str, torch_module
 
 
 def split_result(out: Any) -> tuple[Any, Any, Any]:
@@ -45,19 +45,43 @@ def leaf_names(graph: TorchGraph) -> dict[str, TorchAccumulateGrad]:
     return out
 
 
-def run_program(entry: Any, *args: Any, **kwargs: Any) -> dict[str, Tensor]:
+class ProgramResult(dict[str, Tensor]):
+    """Each leaf's ``.grad`` by name; ``no_grad``: each parameter of the models the forward
+    pass called that got no gradient, and why."""
+
+    no_grad: dict[str, str]
+
+
+NOT_REACHED = "not reached by the backward"
+FROZEN = "requires_grad is False"
+
+
+def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
     """Run ``entry`` (forward) under ``capture()`` and its backward on our engine; return
-    each leaf's ``.grad`` (our Tensor) by ``leaf_names``' name (leaves left without a
-    gradient are left out)."""
+    each leaf's ``.grad`` (our Tensor) by ``leaf_names``' name, then the parameters whose
+    gradient a nested GraphTask wrote (a reentrant checkpoint's); ``no_grad`` names the
+    parameters left without one."""
     torch_module()
-    with capture():
+    with capture() as reg:
         out = entry(*args, **kwargs)
     loss, grad_outputs, inputs = split_result(out)
     g = from_torch(loss, grad_outputs, inputs)
     g.backward()
-    grads: dict[str, Tensor] = {}
+    grads = ProgramResult()
+    grads.no_grad = {}
+    seen = set()
     for name, node in leaf_names(g).items():
+        seen.add(id(node.variable.var))
         grad = node.variable._grad
         if grad is not None:
             grads[name] = grad
+        else:
+            grads.no_grad[name] = NOT_REACHED
+    for name, p in reg.parameters():
+        if id(p) in seen:
+            continue
+        if p.grad is not None:
+            grads[name] = Tensor(p.grad.detach().cpu().numpy(), device=device_str(p.grad.device))
+        else:
+            grads.no_grad[name] = NOT_REACHED if p.requires_grad else FROZEN
     return grads
