@@ -75,7 +75,11 @@ def _summary(con: Any, run: Any, result: Any) -> int:
     con.print()
     print_text(con, f"script: {run.scenario.source}")
     con.print(f"events: {len(run.events)}")
-    if run.error is not None:
+    if isinstance(run.error, _called_backward()):  # one plain message, at the script's line
+        con.print("[bold red]error in the script[/bold red]", end=" ")
+        print_text(con, str(run.error))
+        code = EXIT_ERROR
+    elif run.error is not None:
         say_program_error(run)  # the script's file, line and source line, on stderr
         con.print("[bold red]error in the script[/bold red]", end=" ")
         where = getattr(run.error, "_autograd_node", None)
@@ -93,6 +97,12 @@ def _summary(con: Any, run: Any, result: Any) -> int:
         code = EXIT_ERROR
     con.print(f"schedule: {run.controller.schedule_string()}")
     return code
+
+
+def _called_backward() -> type[BaseException]:
+    from autograd_tui.engine.torch_bridge.program import ScriptCalledBackward
+
+    return ScriptCalledBackward
 
 
 def _norm(v: Any) -> float:

@@ -254,18 +254,23 @@ def creation_site(fn: Any) -> tuple[str | None, str | None]:
     return None, None
 
 
+def is_tool_file(filename: str) -> bool:
+    """Whether ``filename`` is torch's, the engine's or the debugger's (not the program's)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    skip = (_package_dir("torch") + os.sep, here + os.sep,
+            os.path.join(os.path.dirname(here), "autograd_tui") + os.sep)
+    return os.path.abspath(filename).startswith(skip)
+
+
 def root_label(module: Any) -> str:
     """What the program calls a model it called at the top: the variable (a local of
     the innermost frame outside torch and this package, else a global there) that holds
     it; else its type's name."""
     import sys
 
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    skip = (_package_dir("torch") + os.sep, here + os.sep,
-            os.path.join(os.path.dirname(here), "autograd_tui") + os.sep)
     f = sys._getframe(1)
     while f is not None:
-        if not os.path.abspath(f.f_code.co_filename).startswith(skip):
+        if not is_tool_file(f.f_code.co_filename):
             for scope in (f.f_locals, f.f_globals):
                 for k, v in list(scope.items()):
                     if v is module and k != "self" and not k.startswith("_"):

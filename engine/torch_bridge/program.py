@@ -7,11 +7,14 @@ rule that names a leaf (``check-order`` names them the same way).
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 from ..tensor import Tensor
 from .bridge import TorchAccumulateGrad, TorchGraph, from_torch
-from .capture import capture
+from .capture import capture, is_tool_file
 from .convert import TorchBridgeError, device_str, torch_module
 
 
@@ -62,9 +65,10 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
     gradient a nested GraphTask wrote (a reentrant checkpoint's); ``no_grad`` names the
     parameters left without one."""
     torch_module()
-    with capture() as reg:
+    with capture() as reg, backward_calls() as calls:
         out = entry(*args, **kwargs)
     loss, grad_outputs, inputs = split_result(out)
+    refuse_backwarded(entry, loss, calls)
     g = from_torch(loss, grad_outputs, inputs)
     g.backward()
     grads = ProgramResult()
@@ -85,3 +89,44 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
         else:
             grads.no_grad[name] = NOT_REACHED if p.requires_grad else FROZEN
     return grads
+
+
+class ScriptCalledBackward(TorchBridgeError):
+    """The program ran the backward of the loss it returns with PyTorch's engine."""
+
+
+@contextlib.contextmanager
+def backward_calls() -> Iterator[dict[int, tuple[Any, str]]]:
+    """Watch ``torch.autograd.backward`` (``Tensor.backward`` calls it): each root's node
+    and where the program called it (``file:line``)."""
+    torch = torch_module()
+    calls: dict[int, tuple[Any, str]] = {}
+    orig = torch.autograd.backward
+
+    def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        f = sys._getframe(1)
+        while f is not None and is_tool_file(f.f_code.co_filename):
+            f = f.f_back
+        where = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
+        for t in [tensors] if isinstance(tensors, torch.Tensor) else list(tensors):
+            if getattr(t, "grad_fn", None) is not None:
+                calls.setdefault(id(t.grad_fn), (t.grad_fn, where))
+        return orig(tensors, *args, **kwargs)
+
+    torch.autograd.backward = backward
+    try:
+        yield calls
+    finally:
+        torch.autograd.backward = orig
+
+
+def refuse_backwarded(entry: Any, loss: Any, calls: dict[int, tuple[Any, str]]) -> None:
+    """One plain message if the program already ran the backward of what it returns."""
+    torch = torch_module()
+    for t in [loss] if isinstance(loss, torch.Tensor) else list(loss or ()):
+        hit = calls.get(id(getattr(t, "grad_fn", None)))
+        if hit is not None:
+            name = getattr(entry, "__name__", "main")
+            raise ScriptCalledBackward(
+                f"{hit[1]}: the program calls .backward() itself: {name}() should return "
+                "the loss; autograd-tui runs the backward")
