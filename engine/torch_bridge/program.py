@@ -16,6 +16,7 @@ from ..tensor import Tensor
 from .bridge import TorchAccumulateGrad, TorchGraph, from_torch
 from .capture import capture, is_tool_file
 from .convert import TorchBridgeError, device_str, torch_module
+from .inplace import inplace_log
 
 
 def split_result(out: Any) -> tuple[Any, Any, Any]:
@@ -65,12 +66,19 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
     gradient a nested GraphTask wrote (a reentrant checkpoint's); ``no_grad`` names the
     parameters left without one."""
     torch_module()
-    with capture() as reg, backward_calls() as calls:
+    log = inplace_log()
+    with capture() as reg, backward_calls() as calls, log:
         out = entry(*args, **kwargs)
     loss, grad_outputs, inputs = split_result(out)
     refuse_backwarded(entry, loss, calls)
     g = from_torch(loss, grad_outputs, inputs)
-    g.backward()
+    try:
+        g.backward()
+    except RuntimeError as e:  # a saved tensor changed in place: name the op
+        note = log.hint(str(e))
+        if note is not None:
+            e.add_note(note)
+        raise
     grads = ProgramResult()
     grads.no_grad = {}
     seen = set()

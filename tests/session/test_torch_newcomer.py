@@ -163,3 +163,29 @@ def test_the_header_names_simulated_devices_only_with_cuda(name: str, cuda: bool
         assert bool(s.devices) == cuda  # "cuda:N simulated ..." or the real GPUs
     finally:
         s.close()
+
+
+def test_the_inplace_error_names_the_op_and_both_versions(tmp_path: Path) -> None:
+    from autograd_tui.session.program_errors import locate_in_scenario
+
+    p = _script(tmp_path, """
+        import torch
+
+        def main():
+            x = torch.randn(3, requires_grad=True)
+            y = torch.sigmoid(x)
+            y.mul_(2)
+            return y.sum()
+        """)
+    with _run(p) as run:
+        err = run.error
+        located = locate_in_scenario(err, run.scenario)
+    assert isinstance(err, RuntimeError)
+    first = str(err).splitlines()[0]  # PyTorch's own message, unchanged
+    assert first.startswith("one of the variables needed for gradient computation has been "
+                            "modified by an inplace operation: [torch.FloatTensor [3]], which "
+                            "is output 0 of ")
+    assert "is at version 1; expected version 0 instead" in first
+    assert f"hint: modified in place by mul_ at {p}:7 (version 0 -> 1)" in located.notes
+    assert "\\x0a" not in located.text()  # notes are lines of their own
+    assert located.error.startswith("RuntimeError: one of the variables")
