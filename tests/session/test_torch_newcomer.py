@@ -189,3 +189,58 @@ def test_the_inplace_error_names_the_op_and_both_versions(tmp_path: Path) -> Non
     assert f"hint: modified in place by mul_ at {p}:7 (version 0 -> 1)" in located.notes
     assert "\\x0a" not in located.text()  # notes are lines of their own
     assert located.error.startswith("RuntimeError: one of the variables")
+
+
+def test_the_programs_output_is_kept_and_shown_in_the_app(tmp_path: Path) -> None:
+    import logging
+
+    from app.pilot import run_app, settle, until  # tests/app/pilot.py
+
+    from autograd_tui.app import AutogradApp
+    from autograd_tui.app.screens import OutputScreen
+
+    p = _script(tmp_path, """
+        import logging
+        import sys
+
+        import torch
+        from torch import nn
+
+        # a library's logger, made at import with the terminal's own stderr (transformers')
+        log = logging.getLogger("newcomer_lib")
+        log.addHandler(logging.StreamHandler(sys.__stderr__))
+
+        def main():
+            print("hello from main")
+            log.warning("a library's warning")
+            sys.stderr.write("raw stderr line\\n")
+            torch.manual_seed(0)
+            return nn.Linear(3, 1)(torch.randn(2, 3)).sum()
+        """)
+    app = AutogradApp(script_scenario(str(p)))
+    seen: dict[str, Any] = {}
+
+    async def script(pilot: Any) -> None:
+        await pilot.press("n")  # the forward pass runs on the first step
+        await until(pilot, lambda: len(app.output.lines()) >= 3)
+        app.debugger.update_title()
+        seen["title"] = str(app.debugger.sub_title)
+        await pilot.press("o")
+        await settle(pilot)
+        seen["screen"] = app.screen
+        seen["shown"] = str(app.screen.query_one("#output").render())
+
+    try:
+        run_app(app, script)
+        lines = app.output.lines()
+        assert ("stdout", "hello from main") in lines
+        assert ("stderr", "a library's warning") in lines
+        assert ("stderr", "raw stderr line") in lines
+        assert "output: 3 lines (o)" in seen["title"]
+        assert isinstance(seen["screen"], OutputScreen)
+        assert "a library's warning" in seen["shown"] and "hello from main" in seen["shown"]
+        handler = logging.getLogger("newcomer_lib").handlers[0]
+        assert isinstance(handler, logging.StreamHandler)
+        assert handler.stream is sys.__stderr__  # given back when the app ended
+    finally:
+        logging.getLogger("newcomer_lib").handlers.clear()
