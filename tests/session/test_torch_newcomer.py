@@ -89,6 +89,13 @@ def test_parameters_without_a_gradient_are_listed_with_why(tmp_path: Path) -> No
                                "frozen.weight": "requires_grad is False",
                                "frozen.bias": "requires_grad is False"}
         assert run.footer()["no_gradient"] == run.no_grad
+        run.save(tmp_path / "run.jsonl")
+    from autograd_tui.history import recordings
+
+    assert recordings.load(tmp_path / "run.jsonl").footer["no_gradient"] == {
+        "unused.weight": "not reached by the backward", "unused.bias": "not reached by the "
+        "backward", "frozen.weight": "requires_grad is False",
+        "frozen.bias": "requires_grad is False"}
 
 
 def test_the_scripts_folder_is_importable_and_restored(tmp_path: Path) -> None:
