@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual import events
 from textual.app import App
 
 from autograd_tui.app.debugger import DebuggerScreen
+from autograd_tui.app.program_output import ProgramOutput, redirect_log_handlers
+from autograd_tui.app.screens import OutputScreen
 from autograd_tui.app.theme import theme_defaults
 from autograd_tui.history.recordings import Recording
 from autograd_tui.words import plain
@@ -36,8 +39,30 @@ class AutogradApp(App[int]):
         self.debugger = DebuggerScreen(scenario=scenario, params=params or {}, policy=policy,
                                        seed=seed, engine_overrides=engine_overrides or {},
                                        recording=recording)
+        self.output = ProgramOutput()  # what the program writes while the app runs (o)
+        self._restore_logs: Any = lambda: None
+
+    def on_print(self, event: events.Print) -> None:
+        """The program's own output (``begin_capture_print``): kept, counted in the title."""
+        self.output.add(event.text, event.stderr)
+        self.debugger.update_title()
+
+    @property
+    def output_note(self) -> str:
+        """For the title: how many lines the program wrote (``o`` shows them)."""
+        n = len(self.output)
+        return f"output: {n} line{'s' if n != 1 else ''} (o)" if n else ""
+
+    def action_output(self) -> None:
+        """``o`` (the debugger's key): the program's output."""
+        self.push_screen(OutputScreen(self.output))
+
+    def on_unmount(self) -> None:
+        self._restore_logs()
 
     async def on_mount(self) -> None:
+        self.begin_capture_print(self, stdout=True, stderr=True)
+        self._restore_logs = redirect_log_handlers()
         # Awaited: the debugger's widgets are mounted and its session open before the app
         # is ready (a default screen composes after that: keys sent at once found none).
         await self.push_screen(self.debugger)

@@ -211,6 +211,10 @@ def say_program_error(run: Run) -> ProgramError | None:
     located = locate_program_error(run)
     if located is not None:
         say(located.headline())
+        from autograd_tui.words import plain
+
+        for note in located.notes:
+            print(f"    {plain(note)}", file=sys.stderr, flush=True)
         if located.source:
             print(f"    {located.source}", file=sys.stderr, flush=True)  # plain already
     return located

@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
     for k, v in (grads.items() if isinstance(grads, dict) else ()):
         if v is not None:
             lines.append(_grad_line(k, v))
+    missing = rec.footer.get("no_gradient")
+    for k, why in (missing.items() if isinstance(missing, dict) else ()):
+        lines.append(f"no grad {k}: {why}")
     lines.append(f"schedule: {rec.footer.get('schedule', '')}")
     for line in lines:
         print_text(con, line)

@@ -77,7 +77,11 @@ def _summary(con: Any, run: Any, result: Any) -> int:
     if run.scenario.banner:
         print_text(con, f"note: {run.scenario.banner}")
     con.print(f"events: {len(run.events)}")
-    if run.error is not None:
+    if isinstance(run.error, _called_backward()):  # one plain message, at the script's line
+        con.print("[bold red]error in the script[/bold red]", end=" ")
+        print_text(con, str(run.error))
+        code = EXIT_ERROR
+    elif run.error is not None:
         say_program_error(run)  # the script's file, line and source line, on stderr
         con.print("[bold red]error in the script[/bold red]", end=" ")
         where = getattr(run.error, "_autograd_node", None)
@@ -87,12 +91,20 @@ def _summary(con: Any, run: Any, result: Any) -> int:
         con.print("[bold green]completed[/bold green]")
         for k, v in run.gradients().items():
             print_text(con, f"grad {k}: shape {list(v.shape)}, norm {_norm(v):.6g}")
+        for k, why in run.no_grad.items():
+            print_text(con, f"no grad {k}: {why}")
         code = EXIT_OK
     else:
         print_text(con, f"stopped: {result.status}")
         code = EXIT_ERROR
     con.print(f"schedule: {run.controller.schedule_string()}")
     return code
+
+
+def _called_backward() -> type[BaseException]:
+    from autograd_tui.engine.torch_bridge.program import ScriptCalledBackward
+
+    return ScriptCalledBackward
 
 
 def _norm(v: Any) -> float:

@@ -60,6 +60,7 @@ class Footer(msgspec.Struct):
     events: Size
     schedule: Annotated[str, msgspec.Meta(max_length=2**24)] = ""
     gradients: dict[Text, Summary | None] = {}
+    no_gradient: dict[Text, Text] = {}  # a torch program's parameters without one, and why
     status: Literal["completed", "error", "deadlock", "running"] = "completed"
     error: Annotated[str, msgspec.Meta(max_length=2**16)] | None = None
     checksum: Text | None = None

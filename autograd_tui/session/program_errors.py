@@ -39,6 +39,7 @@ class ProgramError:
     line: int | None = None
     source: str | None = None  # the line's text, stripped
     hint: str | None = None  # "did you mean 'tanh'?"
+    notes: tuple[str, ...] = ()  # the exception's notes: "(raised in AddmmBackward0 ...)"
 
     @property
     def where(self) -> str:
@@ -50,8 +51,9 @@ class ProgramError:
         return plain(f"{self.where}: {text}" if self.where else text)
 
     def text(self) -> str:
-        """The headline and, indented under it, the source line."""
-        return self.headline() + (f"\n    {plain(self.source)}" if self.source else "")
+        """The headline, its notes and, indented under them, the source line."""
+        return "\n".join([self.headline(), *map(plain, self.notes)] +
+                         ([f"    {plain(self.source)}"] if self.source else []))
 
 
 def _shown_path(filename: str) -> str:
@@ -100,19 +102,31 @@ def locate(err: BaseException, program: Callable[..., Any] | None = None, *,
            file: str | os.PathLike[str] | None = None) -> ProgramError:
     """``err`` located in ``file``, or in the file that defines ``program`` (with neither:
     at the deepest frame)."""
-    error = "".join(traceback.format_exception_only(type(err), err)).strip()
+    error, notes = _message(err)
     if isinstance(err, SyntaxError) and err.filename and err.lineno:
         src = (err.text or "").strip() or None
-        return ProgramError(error, _shown_path(err.filename), err.lineno, src)
+        return ProgramError(error, _shown_path(err.filename), err.lineno, src, notes=notes)
     file = os.path.abspath(file) if file is not None else _program_file(program)
     tb = _user_frame(err.__traceback__, file)
     if tb is None:  # raised before the program's first line ran (its call, say)
-        return ProgramError(error, _shown_path(file) if file else None, hint=_hint(err, None))
+        return ProgramError(error, _shown_path(file) if file else None, hint=_hint(err, None),
+                            notes=notes)
     filename = tb.tb_frame.f_code.co_filename
     line = tb.tb_lineno
     source = linecache.getline(filename, line).strip() or None
     return ProgramError(error, _shown_path(filename) if Path(filename).exists() else filename,
-                        line, source, _hint(err, tb))
+                        line, source, _hint(err, tb), notes)
+
+
+def _message(err: BaseException) -> tuple[str, tuple[str, ...]]:
+    """``Type: message`` and the exception's notes apart (each its own line when shown,
+    never one line with an escaped newline)."""
+    notes = tuple(str(n) for n in getattr(err, "__notes__", None) or ())
+    text = "".join(traceback.format_exception_only(type(err), err)).rstrip("\n")
+    for note in reversed(notes):
+        if text.endswith("\n" + note):
+            text = text[: -len(note) - 1]
+    return text.strip(), notes
 
 
 def locate_in_scenario(err: BaseException, scenario: Any) -> ProgramError:

@@ -68,6 +68,7 @@ class Run:
         except ValueError as e:
             raise ScenarioError(str(e)) from None
         self.result: dict[str, Any] | None = None
+        self.no_grad: dict[str, str] = {}  # parameters that got no gradient, and why
         self._started = False
 
     # --- driving ---------------------------------------------------------------------
@@ -79,6 +80,7 @@ class Run:
     def _program(self) -> Any:
         out = self.scenario.program(**self.params)
         self.result = dict(out) if isinstance(out, dict) else {"result": out}
+        self.no_grad = dict(getattr(out, "no_grad", None) or {})  # a torch program's
         return self.result
 
     def run(self, max_steps: int | None = None) -> StepResult:
@@ -119,7 +121,8 @@ class Run:
         status = "deadlock" if self.controller.report is not None else (
             "error" if self.error is not None else "completed" if self.finished else "running")
         return {"schedule": self.controller.schedule_string(), "gradients": grads,
-                "status": status, "error": str(self.error) if self.error else None}
+                "status": status, "error": str(self.error) if self.error else None,
+                **({"no_gradient": self.no_grad} if self.no_grad else {})}
 
     def save(self, path: str | Path) -> int:
         return trace.save(path, self.header(), self.events, self.footer())

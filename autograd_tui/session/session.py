@@ -168,7 +168,16 @@ class Session:
 
     @property
     def devices(self) -> str:
-        return engine.describe_devices()
+        """The header's word on devices: real or simulated ``cuda:N``, only where the run
+        uses them (nothing for a CPU-only one)."""
+        return engine.describe_devices() if self._uses_cuda else ""
+
+    @functools.cached_property
+    def _uses_cuda(self) -> bool:
+        if self.run is not None:
+            return any("cuda" in t for t in self.run.scenario.threads)
+        return any(str(e.queue or "").startswith("cuda") or str(e.thread).startswith("cuda")
+                   for e in self.history.events)
 
     def count(self) -> int:
         return len(self.history)

@@ -11,7 +11,10 @@ backward with PyTorch's engine and with ours and compares.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import functools
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,14 +37,33 @@ def need_torch() -> Any:
 def load_entry(path: str, entry: str = "main") -> tuple[Callable[..., Any], Any]:
     """Import the script and return its entry function (and the module)."""
     need_torch()
-    mod = import_file(path, "Python script")
     p = Path(path)
+    with folder_on_path(p):
+        mod = import_file(path, "Python script")
     fn = getattr(mod, entry, None)
     if not callable(fn):
         raise ScenarioError(f"{p}: defines no function {entry!r} (the entry: it builds the "
                             "model, runs the forward pass and returns the loss; --entry "
                             "NAME picks another)", usage=True)
-    return fn, mod
+
+    @functools.wraps(fn)
+    def entry_fn(*args: Any, **kwargs: Any) -> Any:
+        with folder_on_path(p):  # main() may import a sibling module too
+            return fn(*args, **kwargs)
+
+    return entry_fn, mod
+
+
+@contextlib.contextmanager
+def folder_on_path(script: Path) -> Iterator[None]:
+    """The script's folder first on ``sys.path`` (as ``python script.py`` puts it), and
+    ``sys.path`` as it was afterwards."""
+    saved = list(sys.path)
+    sys.path.insert(0, str(script.resolve().parent))
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
 
 
 def script_scenario(path: str, entry: str = "main") -> Scenario:

@@ -9,7 +9,9 @@ both), input metadata and devices are PyTorch's, so the order is PyTorch's.
 Layers (each imports only those below it, lazily or not; no cycle):
 
 =============  =================================================================
-``program``    ``run_program``, ``split_result``, ``leaf_names`` (the one naming rule)
+``program``    ``run_program``, ``split_result``, ``leaf_names`` (the one naming rule);
+               a program that runs the backward itself refused (``ScriptCalledBackward``)
+``inplace``    which in-place op changed a saved tensor (a hint for PyTorch's error)
 ``bridge``     ``TorchNode``, ``TorchAccumulateGrad``, ``from_torch``, ``TorchGraph``,
                the reentrant entry points (``reentrant_calls``)
 ``capture``    ``capture()`` and its ``Registry``: what the forward pass leaves

@@ -35,6 +35,8 @@ class Registry:
         self._var_inputs: dict[int, tuple[Any, tuple[bool, ...]]] = {}
         self._module: dict[int, tuple[Any, str, str]] = {}  # node -> (node, path, type)
         self._params: dict[int, tuple[Any, str, str, str]] = {}  # param -> (p, path, type, name)
+        # param -> (p, id of the root module, the root's name, named_parameters()' name)
+        self._qual: dict[int, tuple[Any, int, str, str]] = {}
 
     # --- recorded during the forward ----------------------------------------------------
     def add_tensor_hooks(self, fn: Any, nr: int, hooks: Any) -> None:
@@ -62,11 +64,25 @@ class Registry:
             names[id(m)] = mpath
             for pname, p in m.named_parameters(recurse=False):
                 self._params.setdefault(id(p), (p, mpath, type(m).__name__, pname))
+        label = root_label(root)
+        for qname, p in root.named_parameters():
+            self._qual.setdefault(id(p), (p, id(root), label, qname))
         return names
 
+    def param_name(self, p: Any) -> str | None:
+        """The parameter's qualified name, from its model's ``named_parameters()``
+        (``block.0.weight``); where the forward pass called several models, prefixed with
+        the name the program gave the model (``lin1.weight``, ``lin2.weight``)."""
+        q = self._qual.get(id(p))
+        if q is None:
+            return None
+        if len({r for _, r, _, _ in self._qual.values()}) == 1:
+            return q[3]
+        return f"{q[2]}.{q[3]}"
+
     def parameters(self) -> list[tuple[str, Any]]:
-        """Every parameter of the modules the forward pass called, by name."""
-        return [(f"{path}.{name}", p) for p, path, _, name in self._params.values()]
+        """Every parameter of the models the forward pass called, by qualified name."""
+        return [(self.param_name(p) or "", p) for p, _, _, _ in self._qual.values()]
 
     # --- read by from_torch -------------------------------------------------------------
     def tensor_hooks(self, fn: Any) -> list[tuple[int, Any]]:
@@ -85,7 +101,7 @@ class Registry:
         var = getattr(fn, "variable", None)
         if var is not None and id(var) in self._params:
             _, module, typ, pname = self._params[id(var)]
-            tensor = f"{module}.{pname}" if module else pname
+            tensor = self.param_name(var) or (f"{module}.{pname}" if module else pname)
         elif id(fn) in self._module:
             _, module, typ = self._module[id(fn)]
         created, source = creation_site(fn)
@@ -240,6 +256,31 @@ def creation_site(fn: Any) -> tuple[str | None, str | None]:
             continue
         return f"{m['file']}:{m['line']} in {m['func']}", (m["src"] or "").strip() or None
     return None, None
+
+
+def is_tool_file(filename: str) -> bool:
+    """Whether ``filename`` is torch's, the engine's or the debugger's (not the program's)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    skip = (_package_dir("torch") + os.sep, here + os.sep,
+            os.path.join(os.path.dirname(here), "autograd_tui") + os.sep)
+    return os.path.abspath(filename).startswith(skip)
+
+
+def root_label(module: Any) -> str:
+    """What the program calls a model it called at the top: the variable (a local of
+    the innermost frame outside torch and this package, else a global there) that holds
+    it; else its type's name."""
+    import sys
+
+    f = sys._getframe(1)
+    while f is not None:
+        if not is_tool_file(f.f_code.co_filename):
+            for scope in (f.f_locals, f.f_globals):
+                for k, v in list(scope.items()):
+                    if v is module and k != "self" and not k.startswith("_"):
+                        return str(k)
+        f = f.f_back
+    return type(module).__name__
 
 
 def _package_dir(name: str) -> str:

@@ -7,13 +7,17 @@ rule that names a leaf (``check-order`` names them the same way).
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 from ..tensor import Tensor
 from .bridge import TorchAccumulateGrad, TorchGraph, from_torch
-from .capture import capture
+from .capture import capture, is_tool_file
 from .compiled import watch_compile
-from .convert import TorchBridgeError, torch_module
+from .convert import TorchBridgeError, device_str, torch_module
+from .inplace import inplace_log
 
 
 def split_result(out: Any) -> tuple[Any, Any, Any]:
@@ -47,19 +51,93 @@ def leaf_names(graph: TorchGraph) -> dict[str, TorchAccumulateGrad]:
     return out
 
 
-def run_program(entry: Any, *args: Any, **kwargs: Any) -> dict[str, Tensor]:
+class ProgramResult(dict[str, Tensor]):
+    """Each leaf's ``.grad`` by name; ``no_grad``: each parameter of the models the forward
+    pass called that got no gradient, and why."""
+
+    no_grad: dict[str, str]
+
+
+NOT_REACHED = "not reached by the backward"
+FROZEN = "requires_grad is False"
+
+
+def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
     """Run ``entry`` (forward) under ``capture()`` and its backward on our engine; return
-    each leaf's ``.grad`` (our Tensor) by ``leaf_names``' name (leaves left without a
-    gradient are left out)."""
+    each leaf's ``.grad`` (our Tensor) by ``leaf_names``' name, then the parameters whose
+    gradient a nested GraphTask wrote (a reentrant checkpoint's); ``no_grad`` names the
+    parameters left without one."""
     torch_module()
-    with watch_compile(eager=True), capture():  # a compiled model: its eager graph
+    log = inplace_log()
+    # a compiled model runs its eager graph
+    with watch_compile(eager=True), capture() as reg, backward_calls() as calls, log:
         out = entry(*args, **kwargs)
     loss, grad_outputs, inputs = split_result(out)
+    refuse_backwarded(entry, loss, calls)
     g = from_torch(loss, grad_outputs, inputs)
-    g.backward()
-    grads: dict[str, Tensor] = {}
+    try:
+        g.backward()
+    except RuntimeError as e:  # a saved tensor changed in place: name the op
+        note = log.hint(str(e))
+        if note is not None:
+            e.add_note(note)
+        raise
+    grads = ProgramResult()
+    grads.no_grad = {}
+    seen = set()
     for name, node in leaf_names(g).items():
+        seen.add(id(node.variable.var))
         grad = node.variable._grad
         if grad is not None:
             grads[name] = grad
+        else:
+            grads.no_grad[name] = NOT_REACHED
+    for name, p in reg.parameters():
+        if id(p) in seen:
+            continue
+        if p.grad is not None:
+            grads[name] = Tensor(p.grad.detach().cpu().numpy(), device=device_str(p.grad.device))
+        else:
+            grads.no_grad[name] = NOT_REACHED if p.requires_grad else FROZEN
     return grads
+
+
+class ScriptCalledBackward(TorchBridgeError):
+    """The program ran the backward of the loss it returns with PyTorch's engine."""
+
+
+@contextlib.contextmanager
+def backward_calls() -> Iterator[dict[int, tuple[Any, str]]]:
+    """Watch ``torch.autograd.backward`` (``Tensor.backward`` calls it): each root's node
+    and where the program called it (``file:line``)."""
+    torch = torch_module()
+    calls: dict[int, tuple[Any, str]] = {}
+    orig = torch.autograd.backward
+
+    def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        f = sys._getframe(1)
+        while f is not None and is_tool_file(f.f_code.co_filename):
+            f = f.f_back
+        where = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
+        for t in [tensors] if isinstance(tensors, torch.Tensor) else list(tensors):
+            if getattr(t, "grad_fn", None) is not None:
+                calls.setdefault(id(t.grad_fn), (t.grad_fn, where))
+        return orig(tensors, *args, **kwargs)
+
+    torch.autograd.backward = backward
+    try:
+        yield calls
+    finally:
+        torch.autograd.backward = orig
+
+
+def refuse_backwarded(entry: Any, loss: Any, calls: dict[int, tuple[Any, str]]) -> None:
+    """One plain message if the program already ran the backward of what it returns."""
+    torch = torch_module()
+    for t in [loss] if isinstance(loss, torch.Tensor) else list(loss or ()):
+        hit = calls.get(id(getattr(t, "grad_fn", None)))
+        if hit is not None:
+            name = getattr(entry, "__name__", "main")
+            raise ScriptCalledBackward(
+                f"{hit[1]}: the program calls .backward() itself: {name}() should return "
+                "the loss; autograd-tui runs the backward")

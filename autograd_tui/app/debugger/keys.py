@@ -35,6 +35,8 @@ BINDINGS = [
     Binding("s", "scenarios", "Scenarios", tooltip="Open another scenario (a filtered list)"),
     Binding("e", "export", "Export", tooltip="Export a Graphviz snapshot of the shown state"),
     Binding("t", "notes", "Notes", tooltip="The scenario's teaching notes"),
+    Binding("o", "app.output", "Output", show=False,
+            tooltip="The program's own stdout and stderr (a library's warnings)"),
     Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key"),
     Binding("q", "quit", "Quit", tooltip="Quit (tears down every engine thread)"),
     *[Binding(str(k), f"step_thread({k})", f"Step {k}", show=False,

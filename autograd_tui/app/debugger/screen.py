@@ -205,8 +205,9 @@ class DebuggerScreen(Screen[None]):
             self.sub_title = "no scenario"
         else:
             mode = ("live" if s.live else "replay") + self.playback.label
+            extra = (s.devices, getattr(self.app, "output_note", ""))  # cuda; the program's
             self.sub_title = (f"{s.scenario_name} | {mode} | event {self.cursor}/{self.seen}"
-                              f" | {s.policy} | {s.devices}"
+                              f" | {s.policy}" + "".join(f" | {x}" for x in extra if x)
                               + (f" | {s.banner}" if s.banner else ""))
         if self._panes is not None:
             self._panes.header.show(self.app.title, self.sub_title)

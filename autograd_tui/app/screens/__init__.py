@@ -7,12 +7,12 @@ from autograd_tui.app.screens.goto import GotoScreen
 from autograd_tui.app.screens.help import HELP, HelpScreen
 from autograd_tui.app.screens.jump import JumpScreen
 from autograd_tui.app.screens.modal import Modal
+from autograd_tui.app.screens.output import OutputScreen
 from autograd_tui.app.screens.scenario_picker import ScenarioScreen
 from autograd_tui.app.screens.text import TextScreen
 
 __all__ = [
     "HELP", "BreakpointsScreen", "ConfirmScreen", "ExportScreen", "GotoScreen", "HelpScreen",
-    "JumpScreen",
-    "Modal",
+    "JumpScreen", "Modal", "OutputScreen",
     "ScenarioScreen", "TextScreen",
 ]
