@@ -85,6 +85,8 @@ def slots_of(state: EngineState, key: tuple[int | None, int]) -> tuple[Any, ...]
     return tuple(live) if live is not None else tuple(state.not_ready[key])
 
 
+STACK_SHOWN = 8  # a thread's nodes shown, innermost last
+
 @dataclass(frozen=True)
 class LabelContext:
     """What the label builders need besides the state."""
@@ -249,7 +251,9 @@ def side_table(state: EngineState) -> Html:
         t = state.threads[name]
         what = ""
         if t.nodes:
-            what = "in " + " › ".join(f"{esc(state.node_name(n))} #{n}" for _, n in t.nodes)
+            inner = list(t.nodes)[-STACK_SHOWN:]  # the innermost: a stack can be deep
+            what = ("… " if len(t.nodes) > STACK_SHOWN else "") + "in " + " › ".join(
+                f"{esc(state.node_name(n))} #{n}" for _, n in inner)
         if t.waiting_on:
             what = (what + " · " if what else "") + "waiting on " + esc(
                 wait_words(*t.waiting_on))

@@ -23,6 +23,7 @@ from autograd_tui.history.checks import _bad_decrement, _bad_push, _no_gt, _no_n
 from autograd_tui.history.handlers import _BY_TYPE, _free, _thread
 from autograd_tui.history.state import (
     _GONE,
+    EMPTY_STACK,
     EngineState,
     GraphTaskRef,
     GraphTaskState,
@@ -173,7 +174,7 @@ def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
                     raise _no_node(s, e)
                 name, gid = e.thread, e.graph_task
                 th = threads.get(name)
-                stack = th[3] if th is not None else ()
+                stack = th[3] if th is not None else EMPTY_STACK
                 threads[name] = _new(ThreadState, (name, "running", None, stack + ((gid, node),)))
                 node_states[node] = c_states[node] = _new(NodeState, ("running", name, gid))
             elif t is _END:  # ... and ends: outputs, and the leaf's .grad for AccumulateGrad

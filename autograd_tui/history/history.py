@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from autograd_tui.engine.events import Event
+from autograd_tui.engine.events import EVENT_TYPES, Event
 from autograd_tui.history.fold import _fold_into, fold
 from autograd_tui.history.state import (
     _GONE,
@@ -28,13 +28,16 @@ from autograd_tui.history.state import (
     _get_gt,
     _get_node,
     _no_changes,
-    copy_heaps,
 )
 
 
 class _Delta(NamedTuple):
     maps: dict[str, dict[Any, Any]]  # field -> {key: value or _GONE}
-    heaps: tuple[dict[str, list[QueuedTask]], dict[int, GraphTaskRef]]  # and pointers
+    # the queues and threads the interval's events named, as they are at its end (the
+    # others are as the snapshot before left them: shared, not copied, so a queue of
+    # thousands of tasks costs its size once, not once per snapshot); a queue as
+    # (GraphTask, node) pairs in heap order
+    heaps: dict[str, tuple[tuple[int | None, Any], ...]]
     threads: dict[str, ThreadState]
     index: int
     last_event: Event | None
@@ -43,7 +46,7 @@ class _Delta(NamedTuple):
     gone: tuple[tuple[str, list[Any]], ...] = ()  # (map, keys deleted): found once, here
 
 
-def _delta(s: EngineState) -> _Delta:
+def _delta(s: EngineState, events: Sequence[Event]) -> _Delta:
     """What changed since the last snapshot: the entries the fold wrote inline (and
     dependencies_computed), plus those of the other events (each changes only
     entries keyed by its node, its (GraphTask, node) or its GraphTask), looked up
@@ -58,15 +61,41 @@ def _delta(s: EngineState) -> _Delta:
         for name in _NODE_MAPS:  # never deleted from
             m = getattr(s, name)
             maps[name].update({k: m[k] for k in nodes if k in m})
-        pairs = [(g, n) for g in gts for n in nodes]
+        # each of these events changes only the entry of its own (GraphTask, node): not
+        # every GraphTask x node pair (quadratic when each names a new one)
+        pairs = {(e.graph_task, e.node) for e in rare if e.node is not None}
         for name in _PAIR_MAPS:
             m = getattr(s, name)
             maps[name].update({k: m.get(k, _GONE) for k in pairs})
         maps["graph_tasks"].update({k: s.graph_tasks[k] for k in gts if k in s.graph_tasks})
     gone = tuple((name, keys) for name in _PAIR_MAPS
                  if (keys := [k for k, v in maps[name].items() if v is _GONE]))
-    return _Delta(maps, copy_heaps(s.heaps), s.threads.copy(), s.index, s.last_event,
-                  s.deadlock, s.depth_priority, gone)
+    queues = {e.queue for e in events if type(e) in _QUEUE_KINDS}
+    heaps = {q: tuple((t.base.id, t.fn) for t in s.heaps[q]) for q in queues if q in s.heaps}
+    threads = {name: s.threads[name] for name in {e.thread for e in events}
+               if name in s.threads}
+    return _Delta(maps, heaps, threads, s.index, s.last_event, s.deadlock, s.depth_priority,
+                  gone)
+
+
+_QUEUE_KINDS = (EVENT_TYPES["push"], EVENT_TYPES["pop"])
+_NO_REF = GraphTaskRef(None, 0, alive=False)
+
+
+def _thaw(s: EngineState, frozen: tuple[tuple[int | None, Any], ...]) -> list[QueuedTask]:
+    """A delta's queue as a heap of the state's own tasks; the tasks of one GraphTask
+    share its pointer (``s.refs``), alive until its GraphTask is freed."""
+    refs, gts, out = s.refs, s.graph_tasks, []
+    for gid, fn in frozen:
+        if gid is None:
+            ref = _NO_REF
+        else:
+            ref = refs.get(gid)
+            if ref is None:
+                gt = gts[gid]
+                ref = refs[gid] = GraphTaskRef(gid, gt.reentrant_depth, not gt.freed)
+        out.append(QueuedTask(ref, fn))
+    return out
 
 
 def _apply_delta(s: EngineState, d: _Delta) -> None:
@@ -76,7 +105,13 @@ def _apply_delta(s: EngineState, d: _Delta) -> None:
         pop = getattr(s, name).pop
         for k in keys:
             pop(k, None)
-    (s.heaps, s.refs), s.threads = copy_heaps(d.heaps[0]), d.threads.copy()
+    for gid, gt in d.maps["graph_tasks"].items():  # pointers expire with their GraphTask
+        ref = s.refs.get(gid)
+        if ref is not None and gt.freed:
+            ref.alive = False
+    for q, frozen in d.heaps.items():
+        s.heaps[q] = _thaw(s, frozen)
+    s.threads.update(d.threads)
     s.index, s.last_event, s.deadlock = d.index, d.last_event, d.deadlock
     s.depth_priority = d.depth_priority
 
@@ -159,8 +194,9 @@ class History:
 
     def _snapshot(self) -> None:
         n = self._folded
-        d = _delta(self._head)
-        self._since_ckpt += sum(map(len, d.maps.values()))
+        d = _delta(self._head, self.events[self._snap_index[-1]:n])
+        self._since_ckpt += sum(map(len, d.maps.values())) + len(d.threads) + sum(
+            map(len, d.heaps.values()))
         self._snap_index.append(n)
         if self._since_ckpt >= max(self._head.size() // 4, self.min_checkpoint):
             self._snaps.append(self._head.copy())

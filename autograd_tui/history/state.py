@@ -67,12 +67,62 @@ class GraphTaskState(NamedTuple):
     outstanding: int = 0  # last: the fold replaces it with gt[:-1] + (n,)
 
 
+class Stack:
+    """A thread's (graph_task, node) stack as linked cells, innermost last: pushing
+    (``stack + (item,)``) and popping (``stack[:-1]``) cost the same whatever its depth,
+    and states share the cells below (a tuple copied at each start made a run of nested
+    starts quadratic).  Reads like a tuple: ``len``, ``[-1]``, iteration outermost first,
+    equality with a tuple of the same items."""
+    __slots__ = ("parent", "top", "size")
+
+    def __init__(self, parent: Stack | None = None, top: Any = None) -> None:
+        self.parent, self.top = parent, top
+        self.size = 0 if parent is None else parent.size + 1
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __add__(self, items: tuple[Any, ...]) -> Stack:
+        s = self
+        for item in items:
+            s = Stack(s, item)
+        return s
+
+    def __getitem__(self, i: Any) -> Any:
+        if i == -1 and self.size:
+            return self.top
+        if isinstance(i, slice) and i == slice(None, -1, None):
+            return self.parent if self.size else self
+        return tuple(self)[i]
+
+    def __iter__(self) -> Any:
+        out, s = [], self
+        while s.size:
+            out.append(s.top)
+            s = s.parent  # type: ignore[assignment]
+        return reversed(out)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Stack):
+            return self is other or (self.size == other.size and tuple(self) == tuple(other))
+        return isinstance(other, tuple) and tuple(self) == other
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+EMPTY_STACK = Stack()
+
+
 class ThreadState(NamedTuple):
     name: str
     state: str  # running | waiting | finished
     #: (on, target, holder) of its thread_wait, worded by ``words.wait_words``
     waiting_on: tuple[str, str, str | None] | None = None
-    nodes: tuple[tuple[int | None, int], ...] = ()  # (graph_task, node) stack, innermost last
+    nodes: Stack = EMPTY_STACK  # (graph_task, node) stack, innermost last
 
     @property
     def node(self) -> int | None:
@@ -183,7 +233,8 @@ class EngineState:
 
     def size(self) -> int:
         """Entries in all maps (what a copy costs)."""
-        return sum(len(getattr(self, f)) for f in _NODE_MAPS + _PAIR_MAPS + ("graph_tasks",))
+        return sum(len(getattr(self, f)) for f in _NODE_MAPS + _PAIR_MAPS + (
+            "graph_tasks", "threads")) + sum(map(len, self.heaps.values()))
 
     # --- queries used by the views ------------------------------------------------------------
     def node_name(self, node: int | None) -> str:
