@@ -29,13 +29,14 @@ from autograd_tui.history.state import (
     GraphTaskState,
     NodeState,
     QueuedTask,
+    Slots,
     StateError,
     TaskFn,
     ThreadState,
     _new,
 )
 
-_task, _fn = QueuedTask, TaskFn
+_task, _fn, _slots = QueuedTask, TaskFn, Slots
 _NO_REF = GraphTaskRef(None, 0, alive=False)  # a null weak pointer
 _NO_QUEUE: list[QueuedTask] = []  # a push that names no queue
 
@@ -85,14 +86,13 @@ def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
                     info = nodes.get(e.node)
                     if info is None:
                         raise _no_node(s, e)
-                    slots = (None,) * max(info.num_inputs, 1)
+                    slots = _slots(max(info.num_inputs, 1))
                 slot = e.slot
                 if not 0 <= slot < len(slots):
                     raise StateError(f"event {e.seq}: slot {slot} of {s.node_name(e.node)}, "
                                      f"which has {len(slots)} input(s)")
                 if e.mode != "undefined":
-                    slots = (e.value,) if len(slots) == 1 else \
-                        slots[:slot] + (e.value,) + slots[slot + 1:]
+                    slots = slots.set(slot, e.value)
                 buffers[key] = c_buffers[key] = slots
             elif t is _PUSH:  # ReadyQueue::push: the task into the queue's heap
                 if e.shutdown:
