@@ -131,7 +131,7 @@ class History:
     """
 
     def __init__(self, events: Sequence[Event] = (), every: int = 1024,
-                 min_checkpoint: int = 20_000) -> None:
+                 min_checkpoint: int = 20_000, on_snapshot: Any = None) -> None:
         if every < 1:
             raise ValueError("every must be >= 1")
         self.every = every
@@ -148,6 +148,7 @@ class History:
         # interval stepped in (built by the second seek into it) spares the deltas
         self._last_k = -1
         self._near: tuple[int, EngineState] | None = None
+        self.on_snapshot = on_snapshot  # called at each snapshot (a load's memory budget)
         self.extend(events)
 
     def __len__(self) -> int:
@@ -193,6 +194,8 @@ class History:
                 self._snapshot()
 
     def _snapshot(self) -> None:
+        if self.on_snapshot is not None:
+            self.on_snapshot()
         n = self._folded
         d = _delta(self._head, self.events[self._snap_index[-1]:n])
         self._since_ckpt += sum(map(len, d.maps.values())) + len(d.threads) + sum(
