@@ -15,6 +15,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from autograd_tui.engine.events import EVENT_TYPES, Event
+from autograd_tui.engine.ready_queue import (
+    compare_ignoring_depth,
+    compare_node_task_time,
+    pop_heap,
+    push_heap,
+)
 from autograd_tui.history.fold import _fold_into, fold
 from autograd_tui.history.state import (
     _GONE,
@@ -24,6 +30,7 @@ from autograd_tui.history.state import (
     GraphTaskRef,
     QueuedTask,
     StateError,
+    TaskFn,
     ThreadState,
     _get_gt,
     _get_node,
@@ -33,11 +40,10 @@ from autograd_tui.history.state import (
 
 class _Delta(NamedTuple):
     maps: dict[str, dict[Any, Any]]  # field -> {key: value or _GONE}
-    # the queues and threads the interval's events named, as they are at its end (the
-    # others are as the snapshot before left them: shared, not copied, so a queue of
-    # thousands of tasks costs its size once, not once per snapshot); a queue as
-    # (GraphTask, node) pairs in heap order
-    heaps: dict[str, tuple[tuple[int | None, Any], ...]]
+    # the threads the interval's events named, as they are at its end (the others are as
+    # the snapshot before left them).  No queues: a seek replays the pushes and pops since
+    # the checkpoint (``_replay_queues``), so a queue of thousands of tasks is not copied
+    # at every snapshot (which made a queue that only grows quadratic in memory)
     threads: dict[str, ThreadState]
     index: int
     last_event: Event | None
@@ -70,32 +76,41 @@ def _delta(s: EngineState, events: Sequence[Event]) -> _Delta:
         maps["graph_tasks"].update({k: s.graph_tasks[k] for k in gts if k in s.graph_tasks})
     gone = tuple((name, keys) for name in _PAIR_MAPS
                  if (keys := [k for k, v in maps[name].items() if v is _GONE]))
-    queues = {e.queue for e in events if type(e) in _QUEUE_KINDS}
-    heaps = {q: tuple((t.base.id, t.fn) for t in s.heaps[q]) for q in queues if q in s.heaps}
     threads = {name: s.threads[name] for name in {e.thread for e in events}
                if name in s.threads}
-    return _Delta(maps, heaps, threads, s.index, s.last_event, s.deadlock, s.depth_priority,
-                  gone)
+    return _Delta(maps, threads, s.index, s.last_event, s.deadlock, s.depth_priority, gone)
 
 
-_QUEUE_KINDS = (EVENT_TYPES["push"], EVENT_TYPES["pop"])
+_PUSH, _POP, _CREATED = (EVENT_TYPES[k] for k in ("push", "pop", "graph_task_created"))
 _NO_REF = GraphTaskRef(None, 0, alive=False)
 
 
-def _thaw(s: EngineState, frozen: tuple[tuple[int | None, Any], ...]) -> list[QueuedTask]:
-    """A delta's queue as a heap of the state's own tasks; the tasks of one GraphTask
-    share its pointer (``s.refs``), alive until its GraphTask is freed."""
-    refs, gts, out = s.refs, s.graph_tasks, []
-    for gid, fn in frozen:
-        if gid is None:
-            ref = _NO_REF
-        else:
+def _replay_queues(s: EngineState, events: Sequence[Event]) -> None:
+    """The ready queues of ``s`` taken through ``events`` (already folded once, so valid):
+    the fold's pushes, pops and expiries, with the engine's comparator, and nothing else."""
+    refs, gts, heaps = s.refs, s.graph_tasks, s.heaps
+    priority = s.depth_priority
+    for e in events:
+        t = type(e)
+        if t is _CREATED:
+            priority = e.depth_priority
+            continue
+        if (t is not _PUSH and t is not _POP) or e.shutdown:
+            continue
+        for gid in e.gone:
             ref = refs.get(gid)
-            if ref is None:
-                gt = gts[gid]
-                ref = refs[gid] = GraphTaskRef(gid, gt.reentrant_depth, not gt.freed)
-        out.append(QueuedTask(ref, fn))
-    return out
+            if ref is not None:
+                ref.alive = False
+        comp = compare_node_task_time if priority else compare_ignoring_depth
+        if t is _POP:
+            pop_heap(heaps[e.queue], comp)
+            continue
+        gid = e.graph_task
+        ref = _NO_REF if gid is None else refs.get(gid)
+        if ref is None or (gid is not None and not ref.alive):
+            ref = refs[gid] = GraphTaskRef(gid, gts[gid].reentrant_depth)  # type: ignore[index]
+        fn = TaskFn(e.node, e.seq_nr) if e.node is not None else None
+        push_heap(heaps.setdefault(e.queue, []), QueuedTask(ref, fn), comp)
 
 
 def _apply_delta(s: EngineState, d: _Delta) -> None:
@@ -105,12 +120,6 @@ def _apply_delta(s: EngineState, d: _Delta) -> None:
         pop = getattr(s, name).pop
         for k in keys:
             pop(k, None)
-    for gid, gt in d.maps["graph_tasks"].items():  # pointers expire with their GraphTask
-        ref = s.refs.get(gid)
-        if ref is not None and gt.freed:
-            ref.alive = False
-    for q, frozen in d.heaps.items():
-        s.heaps[q] = _thaw(s, frozen)
     s.threads.update(d.threads)
     s.index, s.last_event, s.deadlock = d.index, d.last_event, d.deadlock
     s.depth_priority = d.depth_priority
@@ -199,7 +208,7 @@ class History:
         n = self._folded
         d = _delta(self._head, self.events[self._snap_index[-1]:n])
         self._since_ckpt += sum(map(len, d.maps.values())) + len(d.threads) + sum(
-            map(len, d.heaps.values()))
+            type(e) is _PUSH or type(e) is _POP for e in self.events[self._snap_index[-1]:n])
         self._snap_index.append(n)
         if self._since_ckpt >= max(self._head.size() // 4, self.min_checkpoint):
             self._snaps.append(self._head.copy())
@@ -219,6 +228,9 @@ class History:
             d = self._snaps[j]
             assert isinstance(d, _Delta)
             _apply_delta(s, d)
+        if k > c:
+            _replay_queues(s, self.events[self._snap_index[c]:self._snap_index[k]])
+            s.depth_priority = self._snaps[k].depth_priority  # type: ignore[union-attr]
         return s
 
     @property
