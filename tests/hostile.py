@@ -55,7 +55,7 @@ def wide_inputs(nodes: int, waiting: bool = False) -> bytes:
         yield _nodes(seq, 1, ids, MAX_INPUTS)
         for n in ids:
             yield line("buffer_accumulate", next(seq), T, 1, n, None, MAX_INPUTS - 1,
-                       "first", VALUE, None)
+                       "first", VALUE, 0)
             if waiting:
                 yield line("not_ready_insert", next(seq), T, 1, n, None, [True])
     return recording(events)
@@ -116,7 +116,7 @@ def names(text: str) -> bytes:
     def events(seq: Iterator[int]) -> Iterator[bytes]:
         yield _graph_task(seq, 1)
         yield _nodes(seq, 1, [1], 2, name=text)
-        yield line("buffer_accumulate", next(seq), T, 1, 1, None, 0, "first", VALUE, None)
+        yield line("buffer_accumulate", next(seq), T, 1, 1, None, 0, "first", VALUE, 0)
         yield line("not_ready_insert", next(seq), T, 1, 1, None, [True, False])
     return recording(events)
 
