@@ -195,3 +195,17 @@ def test_a_write_refused_by_the_os_says_what_the_os_said(tmp_path):
     rc, text, _, _ = measure([*CLI, "chrome-trace", "linear-relu", "-o", "/proc/version"])
     assert rc == 1 and "does not exist" not in text
     assert os.strerror(2) in text or os.strerror(13) in text or os.strerror(30) in text, text
+
+
+def test_the_graph_pane_draws_deep_nesting_to_a_depth(files):
+    """Frames nested deeper than MAX_NEST are drawn at the top level: each of the 600
+    GraphTasks has its frame and its node's box (it was cubic in the depth, and
+    recursive)."""
+    from autograd_tui.app import graph_draw
+
+    state = trace.load(files["nested-graph-tasks"]).history.head
+    block = graph_draw.draw(state)
+    assert len(block.tasks or {}) == 600 and len(block.where) == 600
+    borders = [line.plain[:len(line.plain) - len(line.plain.lstrip("│ "))].count("│")
+               for line in block.lines]
+    assert max(borders) == graph_draw.MAX_NEST + 2  # 7 frames at most, and a box's border
