@@ -42,14 +42,25 @@ def why(path: Path, e: OSError, folder: Path | None = None) -> str:
     where the file goes (``path.parent`` unless ``path`` is a link)."""
     folder = path.parent if folder is None else folder
     if isinstance(e, IsADirectoryError):
-        return f"{path}: cannot write: it is a directory"
-    if isinstance(e, FileNotFoundError):
-        return f"{path}: cannot write: the folder {folder} does not exist"
-    if isinstance(e, NotADirectoryError):
-        return f"{path}: cannot write: {folder} is not a folder"
+        return f"{shown(path)}: cannot write: it is a directory"
+    # What the OS said, with the path it said it of; the folder's absence only when it is
+    # absent (a file system such as /proc refuses new files with the same ENOENT).
+    if isinstance(e, FileNotFoundError) and not os.path.lexists(folder):
+        return f"{shown(path)}: cannot write: the folder {shown(folder)} does not exist"
+    if isinstance(e, NotADirectoryError) and not os.path.isdir(folder):
+        return f"{shown(path)}: cannot write: {shown(folder)} is not a folder"
     if isinstance(e, PermissionError):
-        return f"{path}: cannot write: permission denied in {folder}"
-    return f"{path}: cannot write: {e.strerror or e}"
+        return f"{shown(path)}: cannot write: permission denied in {shown(folder)}"
+    where = "" if e.filename in (None, str(path)) else f" ({shown(e.filename)})"
+    return f"{shown(path)}: cannot write: {e.strerror or e}{where}"
+
+
+def shown(path: object) -> str:
+    """A path as a message shows it: control, invisible and bidirectional characters
+    written as escapes (a file name may hold a newline or ESC)."""
+    from autograd_tui.words import plain  # words imports the engine: not at start-up
+
+    return plain(os.fspath(path) if isinstance(path, os.PathLike) else path)
 
 
 def _existing(p: Path) -> os.stat_result | None:
@@ -97,7 +108,7 @@ def atomic_write(path: str | os.PathLike[str], *, gzip_suffix: bool = True
     compress = gzip_suffix and p.name.endswith(".gz")
     st = _existing(p)
     if st is not None and stat.S_ISDIR(st.st_mode):
-        raise CannotWrite(f"{p}: cannot write: it is a directory")
+        raise CannotWrite(f"{shown(p)}: cannot write: it is a directory")
     if st is not None and not stat.S_ISREG(st.st_mode):
         yield from _write_directly(p, compress)
         return

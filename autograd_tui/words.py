@@ -37,22 +37,48 @@ KIND_STYLE: dict[str, str] = {
 }
 
 
+def _invisible_class() -> str:
+    """A regex class of the characters that change or hide what a line says without
+    showing: bidirectional controls (U+202A-202E, U+2066-2069, U+200E/F, U+061C), zero-width
+    and other invisible format characters (Unicode category Cf: U+200B-200D, U+2060-2064,
+    U+FEFF, the tag characters U+E0000-E007F, ...), and the line separators."""
+    import sys
+    import unicodedata
+
+    cs = [c for c in range(0xA0, sys.maxunicode + 1)
+          if unicodedata.category(chr(c)) == "Cf" or c in (0x2028, 0x2029)]
+    cs += [c for c in range(0xE0000, 0xE0080)]  # tags, assigned or not
+    return "".join(f"\\U{c:08x}" for c in sorted(set(cs)))
+
+
+_INVISIBLE = _invisible_class()
 # C0 controls (newline and tab too: one event is one line), DEL, C1 controls, and the
-# Unicode line separators and bidirectional overrides, which can disguise what a line says.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e"
-                     "\u2066-\u2069]")
+# invisible and bidirectional characters above, which can disguise what a line says.
+_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]")
+_HIDDEN = re.compile(f"[{_INVISIBLE}]")  # what ``visible`` escapes (it leaves C0/C1 alone)
 
 
 def _visible(m: re.Match[str]) -> str:
     c = ord(m.group())
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
+
+
+def visible(text: object) -> str:
+    """The one text filter of every output (terminal, DOT, SVG, HTML): bidirectional
+    controls, zero-width and other invisible format characters, and tag characters
+    written as their escapes (``\\u202e``, ``\\ufeff``, ``\\U000e0041``), so a name
+    shows what it is.  (``plain`` does this and also escapes control characters; the
+    Graphviz labels drop those.)"""
+    s = text if isinstance(text, str) else str(text)
+    return _HIDDEN.sub(_visible, s) if _HIDDEN.search(s) else s
 
 
 def plain(text: object) -> str:
     """``text`` as a string with no control character left: each is written as its
     escape, ``\\x1b`` for ESC, ``\\u202e`` for a bidirectional override (a backslash
-    itself is left alone).  What a terminal shows of it is what the string says: no
-    escape sequence, bell or carriage return from a file reaches the terminal."""
+    itself is left alone), and the invisible characters ``visible`` makes visible.  What
+    a terminal shows of it is what the string says: no escape sequence, bell or carriage
+    return from a file reaches the terminal."""
     s = text if isinstance(text, str) else str(text)
     return _UNSAFE.sub(_visible, s) if _UNSAFE.search(s) else s
 

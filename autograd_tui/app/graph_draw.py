@@ -101,40 +101,56 @@ class Group(NamedTuple):
     note: str  # shown when it has no node of its own
 
 
-def pool_thread(state: EngineState, gt: GraphTaskState) -> str | None:
-    """The pool thread that runs a GraphTask handed to the pool (``handoff`` pool), as far
-    as the state tells: a thread running one of its nodes, or the thread where it
-    started a nested GraphTask."""
+def pool_threads(state: EngineState) -> dict[int, str]:
+    """GraphTask -> the pool thread that runs it (``handoff`` pool), as far as the state
+    tells: a thread running one of its nodes, or the thread where it started a nested
+    GraphTask.  One pass over the stacks and the GraphTasks (not one per GraphTask)."""
+    out: dict[int, str] = {}
     for name, th in state.threads.items():
-        if any(g == gt.id for g, _ in th.nodes):
-            return name
+        for g, _ in th.nodes:
+            if g is not None:
+                out.setdefault(g, name)
+    by_parent: dict[int, str] = {}
     for other in state.graph_tasks.values():
-        if other.parent == gt.id and other.owner != gt.owner:
-            return other.owner
-    return None
+        parent = state.graph_tasks.get(other.parent) if other.parent is not None else None
+        if parent is not None and other.owner != parent.owner:
+            by_parent.setdefault(parent.id, other.owner)
+    return {**by_parent, **out}
 
 
-def runner(state: EngineState, gt: GraphTaskState) -> str | None:
+def pool_thread(state: EngineState, gt: GraphTaskState,
+                pools: dict[int, str] | None = None) -> str | None:
+    return (pools if pools is not None else pool_threads(state)).get(gt.id)
+
+
+def runner(state: EngineState, gt: GraphTaskState,
+           pools: dict[int, str] | None = None) -> str | None:
     """The thread that runs ``gt``'s nodes: its owner, or for one handed to the pool the
     pool thread (None while the state does not tell which)."""
-    return pool_thread(state, gt) if gt.handoff == "pool" else gt.owner
+    return pool_thread(state, gt, pools) if gt.handoff == "pool" else gt.owner
 
 
-def task_title(state: EngineState, gt: GraphTaskState, pools: set[str]) -> str:
+def task_title(state: EngineState, gt: GraphTaskState, pools: set[str],
+               runs: dict[int, str] | None = None) -> str:
     """``GraphTask 4 · nested in 3 · pool thread reentrant-pool-1 · running``: the thread
     is left out where it is the parent's."""
     parts = [f"GraphTask {gt.id}"]
-    thread = runner(state, gt)
+    thread = runner(state, gt, runs)
     parent = state.graph_tasks.get(gt.parent) if gt.parent is not None else None
     if gt.parent is not None:
         parts.append(f"nested in {gt.parent}" + (" (blocking)" if gt.handoff == "block"
                                                  else ""))
     if thread is None:
         parts.append("handed to the reentrant pool")
-    elif parent is None or runner(state, parent) != thread:
+    elif parent is None or runner(state, parent, runs) != thread:
         parts.append(f"pool thread {thread}" if thread in pools else thread)
     parts.append("error" if gt.error else "completed" if gt.completed else "running")
     return plain(" · ".join(parts))
+
+
+#: frames nested deeper are drawn at the top level (titled "nested in N"): a frame copies
+#: the lines inside it, so nesting without end was cubic in the depth (and recursive)
+MAX_NEST = 6
 
 
 def groups(state: EngineState) -> list[Group]:
@@ -144,8 +160,10 @@ def groups(state: EngineState) -> list[Group]:
         gid = state.node_states.get(n, _NOT_REACHED).graph_task
         members.setdefault(gid if gid in state.graph_tasks else NO_TASK, []).append(n)
     tasks = sorted(state.graph_tasks.values(), key=lambda g: (g.created, g.id))
-    pools = {r for g in tasks if g.handoff == "pool" and (r := pool_thread(state, g))}
+    runs = pool_threads(state)
+    pools = {r for g in tasks if g.handoff == "pool" and (r := runs.get(g.id))}
     made: dict[int, Group] = {}
+    level: dict[int, int] = {}
     top: list[Group] = []
     for gt in tasks:
         own = members.get(gt.id, [])
@@ -156,9 +174,12 @@ def groups(state: EngineState) -> list[Group]:
             note = (f"(its nodes are in GraphTask {later.id} now: it counted them again)"
                     if later is not None and (later.created, later.id) > (gt.created, gt.id)
                     else "(no graph yet: dependencies_computed is next)")
-        g = made[gt.id] = Group(gt.id, task_title(state, gt, pools), gt.error is not None,
-                                layers_of(state, own), [], note)
+        g = made[gt.id] = Group(gt.id, task_title(state, gt, pools, runs),
+                                gt.error is not None, layers_of(state, own), [], note)
         parent = made.get(gt.parent) if gt.parent is not None else None
+        level[gt.id] = level[parent.gid] + 1 if parent is not None else 0
+        if level[gt.id] > MAX_NEST:
+            parent, level[gt.id] = None, 0
         (parent.children if parent is not None else top).append(g)
     if NO_TASK in members:
         top.append(Group(NO_TASK, "nodes of no known GraphTask", False,

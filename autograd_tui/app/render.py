@@ -13,7 +13,7 @@ from rich.text import Text
 
 from autograd_tui.app import graph_draw
 from autograd_tui.app.theme import ANSI, BADGES, Palette
-from autograd_tui.history.state import EngineState
+from autograd_tui.history.state import EngineState, shown
 from autograd_tui.words import (
     node_label,
     plain,
@@ -131,13 +131,16 @@ def not_ready_text(state: EngineState, values: bool = True) -> Text:
         t.append(label_of(state, n), style="bold magenta")
         rem = state.dependencies.get((gt, n))
         t.append(f" GT{gt} deps {rem}: ")
-        for k, s in enumerate(slots):
+        first, more = shown(slots)
+        for k, s in first:
             if k:
                 t.append("  ")
             if s is None:
                 t.append(f"[{k}] empty", style="dim")
             else:
                 t.append(f"[{k}] " + (short_value(s) if values else "filled"))
+        if more:
+            t.append(f"  … {more:,} more", style="dim")
     _more(t, len(state.not_ready) - PANE_ITEMS, "in not_ready")
     return t
 
@@ -218,9 +221,10 @@ def node_details(state: EngineState, n: int, values: bool = True,
     t.append("\n")
     for (gt, node), slots in state.buffers.items():
         if node == n:
+            first, more = shown(slots)
             t.append(f"input buffer (GT{gt}): " + "  ".join(
                 f"[{k}] {short_value(s) if s is not None else 'empty'}"
-                for k, s in enumerate(slots)) + "\n")
+                for k, s in first) + (f"  … {more:,} more" if more else "") + "\n")
     outs = value_summary(state.outputs.get(n), many=True)
     if outs is not None:
         t.append("output gradients: " + ", ".join(short_value(o) for o in outs) + "\n")

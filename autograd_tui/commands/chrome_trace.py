@@ -18,6 +18,7 @@ from autograd_tui.commands.common import (
     run_to_end,
     say,
 )
+from autograd_tui.files import shown
 
 
 def add_parser(sub: Any) -> None:
@@ -52,6 +53,6 @@ def run(args: argparse.Namespace) -> int:
         finally:
             r.close()
     write_chrome_trace(output, events, header)
-    print(f"wrote {output} ({len(events)} events); open it in https://ui.perfetto.dev "
+    print(f"wrote {shown(output)} ({len(events)} events); open it in https://ui.perfetto.dev "
           "or chrome://tracing")
     return EXIT_OK

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from autograd_tui.files import shown
+
 if TYPE_CHECKING:
     from autograd_tui.control import StepResult
     from autograd_tui.control.query import EventQuery
@@ -319,7 +321,7 @@ def report_headless(con: Any, run: Run, result: StepResult, args: argparse.Names
     else:
         status = summary(con, run, result)
     if record is not None:
-        con.print(f"recorded {len(run.events)} events to {record}")
+        con.print(f"recorded {len(run.events)} events to {shown(record)}")
     return status
 
 

@@ -30,6 +30,7 @@ from autograd_tui.commands.common import (
     run_to_end,
     say,
 )
+from autograd_tui.files import shown
 
 if TYPE_CHECKING:
     from autograd_tui.engine.events import Event
@@ -212,6 +213,6 @@ def _export_frames(src: _Source, args: argparse.Namespace, opt: _Options) -> int
                                         values=opt.values, collapse_leaves=opt.collapse_leaves,
                                         timeout=opt.timeout, unfold=opt.unfold,
                                         on_frame=bar.advance)
-    print(f"wrote {len(frames)} frames to {opt.output}/ ({frames[0].file} … "
+    print(f"wrote {len(frames)} frames to {shown(opt.output)}/ ({frames[0].file} … "
           f"{frames[-1].file}) and {index}: open it in a browser and step with ←/→ (Home/End)")
     return EXIT_OK

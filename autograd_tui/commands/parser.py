@@ -11,7 +11,7 @@ scenario's ``sys.exit(5)`` is an error in it (1, with a message), never our exit
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from autograd_tui import __version__
 from autograd_tui.commands import (
@@ -71,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argparse's own usage errors (an unknown option, a missing argument) exit with 2
     through ``SystemExit``, as do ``--help`` and ``--version`` (with 0)."""
     args = build_parser().parse_args(argv)
+    restore = _signals_interrupt()
     try:
         if args.command is None:
             return open_app()
@@ -78,9 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (PipeClosed, BrokenPipeError):  # the reader went away (``| head``): as asked
         _stdout_to_devnull()
         return EXIT_OK
-    except KeyboardInterrupt:
-        say("interrupted")
+    except KeyboardInterrupt as e:
+        say(f"interrupted ({e.args[0]})" if isinstance(e, Terminated) else "interrupted")
         return EXIT_INTERRUPTED
+    except MemoryError:  # loading, folding, exporting: the budget's one message
+        from autograd_tui.history.lines import budget_words
+        say(budget_words())
+        return EXIT_ERROR
     except SystemExit as e:
         # argparse's exits happened above; one from here comes from a scenario's code
         # that the commands did not catch themselves (load_scenario, run --headless do)
@@ -92,6 +97,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         say(str(e))
         return code
+    finally:
+        restore()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: handled exactly as Ctrl-C (the atomic writer's temporary file
+    removed, one line, exit 130)."""
+
+
+def _signals_interrupt() -> Callable[[], None]:
+    """Make SIGTERM and SIGHUP raise ``Terminated`` in the main thread; returns what puts
+    the old handlers back."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated(signal.Signals(signum).name)
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)
+           if signal.getsignal(sig) is signal.SIG_DFL}  # nohup's SIG_IGN stays
+    return lambda: [signal.signal(sig, h) for sig, h in old.items()] and None
 
 
 def exit_code(e: BaseException) -> int | None:

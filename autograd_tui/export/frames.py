@@ -18,6 +18,7 @@ from autograd_tui.export.render import ExportError
 from autograd_tui.export.style import esc
 from autograd_tui.history.fold import apply
 from autograd_tui.history.state import EngineState
+from autograd_tui.words import visible
 
 #: event kinds ``--breakpoints`` writes a frame after
 BREAKPOINT_KINDS = ("node_start", "not_ready_insert", "completion", "deadlock")
@@ -69,7 +70,8 @@ def index_html(frames: Sequence[Frame], *, title: str = "autograd-tui export",
                fmt: str = "svg") -> str:
     """A self-contained page that steps through the frames (←/→, Home/End)."""
     # "<" as its JSON escape: no "</script>" or "<!--" in the text can end the script early
-    data = json.dumps([{"file": f.file, "event": f.event, "text": f.text} for f in frames],
+    data = json.dumps([{"file": f.file, "event": f.event, "text": visible(f.text)}
+                       for f in frames],
                       ensure_ascii=False, indent=0).replace("<", "\\u003c")
     first = f' src="{esc(frames[0].file)}"' if frames else ""
     viewer = (f'<img id="frame"{first} alt="frame">' if fmt in ("svg", "png")

@@ -28,7 +28,7 @@ from autograd_tui.export.style import (
     esc,
     trunc,
 )
-from autograd_tui.history.state import EngineState, NodeState, QueueTask
+from autograd_tui.history.state import EngineState, NodeState, QueueTask, shown
 from autograd_tui.words import event_words, plain, seq_text, short_value, wait_words, where
 
 #: leaves per row (TB) or per column (LR) in a collapsed-leaves node
@@ -82,8 +82,10 @@ def slots_of(state: EngineState, key: tuple[int | None, int]) -> tuple[Any, ...]
     if key not in state.not_ready:
         return None
     live = state.buffers.get(key)
-    return tuple(live) if live is not None else tuple(state.not_ready[key])
+    return live if live is not None else state.not_ready[key]
 
+
+STACK_SHOWN = 8  # a thread's nodes shown, innermost last
 
 @dataclass(frozen=True)
 class LabelContext:
@@ -114,9 +116,12 @@ def _node_lines(ctx: LabelContext, info: NodeInfo, ns: NodeState) -> list[tuple[
     rows.append((f"{esc(ns.state + where)} · {deps}", None))
     slots = slots_of(state, (ns.graph_task, info.id))
     if slots is not None:
-        for k, s in enumerate(slots):
+        first, more = shown(slots)
+        for k, s in first:
             text = slot_text(s, ctx.values)
             rows.append((f"in {k}: {esc(text)}", SLOT_EMPTY if s is None else SLOT_FILLED))
+        if more:
+            rows.append((f"… {more:,} more", None))
     if info.leaf and ctx.values and info.id in state.leaf_grads:
         rows.append((f".grad = {esc(slot_text(state.leaf_grads[info.id]))}", None))
     # edges into collapsed leaves are not drawn: the parent lists them
@@ -166,7 +171,9 @@ def leaves_table(ctx: LabelContext, device: str, leaves: Sequence[int], rankdir:
                                              for p, inr in srcs))
         slots = slots_of(state, (ns.graph_task, n))
         if slots is not None:
-            lines += [f"in {k}: {esc(slot_text(s, ctx.values))}" for k, s in enumerate(slots)]
+            first, more = shown(slots)
+            lines += [f"in {k}: {esc(slot_text(s, ctx.values))}" for k, s in first]
+            lines += [f"… {more:,} more"] if more else []
         if ctx.values and n in state.leaf_grads:
             lines.append(f".grad = {esc(slot_text(state.leaf_grads[n]))}")
         if n in ctx.deadlocked:
@@ -249,7 +256,9 @@ def side_table(state: EngineState) -> Html:
         t = state.threads[name]
         what = ""
         if t.nodes:
-            what = "in " + " › ".join(f"{esc(state.node_name(n))} #{n}" for _, n in t.nodes)
+            inner = list(t.nodes)[-STACK_SHOWN:]  # the innermost: a stack can be deep
+            what = ("… " if len(t.nodes) > STACK_SHOWN else "") + "in " + " › ".join(
+                f"{esc(state.node_name(n))} #{n}" for _, n in inner)
         if t.waiting_on:
             what = (what + " · " if what else "") + "waiting on " + esc(
                 wait_words(*t.waiting_on))

@@ -13,6 +13,8 @@ import re
 import textwrap
 from typing import Any
 
+from autograd_tui.words import visible
+
 #: node state -> (fill colour, legend text)
 STATE_STYLE: dict[str, tuple[str, str]] = {
     "not_reached": ("#f1f3f5", "no gradient has arrived yet"),
@@ -39,14 +41,14 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 def esc(text: Any) -> str:
     """Escape text for an HTML-like label."""
-    s = _CONTROL.sub("", str(text))
+    s = visible(_CONTROL.sub("", str(text)))
     return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             .replace('"', "&quot;").replace("\n", " "))
 
 
 def quote(text: Any) -> str:
     """A DOT double-quoted string (also an escString: backslashes are doubled)."""
-    s = _CONTROL.sub("", str(text)).replace("\n", " ")
+    s = visible(_CONTROL.sub("", str(text))).replace("\n", " ")
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 

@@ -29,6 +29,7 @@ from autograd_tui.export.render import (
     render,
     render_failure_message,
 )
+from autograd_tui.files import shown
 from autograd_tui.history.state import EngineState
 
 
@@ -93,7 +94,7 @@ def export_state(state: EngineState, path: str | Path, *, fmt: str | None = None
                                          f"dot -T{f} {fallback} -o {out}")
             raise type(e)(msg) from None
         write_bytes(out, data)
-    return f"wrote {out} ({len(state.nodes)} nodes; {event_text(state)})"
+    return f"wrote {shown(out)} ({len(state.nodes)} nodes; {event_text(state)})"
 
 
 def write_frames(events: Sequence[Event], ks: Sequence[int], out: Path, *, fmt: str,

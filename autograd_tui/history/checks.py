@@ -35,7 +35,8 @@ def _check_nodes(s: EngineState, e: Any, ids: list[int], fresh: dict[int, NodeIn
     may lead out of the listed nodes: ``grad()`` and ``min_topo_nr`` prune what
     compute_dependencies visits.)"""
     if len(fresh) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
+        seen: set[int] = set()  # a set: ids.count per id is quadratic in a long list
+        dup = next(i for i in ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
         raise StateError(f"event {e.seq}: node {dup} is listed twice")
     for info in fresh.values():
         if not 0 <= info.num_inputs <= MAX_NODE_INPUTS:

@@ -23,18 +23,20 @@ from autograd_tui.history.checks import _bad_decrement, _bad_push, _no_gt, _no_n
 from autograd_tui.history.handlers import _BY_TYPE, _free, _thread
 from autograd_tui.history.state import (
     _GONE,
+    EMPTY_STACK,
     EngineState,
     GraphTaskRef,
     GraphTaskState,
     NodeState,
     QueuedTask,
+    Slots,
     StateError,
     TaskFn,
     ThreadState,
     _new,
 )
 
-_task, _fn = QueuedTask, TaskFn
+_task, _fn, _slots = QueuedTask, TaskFn, Slots
 _NO_REF = GraphTaskRef(None, 0, alive=False)  # a null weak pointer
 _NO_QUEUE: list[QueuedTask] = []  # a push that names no queue
 
@@ -84,14 +86,13 @@ def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
                     info = nodes.get(e.node)
                     if info is None:
                         raise _no_node(s, e)
-                    slots = (None,) * max(info.num_inputs, 1)
+                    slots = _slots(max(info.num_inputs, 1))
                 slot = e.slot
                 if not 0 <= slot < len(slots):
                     raise StateError(f"event {e.seq}: slot {slot} of {s.node_name(e.node)}, "
                                      f"which has {len(slots)} input(s)")
                 if e.mode != "undefined":
-                    slots = (e.value,) if len(slots) == 1 else \
-                        slots[:slot] + (e.value,) + slots[slot + 1:]
+                    slots = slots.set(slot, e.value)
                 buffers[key] = c_buffers[key] = slots
             elif t is _PUSH:  # ReadyQueue::push: the task into the queue's heap
                 if e.shutdown:
@@ -173,7 +174,7 @@ def _fold_into(s: EngineState, events: Sequence[Event]) -> None:
                     raise _no_node(s, e)
                 name, gid = e.thread, e.graph_task
                 th = threads.get(name)
-                stack = th[3] if th is not None else ()
+                stack = th[3] if th is not None else EMPTY_STACK
                 threads[name] = _new(ThreadState, (name, "running", None, stack + ((gid, node),)))
                 node_states[node] = c_states[node] = _new(NodeState, ("running", name, gid))
             elif t is _END:  # ... and ends: outputs, and the leaf's .grad for AccumulateGrad

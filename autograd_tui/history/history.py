@@ -14,7 +14,13 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from autograd_tui.engine.events import Event
+from autograd_tui.engine.events import EVENT_TYPES, Event
+from autograd_tui.engine.ready_queue import (
+    compare_ignoring_depth,
+    compare_node_task_time,
+    pop_heap,
+    push_heap,
+)
 from autograd_tui.history.fold import _fold_into, fold
 from autograd_tui.history.state import (
     _GONE,
@@ -24,17 +30,20 @@ from autograd_tui.history.state import (
     GraphTaskRef,
     QueuedTask,
     StateError,
+    TaskFn,
     ThreadState,
     _get_gt,
     _get_node,
     _no_changes,
-    copy_heaps,
 )
 
 
 class _Delta(NamedTuple):
     maps: dict[str, dict[Any, Any]]  # field -> {key: value or _GONE}
-    heaps: tuple[dict[str, list[QueuedTask]], dict[int, GraphTaskRef]]  # and pointers
+    # the threads the interval's events named, as they are at its end (the others are as
+    # the snapshot before left them).  No queues: a seek replays the pushes and pops since
+    # the checkpoint (``_replay_queues``), so a queue of thousands of tasks is not copied
+    # at every snapshot (which made a queue that only grows quadratic in memory)
     threads: dict[str, ThreadState]
     index: int
     last_event: Event | None
@@ -43,7 +52,7 @@ class _Delta(NamedTuple):
     gone: tuple[tuple[str, list[Any]], ...] = ()  # (map, keys deleted): found once, here
 
 
-def _delta(s: EngineState) -> _Delta:
+def _delta(s: EngineState, events: Sequence[Event]) -> _Delta:
     """What changed since the last snapshot: the entries the fold wrote inline (and
     dependencies_computed), plus those of the other events (each changes only
     entries keyed by its node, its (GraphTask, node) or its GraphTask), looked up
@@ -58,15 +67,50 @@ def _delta(s: EngineState) -> _Delta:
         for name in _NODE_MAPS:  # never deleted from
             m = getattr(s, name)
             maps[name].update({k: m[k] for k in nodes if k in m})
-        pairs = [(g, n) for g in gts for n in nodes]
+        # each of these events changes only the entry of its own (GraphTask, node): not
+        # every GraphTask x node pair (quadratic when each names a new one)
+        pairs = {(e.graph_task, e.node) for e in rare if e.node is not None}
         for name in _PAIR_MAPS:
             m = getattr(s, name)
             maps[name].update({k: m.get(k, _GONE) for k in pairs})
         maps["graph_tasks"].update({k: s.graph_tasks[k] for k in gts if k in s.graph_tasks})
     gone = tuple((name, keys) for name in _PAIR_MAPS
                  if (keys := [k for k, v in maps[name].items() if v is _GONE]))
-    return _Delta(maps, copy_heaps(s.heaps), s.threads.copy(), s.index, s.last_event,
-                  s.deadlock, s.depth_priority, gone)
+    threads = {name: s.threads[name] for name in {e.thread for e in events}
+               if name in s.threads}
+    return _Delta(maps, threads, s.index, s.last_event, s.deadlock, s.depth_priority, gone)
+
+
+_PUSH, _POP, _CREATED = (EVENT_TYPES[k] for k in ("push", "pop", "graph_task_created"))
+_NO_REF = GraphTaskRef(None, 0, alive=False)
+
+
+def _replay_queues(s: EngineState, events: Sequence[Event]) -> None:
+    """The ready queues of ``s`` taken through ``events`` (already folded once, so valid):
+    the fold's pushes, pops and expiries, with the engine's comparator, and nothing else."""
+    refs, gts, heaps = s.refs, s.graph_tasks, s.heaps
+    priority = s.depth_priority
+    for e in events:
+        t = type(e)
+        if t is _CREATED:
+            priority = e.depth_priority
+            continue
+        if (t is not _PUSH and t is not _POP) or e.shutdown:
+            continue
+        for gid in e.gone:
+            ref = refs.get(gid)
+            if ref is not None:
+                ref.alive = False
+        comp = compare_node_task_time if priority else compare_ignoring_depth
+        if t is _POP:
+            pop_heap(heaps[e.queue], comp)
+            continue
+        gid = e.graph_task
+        ref = _NO_REF if gid is None else refs.get(gid)
+        if ref is None or (gid is not None and not ref.alive):
+            ref = refs[gid] = GraphTaskRef(gid, gts[gid].reentrant_depth)  # type: ignore[index]
+        fn = TaskFn(e.node, e.seq_nr) if e.node is not None else None
+        push_heap(heaps.setdefault(e.queue, []), QueuedTask(ref, fn), comp)
 
 
 def _apply_delta(s: EngineState, d: _Delta) -> None:
@@ -76,7 +120,7 @@ def _apply_delta(s: EngineState, d: _Delta) -> None:
         pop = getattr(s, name).pop
         for k in keys:
             pop(k, None)
-    (s.heaps, s.refs), s.threads = copy_heaps(d.heaps[0]), d.threads.copy()
+    s.threads.update(d.threads)
     s.index, s.last_event, s.deadlock = d.index, d.last_event, d.deadlock
     s.depth_priority = d.depth_priority
 
@@ -96,7 +140,7 @@ class History:
     """
 
     def __init__(self, events: Sequence[Event] = (), every: int = 1024,
-                 min_checkpoint: int = 20_000) -> None:
+                 min_checkpoint: int = 20_000, on_snapshot: Any = None) -> None:
         if every < 1:
             raise ValueError("every must be >= 1")
         self.every = every
@@ -113,6 +157,7 @@ class History:
         # interval stepped in (built by the second seek into it) spares the deltas
         self._last_k = -1
         self._near: tuple[int, EngineState] | None = None
+        self.on_snapshot = on_snapshot  # called at each snapshot (a load's memory budget)
         self.extend(events)
 
     def __len__(self) -> int:
@@ -158,9 +203,12 @@ class History:
                 self._snapshot()
 
     def _snapshot(self) -> None:
+        if self.on_snapshot is not None:
+            self.on_snapshot()
         n = self._folded
-        d = _delta(self._head)
-        self._since_ckpt += sum(map(len, d.maps.values()))
+        d = _delta(self._head, self.events[self._snap_index[-1]:n])
+        self._since_ckpt += sum(map(len, d.maps.values())) + len(d.threads) + sum(
+            type(e) is _PUSH or type(e) is _POP for e in self.events[self._snap_index[-1]:n])
         self._snap_index.append(n)
         if self._since_ckpt >= max(self._head.size() // 4, self.min_checkpoint):
             self._snaps.append(self._head.copy())
@@ -180,6 +228,9 @@ class History:
             d = self._snaps[j]
             assert isinstance(d, _Delta)
             _apply_delta(s, d)
+        if k > c:
+            _replay_queues(s, self.events[self._snap_index[c]:self._snap_index[k]])
+            s.depth_priority = self._snaps[k].depth_priority  # type: ignore[union-attr]
         return s
 
     @property

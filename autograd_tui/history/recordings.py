@@ -37,7 +37,7 @@ from autograd_tui.engine.events import EVENT_TYPES, SCHEMA, Event
 from autograd_tui.files import CannotWrite, atomic_write
 from autograd_tui.history.fields import check_footer, check_header
 from autograd_tui.history.history import History
-from autograd_tui.history.lines import TraceError, json_line, read_file
+from autograd_tui.history.lines import Budget, TraceError, budget_words, json_line, read_file
 from autograd_tui.history.older_versions import V3_EVENT_TYPES, decode_v1, renumber, upgrade_v3
 from autograd_tui.history.state import StateError
 
@@ -146,8 +146,7 @@ def save(path: str | os.PathLike[str], header: dict[str, Any], events: Iterable[
 
 
 # --- loading --------------------------------------------------------------------------------
-#: events from which a load freezes what it built (see load); below, the collector's
-#: scans of it cost little
+#: events from which a load freezes what it built (see load): below, scans cost little
 FREEZE_ABOVE = 200_000
 _frozen = False  # the last load froze: the next one unfreezes first
 
@@ -169,13 +168,11 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True,
     data = read_file(p)
     if not data:
         raise TraceError(f"{p}: empty file: not a recording")
-    # Everything built below is long-lived and holds no reference cycles: the cyclic
-    # collector would only rescan it, during the load and after it (for a big recording,
-    # a second per million events and pauses of half a second in later seeks).  So keep
-    # the collector off while loading, and freeze what is alive after a big load
-    # (gc.freeze: left out of later scans; reference counting still frees it).  A
-    # freeze also pins what later becomes cyclic garbage, so the next load releases it
-    # first (gc.unfreeze and a collection): repeated loads do not pile it up.
+    # What is built below is long-lived, with no reference cycles: the cyclic collector
+    # would only rescan it (a second per million events, half-second pauses in seeks).  So
+    # it is off while loading, and a big load is frozen after (gc.freeze); the next load
+    # unfreezes and collects first, so repeated loads do not pile up.  MemoryError, and
+    # the budget (lines.Budget, checked as the fold goes), end in one message.
     global _frozen
     was_enabled = gc.isenabled()
     if was_enabled and _frozen:
@@ -185,7 +182,9 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True,
     gc.disable()
     rec: Recording | None = None
     try:
-        rec = _load(p, data, validate_state, on_stage)
+        rec = _load(p, data, validate_state, on_stage, Budget(p))
+    except MemoryError:
+        raise TraceError(f"{p}: {budget_words()}") from None
     finally:
         if was_enabled:
             if rec is not None and len(rec.events) >= FREEZE_ABOVE:
@@ -196,7 +195,7 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True,
 
 
 def _load(p: Path, data: bytes | bytearray, validate_state: bool,
-          on_stage: Callable[[str], None]) -> Recording:
+          on_stage: Callable[[str], None], budget: Budget) -> Recording:
     first = data.find(b"\n")
     header = json_line(p, 1, data if first < 0 else data[:first])
     if not isinstance(header, dict) or "format" not in header:
@@ -244,8 +243,9 @@ def _load(p: Path, data: bytes | bytearray, validate_state: bool,
             events, footer = renumber(events, footer)
         _check_status(p, footer, events)
         if validate_state:
+            budget()  # the events decoded
             on_stage("folding")
-        history = _fold(p, events) if validate_state else None
+        history = _fold(p, events, budget) if validate_state else None
     finally:
         checksum.join()
     return Recording(header, events, footer, history)
@@ -384,8 +384,8 @@ def _check_order(p: Path, events: list[Event], version: int) -> None:
                          f"after {int(seqs[i - 1])}): lines were moved or repeated")
 
 
-def _fold(p: Path, events: list[Event]) -> History:
-    history = History()
+def _fold(p: Path, events: list[Event], budget: Budget) -> History:
+    history = History(on_snapshot=budget)  # its TraceError passes through
     try:
         history.extend(events)
     except StateError as err:

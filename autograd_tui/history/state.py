@@ -67,12 +67,128 @@ class GraphTaskState(NamedTuple):
     outstanding: int = 0  # last: the fold replaces it with gt[:-1] + (n,)
 
 
+class Stack:
+    """A thread's (graph_task, node) stack as linked cells, innermost last: pushing
+    (``stack + (item,)``) and popping (``stack[:-1]``) cost the same whatever its depth,
+    and states share the cells below (a tuple copied at each start made a run of nested
+    starts quadratic).  Reads like a tuple: ``len``, ``[-1]``, iteration outermost first,
+    equality with a tuple of the same items."""
+    __slots__ = ("parent", "top", "size")
+
+    def __init__(self, parent: Stack | None = None, top: Any = None) -> None:
+        self.parent, self.top = parent, top
+        self.size = 0 if parent is None else parent.size + 1
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __add__(self, items: tuple[Any, ...]) -> Stack:
+        s = self
+        for item in items:
+            s = Stack(s, item)
+        return s
+
+    def __getitem__(self, i: Any) -> Any:
+        if i == -1 and self.size:
+            return self.top
+        if isinstance(i, slice) and i == slice(None, -1, None):
+            return self.parent if self.size else self
+        return tuple(self)[i]
+
+    def __iter__(self) -> Any:
+        out, s = [], self
+        while s.size:
+            out.append(s.top)
+            s = s.parent  # type: ignore[assignment]
+        return reversed(out)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Stack):
+            return self is other or (self.size == other.size and tuple(self) == tuple(other))
+        return isinstance(other, tuple) and tuple(self) == other
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+EMPTY_STACK = Stack()
+
+
+class Slots:
+    """A node's InputBuffer slot summaries: only the filled ones are stored, in chunks of
+    ``CHUNK`` slots, so a node stating 65,536 inputs that receives one gradient costs one
+    chunk, not a 65,536-slot tuple, and filling a slot copies one chunk and the chunk
+    table, never the whole buffer (states share the rest).  Reads like a tuple of
+    ``len(self)`` slots (None: empty); views show the first ones (``shown``)."""
+    __slots__ = ("n", "chunks")
+    CHUNK = 64
+
+    def __init__(self, n: int, chunks: dict[int, tuple[Any, ...]] | None = None) -> None:
+        self.n, self.chunks = n, chunks if chunks is not None else {}
+
+    def set(self, i: int, value: Any) -> Slots:
+        """A new buffer with slot ``i`` (``0 <= i < len``) holding ``value``."""
+        c, j, size = divmod(i, self.CHUNK) + (self.CHUNK,)
+        old = self.chunks.get(c) or (None,) * min(size, self.n - c * size)
+        chunks = self.chunks.copy()
+        chunks[c] = old[:j] + (value,) + old[j + 1:]
+        return Slots(self.n, chunks)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, int) and -self.n <= i < self.n:
+            c, j = divmod(i % self.n, self.CHUNK)
+            chunk = self.chunks.get(c)
+            return chunk[j] if chunk else None
+        return tuple(self)[i]
+
+    def __iter__(self) -> Any:
+        return iter(self.head(self.n))
+
+    def head(self, k: int) -> tuple[Any, ...]:
+        """The first ``k`` slots (None: empty)."""
+        out: list[Any] = []
+        for c in range(0, (min(k, self.n) + self.CHUNK - 1) // self.CHUNK):
+            chunk = self.chunks.get(c)
+            out.extend(chunk if chunk else (None,) * min(self.CHUNK, self.n - c * self.CHUNK))
+        return tuple(out[:k])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Slots):
+            return self.n == other.n and all(
+                self[c * self.CHUNK + j] == v for c, ch in (self.chunks | other.chunks).items()
+                for j, v in enumerate(other.chunks.get(c) or (None,) * len(ch)))
+        return isinstance(other, tuple) and len(other) == self.n and tuple(self) == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Slots({self.n}, {self.chunks!r})"
+
+
+SLOTS_SHOWN = 16  # a view shows a buffer's first slots and "… N more"
+
+
+def shown(slots: Any) -> tuple[list[tuple[int, Any]], int]:
+    """The slots a view shows, ``[(k, summary or None)]``, and how many it leaves out."""
+    if isinstance(slots, Slots):
+        first = slots.head(SLOTS_SHOWN)
+    else:
+        first = tuple(slots)[:SLOTS_SHOWN]
+    return list(enumerate(first)), len(slots) - len(first)
+
+
 class ThreadState(NamedTuple):
     name: str
     state: str  # running | waiting | finished
     #: (on, target, holder) of its thread_wait, worded by ``words.wait_words``
     waiting_on: tuple[str, str, str | None] | None = None
-    nodes: tuple[tuple[int | None, int], ...] = ()  # (graph_task, node) stack, innermost last
+    nodes: Stack = EMPTY_STACK  # (graph_task, node) stack, innermost last
 
     @property
     def node(self) -> int | None:
@@ -154,8 +270,8 @@ class EngineState:
     heaps: dict[str, list[QueuedTask]] = field(default_factory=dict)
     # GraphTask -> the weak pointer its queued tasks share (derived, so not compared)
     refs: dict[int, GraphTaskRef] = field(default_factory=dict, compare=False)
-    buffers: dict[Key, tuple[Any, ...]] = field(default_factory=dict)  # slot summaries
-    not_ready: dict[Key, tuple[Any, ...]] = field(default_factory=dict)  # slot summaries
+    buffers: dict[Key, Slots] = field(default_factory=dict)  # slot summaries
+    not_ready: dict[Key, Slots | tuple[()]] = field(default_factory=dict)  # slot summaries
     graph_tasks: dict[int, GraphTaskState] = field(default_factory=dict)
     threads: dict[str, ThreadState] = field(default_factory=dict)
     leaf_grads: dict[int, Any] = field(default_factory=dict)  # AccumulateGrad id -> summary
@@ -183,7 +299,8 @@ class EngineState:
 
     def size(self) -> int:
         """Entries in all maps (what a copy costs)."""
-        return sum(len(getattr(self, f)) for f in _NODE_MAPS + _PAIR_MAPS + ("graph_tasks",))
+        return sum(len(getattr(self, f)) for f in _NODE_MAPS + _PAIR_MAPS + (
+            "graph_tasks", "threads")) + sum(map(len, self.heaps.values()))
 
     # --- queries used by the views ------------------------------------------------------------
     def node_name(self, node: int | None) -> str:
