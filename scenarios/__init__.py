@@ -98,6 +98,11 @@ class Scenario:
     forward: dict[int, tuple[str, ...]] = field(default_factory=dict)  # FORWARD, as tuples
     banner: str = ""  # said in the app's header and a headless summary (torch.compile)
 
+    @property
+    def label(self) -> str:
+        """How a message names it: a built-in lesson by its name, a file by its path."""
+        return self.name if self.source.startswith("scenarios.") else self.source
+
     def missing(self) -> str | None:
         """Why it cannot run here (a module it needs is not installed), else None."""
         for mod in self.requires:
@@ -112,8 +117,8 @@ class Scenario:
             if k not in self.params:
                 known = ", ".join(sorted(self.params)) or "none"
                 raise ScenarioError(
-                    f"{self.source}: unknown parameter {k!r} (parameters: {known})", usage=True)
-            out[k] = convert(v, self.params[k].type, f"{self.source}: parameter {k!r}")
+                    f"{self.label}: unknown parameter {k!r} (parameters: {known})", usage=True)
+            out[k] = convert(v, self.params[k].type, f"{self.label}: parameter {k!r}")
         return out
 
     def run(self, params: dict[str, Any] | None = None) -> Any:

@@ -77,7 +77,7 @@ def _graph(x: Any, op: str) -> Any:
 
 def _run(mod: Any, op: str, is_enabled: Any, set_anomaly: Any, **kw: Any) -> dict[str, Any]:
     if op not in _OPS:
-        raise ScenarioError(f"{__name__}: parameter 'op' must be one of {', '.join(_OPS)}, "
+        raise ScenarioError(f"{NAME}: parameter 'op' must be one of {', '.join(_OPS)}, "
                             f"not {op!r}")
     raised = 0.0
     x = mod.tensor([0.0, 1.0], requires_grad=True, **kw)

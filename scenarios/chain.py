@@ -52,7 +52,7 @@ would they help?
 
 def program(n: int, x: float, scale: float) -> dict[str, engine.Tensor]:
     if n < 1:
-        raise ScenarioError(f"{__name__}: parameter 'n' must be at least 1, not {n}")
+        raise ScenarioError(f"{NAME}: parameter 'n' must be at least 1, not {n}")
     leaf = engine.tensor(x, requires_grad=True)
     y = leaf
     for _ in range(n):

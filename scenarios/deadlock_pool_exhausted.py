@@ -71,7 +71,7 @@ branch), `Engine::add_thread_pool_task`, `Engine::reentrant_thread_init`,
 
 def _run(mod: Any, depth: int, **kw: Any) -> dict[str, Any]:
     if depth < 0:
-        raise ScenarioError(f"{__name__}: parameter 'depth' must be >= 0, not {depth}")
+        raise ScenarioError(f"{NAME}: parameter 'depth' must be >= 0, not {depth}")
     v = mod.tensor(float(depth), requires_grad=True, **kw)
     _reentrant(mod, **kw).apply(v).sum().backward()  # the chain of reentrant-deep
     return {"v": v.grad}

@@ -105,7 +105,7 @@ def program(fixed: bool) -> dict[str, engine.Tensor]:
 
 def torch_program(torch: Any, fixed: bool) -> dict[str, Any]:
     if not fixed:
-        raise ScenarioError(f"{__name__}: deadlocks in PyTorch too; run it with fixed=true")
+        raise ScenarioError(f"{NAME}: deadlocks in PyTorch too; run it with fixed=true")
     sig = threading.Event()
 
     def wait() -> None:

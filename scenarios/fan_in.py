@@ -56,7 +56,7 @@ why must it be careful about adding in place into the first gradient it got?
 
 def program(n: int, x0: float, x1: float) -> dict[str, engine.Tensor]:
     if n < 1:
-        raise ScenarioError(f"{__name__}: parameter 'n' must be at least 1, not {n}")
+        raise ScenarioError(f"{NAME}: parameter 'n' must be at least 1, not {n}")
     x = engine.tensor([x0, x1], requires_grad=True)
     h = x.exp()
     total = h * 1.0

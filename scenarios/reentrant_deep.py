@@ -88,7 +88,7 @@ def _reentrant(mod: Any, **kw: Any) -> Any:
 
 def _run(mod: Any, depth: int, **kw: Any) -> dict[str, Any]:
     if depth < 0:
-        raise ScenarioError(f"{__name__}: parameter 'depth' must be >= 0, not {depth}")
+        raise ScenarioError(f"{NAME}: parameter 'depth' must be >= 0, not {depth}")
     v = mod.tensor(float(depth), requires_grad=True, **kw)
     (_reentrant(mod, **kw).apply(v) * 2).sum().backward()
     return {"v": v.grad}

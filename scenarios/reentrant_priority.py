@@ -102,7 +102,7 @@ def _functions(mod: Any, order: list[float], old: Any, **kw: Any) -> tuple[Any, 
 
 def _run(mod: Any, start: int, old_graph: bool, **kw: Any) -> dict[str, Any]:
     if start < 0:
-        raise ScenarioError(f"{__name__}: parameter 'start' must be >= 0, not {start}")
+        raise ScenarioError(f"{NAME}: parameter 'start' must be >= 0, not {start}")
     order: list[float] = []
     p = mod.tensor(1.5, requires_grad=True, **kw)
     old = [(p * 2).sum()] if old_graph else []

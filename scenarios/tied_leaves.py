@@ -80,7 +80,7 @@ def _weighted_sum(mod: Any) -> Any:
 
 def _run(mod: Any, n: int, **kw: Any) -> dict[str, Any]:
     if n < 1:
-        raise ScenarioError(f"{__name__}: parameter 'n' must be at least 1, not {n}")
+        raise ScenarioError(f"{NAME}: parameter 'n' must be at least 1, not {n}")
     order: list[int] = []
     leaves = [mod.tensor(float(i + 1), requires_grad=True, **kw) for i in range(n)]
     for i, leaf in enumerate(leaves):

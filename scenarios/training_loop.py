@@ -105,7 +105,7 @@ def _run(mod: Any, steps: int, lr: float, w0: float, b0: float,
 
 def _check(steps: int) -> None:
     if steps < 1:
-        raise ScenarioError(f"{__name__}: parameter 'steps' must be at least 1, not {steps}")
+        raise ScenarioError(f"{NAME}: parameter 'steps' must be at least 1, not {steps}")
 
 
 def program(steps: int, lr: float, w: float, b: float) -> dict[str, engine.Tensor]:

@@ -93,7 +93,7 @@ def _data(batch: int, seed: int) -> dict[str, np.ndarray]:
 
 def _run(mod: Any, linear: Any, batch: int, seed: int, **kw: Any) -> dict[str, Any]:
     if batch < 1:
-        raise ScenarioError(f"{__name__}: parameter 'batch' must be at least 1, not {batch}")
+        raise ScenarioError(f"{NAME}: parameter 'batch' must be at least 1, not {batch}")
     d = _data(batch, seed)
     target = d.pop("target")
     p = {k: mod.tensor(v, requires_grad=True, **kw) for k, v in d.items()}

@@ -222,13 +222,17 @@ def side_by_side(con: Any, two: list[Any]) -> None:
     con.print(table)
 
 
+def _count(n: int, word: str) -> str:
+    """``1 run``, ``2 runs``, ``0 runs``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def coverage(report: Any) -> str:
-    n = f"{report.explored} schedule{'s' if report.explored != 1 else ''}"
-    head = (f"explored {n} ({report.pruned} pruned by the reduction, {report.runs} runs) "
-            f"in {report.seconds:.1f} s")
+    head = (f"explored {_count(report.explored, 'schedule')} ({report.pruned} pruned by the "
+            f"reduction, {_count(report.runs, 'run')}) in {report.seconds:.1f} s")
     if report.strategy == "dfs" and report.bound is not None:
         if report.complete:
-            head += f"; every schedule up to {report.bound} preemptions covered"
+            head += f"; every schedule up to {_count(report.bound, 'preemption')} covered"
         else:
             head += f"; bound {report.bound} not finished"
     if report.stopped not in ("done",):

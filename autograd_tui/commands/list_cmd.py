@@ -39,5 +39,5 @@ def run(args: argparse.Namespace) -> int:
     for s in scenarios.builtins(everything=True):
         why = s.missing()
         if why is not None:  # a PyTorch example where torch is absent: say why it is not here
-            con.print(f"skipped {s.name}: {why}")
+            con.print(f"skipped {s.name}: {why}", markup=False)  # [torch] is no markup
     return EXIT_OK

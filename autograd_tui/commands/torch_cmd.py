@@ -53,13 +53,15 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from autograd_tui.commands.progress import progress
     from autograd_tui.session.run import Run
     from autograd_tui.session.torch_script import script_scenario
 
     record = output_file(args.record, "--record")
     if not args.headless:
         app_only_options(args, record)
-    scenario = script_scenario(args.script, args.entry)
+    with progress(None, "importing torch and the script (a few seconds)"):
+        scenario = script_scenario(args.script, args.entry)  # on a terminal: a line meanwhile
     if not args.headless:
         return open_app(scenario)
     r = Run(scenario)
@@ -77,7 +79,7 @@ def _summary(con: Any, run: Any, result: Any) -> int:
     if run.scenario.banner:
         print_text(con, f"note: {run.scenario.banner}")
     con.print(f"events: {len(run.events)}")
-    if isinstance(run.error, _called_backward()):  # one plain message, at the script's line
+    if isinstance(run.error, _plain_errors()):  # one plain message, no class path
         con.print("[bold red]error in the script[/bold red]", end=" ")
         print_text(con, str(run.error))
         code = EXIT_ERROR
@@ -101,10 +103,13 @@ def _summary(con: Any, run: Any, result: Any) -> int:
     return code
 
 
-def _called_backward() -> type[BaseException]:
+def _plain_errors() -> tuple[type[BaseException], ...]:
+    """The bridge's own errors: each message says what is wrong with the script in words
+    (a loss that needs no grad, a backward called in the script), so no class name."""
+    from autograd_tui.engine.torch_bridge import TorchBridgeError
     from autograd_tui.engine.torch_bridge.program import ScriptCalledBackward
 
-    return ScriptCalledBackward
+    return ScriptCalledBackward, TorchBridgeError
 
 
 def _norm(v: Any) -> float:

@@ -101,11 +101,11 @@ details {{ padding: 0 12px 12px; }}
 </head>
 <body>
 <header>
-<button id="first" title="first frame (Home)">⏮</button>
+<button id="first" title="first frame (Home)">|&lt;</button>
 <button id="prev" title="previous frame (←)">◀</button>
 <span id="pos">frame 1 / {count}</span>
 <button id="next" title="next frame (→)">▶</button>
-<button id="last" title="last frame (End)">⏭</button>
+<button id="last" title="last frame (End)">&gt;|</button>
 <span id="text"></span>
 </header>
 <main>{viewer}</main>

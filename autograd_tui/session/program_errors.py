@@ -123,6 +123,9 @@ def _message(err: BaseException) -> tuple[str, tuple[str, ...]]:
     never one line with an escaped newline)."""
     notes = tuple(str(n) for n in getattr(err, "__notes__", None) or ())
     text = "".join(traceback.format_exception_only(type(err), err)).rstrip("\n")
+    qualified = f"{type(err).__module__}.{type(err).__qualname__}"
+    if qualified.startswith("autograd_tui.") and text.startswith(qualified):
+        text = type(err).__qualname__ + text[len(qualified):]  # ours: no module path
     for note in reversed(notes):
         if text.endswith("\n" + note):
             text = text[: -len(note) - 1]

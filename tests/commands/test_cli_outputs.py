@@ -147,7 +147,7 @@ def test_a_float_parameter_must_be_finite(tmp_path: Path, capsys, value) -> None
     rec = tmp_path / "run.jsonl"
     assert main(["run", "chain", "--param", f"x={value}", "--headless", "--record",
                  str(rec)]) == 2
-    assert capsys.readouterr().err == (f"autograd-tui: scenarios.chain: parameter 'x' must be "
+    assert capsys.readouterr().err == (f"autograd-tui: chain: parameter 'x' must be "
                                        f"a finite number, not {value!r}\n")
     assert not rec.exists()
     assert main(["run", "chain", "--param", f"x={value}"]) == 2  # checked before the app opens

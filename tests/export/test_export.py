@@ -600,7 +600,7 @@ def test_errors_are_one_line_in_the_one_dialect(tmp_path):
                               "not 0\n")
     code, _, err = cli("linear-relu", "--param", "nope=1", "-o", str(tmp_path / "x.svg"))
     assert code == 2
-    assert err == ("autograd-tui: scenarios.linear_relu: unknown parameter 'nope' "
+    assert err == ("autograd-tui: linear-relu: unknown parameter 'nope' "
                    "(parameters: b1, b2, w1, w2, x)\n")
     code, _, err = cli("linear-relu", "--engine", "reentrant=sideways",
                        "-o", str(tmp_path / "x.svg"))
