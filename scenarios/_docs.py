@@ -74,6 +74,23 @@ A scenario module declares:
 | `torch_program(torch, **params)` | optional: the same with real PyTorch, so tests can compare gradients |
 | `FORWARD` | optional: `{sequence_nr: (op name, leaf input names...)}`, the forward op that made each node, shown in the graph's boxes (`(Linear1)`) |
 
+`FORWARD` is keyed by each backward node's `sequence_nr` (the order the forward pass made
+the nodes, from 0).  `autograd-tui show FILE --nodes` runs the scenario and prints every
+node's sequence_nr, name and current label, a table to copy from (`--param K=V` as for
+`run`):
+
+```
+sequence_nr  node             forward op (FORWARD)
+          0  LinearBackward0  Linear1, input, linear1.weight, linear1.bias
+          1  ReluBackward0    ReLU
+          3  AddBackward0     -
+```
+
+A leaf's `AccumulateGrad` has no key of its own (its sequence_nr is the largest, as in
+PyTorch): name it among the inputs of the op that used it.  A recording of a scenario
+file keeps the file's `FORWARD` in its header, so `autograd-tui replay` shows the same
+labels without the file (a built-in lesson's are looked up by its name).
+
 A broken file (a syntax error, no `program`, a program that raises, a parameter of the
 wrong type, an unknown parameter) gives one message naming the file and the problem, on
 standard error, and exit code 1 (`docs/cli.md`). Where the file can say which line, it

@@ -34,9 +34,16 @@ class Program(msgspec.Struct):
     version: Text
 
 
+#: a scenario file's FORWARD, as a recording keeps it: sequence_nr (decimal text) -> names
+Forward = Annotated[dict[Annotated[str, msgspec.Meta(pattern="^[0-9]{1,20}$")],
+                         Annotated[list[Text], msgspec.Meta(max_length=256)]],
+                    msgspec.Meta(max_length=65_536)]
+
+
 class ScenarioInfo(msgspec.Struct, frozen=True):
     name: Text | None = None
     params: dict[Text, Any] = {}
+    forward: Forward = {}
 
 
 class Schedule(msgspec.Struct, frozen=True):

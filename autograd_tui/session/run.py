@@ -109,12 +109,18 @@ class Run:
         return out
 
     def header(self) -> dict[str, Any]:
-        return trace.make_header(
+        """The recording's header; a scenario file's ``FORWARD`` goes in it (a built-in
+        lesson's is looked up by name), so its recording keeps the forward-op labels."""
+        header = trace.make_header(
             scenario=self.scenario.name if self.scenario.source.startswith("scenarios.")
             else self.scenario.source,
             params=self.params, engine_options=self.engine.options(), policy=self.policy,
             seed=self.seed, serialized=self.serialized, events=self.events,
             full_tensors=self.full_tensors)
+        if self.scenario.forward and not self.scenario.source.startswith("scenarios."):
+            header["scenario"]["forward"] = {str(k): list(v)
+                                             for k, v in self.scenario.forward.items()}
+        return header
 
     def footer(self) -> dict[str, Any]:
         grads = {k: summarize(v) for k, v in self.gradients().items()}

@@ -146,8 +146,9 @@ class Session:
     @functools.cached_property
     def forward(self) -> dict[int, tuple[str, ...]]:
         """The scenario's ``FORWARD`` (which forward op made each node, by sequence_nr):
-        a recording's only if it names a built-in scenario, as for ``notes`` (looked up
-        once: the graph pane reads it at every step)."""
+        a recording's from the built-in scenario it names, as for ``notes``, else the one
+        its header keeps (a scenario file's, as text; looked up once: the graph pane reads
+        it at every step)."""
         if self.run is not None:
             return self.run.scenario.forward
         from autograd_tui import scenarios
@@ -155,7 +156,7 @@ class Session:
         name = self.recording.scenario if self.recording else None
         if isinstance(name, str) and name in scenarios.names():
             return scenarios.get(name).forward
-        return {}
+        return recorded_forward(self.recording.header if self.recording else {})
 
     @property
     def policy(self) -> str:
@@ -323,3 +324,15 @@ class Session:
         self._stop.set()
         if self.run is not None:
             self.run.close()
+
+
+def recorded_forward(header: dict[str, Any]) -> dict[int, tuple[str, ...]]:
+    """The ``FORWARD`` a recording's header keeps (``Run.header``), its strings made plain;
+    the header's shape was checked when it was loaded (``history.fields``)."""
+    info = header.get("scenario")
+    forward = info.get("forward") if isinstance(info, dict) else None
+    if not isinstance(forward, dict):
+        return {}
+    return {int(k): tuple(plain(n) for n in v) for k, v in forward.items()
+            if isinstance(k, str) and k.isdecimal() and isinstance(v, list) and v
+            and all(isinstance(n, str) for n in v)}
