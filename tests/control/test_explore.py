@@ -95,7 +95,7 @@ def test_the_command_prints_the_replay_command_and_it_deadlocks():
     i = next(i for i, line in enumerate(lines) if line.startswith("deadlock ("))
     command = lines[i + 1].split()
     assert command[:4] == ["autograd-tui", "run", "race-lock-order", "--policy"]
-    assert "every schedule up to 1 preemptions covered" in p.stdout
+    assert "every schedule up to 1 preemption covered" in p.stdout
     q = subprocess.run([EXE, *command[1:], "--headless", "--quiet"], capture_output=True,
                        text=True, timeout=120)
     assert q.returncode == 3, q.stdout + q.stderr
