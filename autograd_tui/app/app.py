@@ -16,6 +16,7 @@ from textual.app import App
 from autograd_tui.app.debugger import DebuggerScreen
 from autograd_tui.app.program_output import ProgramOutput, redirect_log_handlers
 from autograd_tui.app.screens import OutputScreen
+from autograd_tui.app.serve_link import ServeLink
 from autograd_tui.app.theme import theme_defaults
 from autograd_tui.history.recordings import Recording
 from autograd_tui.words import plain
@@ -39,6 +40,7 @@ class AutogradApp(App[int]):
         self.debugger = DebuggerScreen(scenario=scenario, params=params or {}, policy=policy,
                                        seed=seed, engine_overrides=engine_overrides or {},
                                        recording=recording)
+        self.link = ServeLink(self.debugger)  # under `serve`: ends with it; --follow
         self.output = ProgramOutput()  # what the program writes while the app runs (o)
         self._restore_logs: Any = lambda: None
 
@@ -66,6 +68,11 @@ class AutogradApp(App[int]):
         # Awaited: the debugger's widgets are mounted and its session open before the app
         # is ready (a default screen composes after that: keys sent at once found none).
         await self.push_screen(self.debugger)
+        self.link.start()  # under `serve` only: ends with it, --follow
+
+    def action_follow_leader(self) -> None:
+        """``L`` (the debugger's key): under ``serve --follow``, back to the leader."""
+        self.link.follow_again()
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """The graph's colours (``graph-ready``, ...: ``palette``) for the current theme."""

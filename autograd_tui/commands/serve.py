@@ -22,8 +22,10 @@ import errno
 import os
 import re
 import shlex
+import shutil
 import socket
 import sys
+import tempfile
 from typing import Any
 
 from autograd_tui.commands.common import (
@@ -82,6 +84,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-clients", type=int, default=DEFAULT_MAX_CLIENTS, metavar="N",
                    help=f"apps (open tabs) at once; the next is refused with a message "
                         f"(default {DEFAULT_MAX_CLIENTS}; each takes about 65 MB)")
+    p.add_argument("--follow", action="store_true",
+                   help="the first browser to connect leads: every other one shows its "
+                        "step as it happens (L in a follower: back to the leader)")
     p.add_argument("--export-dir", metavar="DIR", default=None,
                    help="exports (e) are written into this folder on the server; without "
                         "it they go to the viewer's browser as a download")
@@ -104,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     from aiohttp.web_runner import GracefulExit
 
     from autograd_tui.app.web_export import EXPORT_DIR_VARIABLE
+    from autograd_tui.commands.serve_apps import Follow, kill_left
     from autograd_tui.words import plain
 
     token = choose_token(args.host, args.token, args.no_token)
@@ -114,13 +120,19 @@ def run(args: argparse.Namespace) -> int:
         os.environ[EXPORT_DIR_VARIABLE] = export_dir
     else:
         os.environ.pop(EXPORT_DIR_VARIABLE, None)
-    server = _server(app_command(args), args.host, args.port, url, plain(name), guard)
+    folder = tempfile.mkdtemp(prefix="autograd-tui-follow-") if args.follow else None
+    server = _server(app_command(args), args.host, args.port, url, plain(name), guard,
+                     Follow(folder) if folder else None)
     try:
         server.serve()
     except OSError as e:  # lost the port between the check and the bind
         raise Failure(_address_error(args.host, args.port, e)) from None
     except GracefulExit:  # a second Ctrl-C while the first one waits for the apps
         pass
+    finally:
+        kill_left(server.apps)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
     say("stopped")
     return EXIT_OK
 
@@ -191,7 +203,7 @@ def _url_host(host: str) -> str:
 
 
 def _server(command: str, host: str, port: int, url: str, scenario: str,
-            guard: Guard) -> Any:
+            guard: Guard, follow: Any) -> Any:
     """textual-serve's Server, saying what it serves in our words rather than its banner,
     and ending the apps of open pages promptly on Ctrl-C."""
     import asyncio
@@ -199,11 +211,14 @@ def _server(command: str, host: str, port: int, url: str, scenario: str,
 
     from textual_serve.server import Server
 
+    from autograd_tui.commands.serve_apps import OwnedApp, handle_websocket
+
     class _Server(Server):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             #: the open pages, each with the event its handler sets once its app ended
             self.sessions: dict[asyncio.Task[Any], asyncio.Event] = {}
+            self.apps: set[OwnedApp] = set()  # each connection's app (serve_apps.py)
             guard.clients = lambda: len(self.sessions)
 
         async def _make_app(self) -> Any:
@@ -216,7 +231,7 @@ def _server(command: str, host: str, port: int, url: str, scenario: str,
             assert task is not None
             self.sessions[task] = ended
             try:
-                return await super().handle_websocket(request)
+                return await handle_websocket(self, request, follow, self.apps)
             finally:
                 del self.sessions[task]
                 ended.set()

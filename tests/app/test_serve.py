@@ -93,13 +93,30 @@ def wait_group_gone(pgid: int, timeout: float) -> bool:
     return not group_alive(pgid)
 
 
+def _die_with_the_test() -> Any:
+    """For Popen: the child gets SIGKILL when this test process dies, even killed (the
+    server then ends its apps: they get SIGTERM when it dies)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+
+    def setup() -> None:
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return setup
+
+
 @contextmanager
 def process_group(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
     """``argv`` in a session of its own (its children too: the apps, Chromium's helpers);
     at the end the whole group is stopped, SIGTERM then SIGKILL, and waited for."""
     with open(log, "wb") as out:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                             stderr=subprocess.STDOUT, start_new_session=True)
+                             stderr=subprocess.STDOUT, start_new_session=True,
+                             preexec_fn=_die_with_the_test())
     try:
         yield p
     finally:

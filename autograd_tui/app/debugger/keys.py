@@ -63,6 +63,8 @@ BINDINGS = [
             tooltip="Copy the node details (d) to the clipboard"),
     # --- the views and the side panes
     Binding("f", "find_node", "Find node", show=False),
+    Binding("L", "app.follow_leader", "Leader", show=False,
+            tooltip="serve --follow: show the leader's event again, and follow it"),
     # w shows (check_action) only while the side panes are tabs: a short terminal
     Binding("w", "next_pane", "Pane",
             tooltip="Show the next side pane (they are tabs in a terminal under "

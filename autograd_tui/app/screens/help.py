@@ -33,6 +33,7 @@ HELP = f"""\
 | `T` / `Q` / `N` / `G` | show the threads / ready queues / not_ready / GraphTasks pane |
 | `enter` / click | grouped view (PyTorch nodes by nn.Module; `v`): open / close a group |
 | `f` | grouped view: open the groups holding the shown event's node, select its row |
+| `L` | under `serve --follow`: back to the leader's event, and follow it again |
 | `r` | restart the scenario |
 | `s` | pick another scenario |
 | `e` | export a Graphviz snapshot of the shown state |
