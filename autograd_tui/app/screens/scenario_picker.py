@@ -39,7 +39,7 @@ def _row(name: str, summary: str) -> Table:
     """A name and its summary in two columns: the summary's wrapped lines stay under the
     summary column (under the name column a summary's words looked like lesson names)."""
     grid = Table.grid(padding=(0, 1))
-    grid.add_column(width=NAME_WIDTH, no_wrap=True)
+    grid.add_column(width=max(NAME_WIDTH, len(name)), no_wrap=True)  # a long name whole
     grid.add_column(ratio=1)
     grid.add_row(name, summary)
     return grid
