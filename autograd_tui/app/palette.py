@@ -48,8 +48,9 @@ def commands(screen: Screen[object]) -> list[Command]:
     """One command per action of ``screen`` that has a described binding (the first
     binding's key)."""
     found: dict[str, Command] = {}
+    hidden = getattr(screen, "hidden_actions", frozenset())  # a replay's engine keys
     for b in own_bindings(screen):
-        if b.description and b.action not in found:
+        if b.description and b.action not in found and b.action not in hidden:
             found[b.action] = Command(b.description, screen.app.get_key_display(b), b.action,
                                       b.tooltip)
     return list(found.values())

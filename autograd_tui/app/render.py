@@ -176,23 +176,25 @@ def graph_tasks_text(state: EngineState) -> Text:
 
 
 def threads_rows(state: EngineState, live: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(thread, state, current node, depth) per thread: the controller's live words when
-    we have them (paused, lock holders), else the fold's."""
+    """(thread, state, current node, depth) per thread, in the fold's words: the same at an
+    event whether it is the live run's newest or one gone back to (at event 33 the live
+    pane said "at a gate after not_ready_insert", after ``g 33`` "running").  Live, the
+    controller adds what no event says: a thread the user paused, the numbering of
+    threads not yet seen by an event."""
     names = list(dict.fromkeys([*live, *state.threads]))  # live: the controller's numbering
     rows = []
     for name in names:
         ls = live.get(name)
         fs = state.threads.get(name)
-        if ls is not None:
-            what = ls.detail
-            node = ls.node or ""
-            depth = str(ls.depth)
-        else:
-            what = fs.state + (f" on {wait_words(*fs.waiting_on)}" if fs and fs.waiting_on
-                               else "") if fs else "?"
-            node = label_of(state, fs.node) if fs and fs.node is not None else ""
-            depth = str(fs.depth) if fs else "0"
-        rows.append((name, what, node, depth))
+        if fs is None:
+            what = ls.detail if ls is not None else "?"
+            rows.append((name, what, ls.node or "" if ls is not None else "", "0"))
+            continue
+        what = fs.state + (f" on {wait_words(*fs.waiting_on)}" if fs.waiting_on else "")
+        if ls is not None and ls.user_paused:
+            what += ", paused (p resumes)"
+        node = label_of(state, fs.node) if fs.node is not None else ""
+        rows.append((name, what, node, str(fs.depth)))
     return rows
 
 

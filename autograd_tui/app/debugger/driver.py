@@ -30,6 +30,7 @@ class Driver:
         self._lock = threading.Lock()
         self.running = False  # space's run is under way (set on the UI thread)
         self._stepped_thread = False  # the last request stepped one thread (1-9)
+        self.pausing = False  # P was pressed: the next 1-9 pauses (or resumes) that thread
 
     # --- the keys (on the UI thread) ------------------------------------------------------
     def live(self, *, forward_in_replay: bool = False) -> Session | None:
@@ -60,6 +61,8 @@ class Driver:
         self.shown.drive("step")
 
     def step_thread(self, k: int) -> None:
+        """1-9: step thread k; after P, pause or resume it."""
+        pausing, self.pausing = self.pausing, False
         s = self.live()
         if s is None:
             return
@@ -69,8 +72,18 @@ class Driver:
             self.shown.notify(f"there is no thread {k} (threads 1..{len(names)})",
                               severity="warning")
             return
+        if pausing:
+            self.toggle_pause(names[k - 1])
+            return
         self._follow_engine()
         self.shown.drive("thread", names[k - 1])
+
+    def pause_prefix(self) -> None:
+        """P: the next 1-9 pauses or resumes that thread (instead of stepping it)."""
+        if self.live() is not None:
+            self.pausing = True
+            self.shown.notify("P: press a thread's number (1-9) to pause or resume it",
+                              timeout=3)
 
     def toggle_run(self) -> None:
         """Run or pause the engine; play or pause the history in a replay, or when the

@@ -11,6 +11,17 @@ from textual.binding import Binding
 
 from autograd_tui.app.widgets.pane_tabs import PANES, TALL_HEIGHT
 
+# The keys of a live run's engine: in a replay (a recording) there is none, so they are
+# not in the footer or the command palette, and pressed they say which keys walk it.
+ENGINE_ONLY = frozenset({"continue", "breakpoints", "pause_thread", "pause_prefix",
+                         "restart", "step_thread"})
+
+
+def engine_only(action: str) -> bool:
+    """``action`` (``step_thread(3)`` too) moves the engine (``ENGINE_ONLY``)."""
+    return action.split("(", 1)[0] in ENGINE_ONLY
+
+
 BINDINGS = [
     # --- the engine, the history, the dialogs
     Binding("space", "toggle_run", "Run/Pause",
@@ -23,6 +34,8 @@ BINDINGS = [
     Binding("b", "breakpoints", "Breakpts", tooltip="Add, list or clear breakpoints"),
     Binding("p", "pause_thread", "Pause thr",
             tooltip="Pause or resume the thread selected in the threads pane"),
+    Binding("P", "pause_prefix", "Pause thread k", show=False,
+            tooltip="Pause or resume thread k: P, then its number (1-9) in the threads pane"),
     Binding("g", "goto", "Go to", tooltip="Go to an event index"),
     # priority: a focused table (the threads pane, once a row is clicked; the list
     # view) would take home/end for scrolling.
@@ -74,3 +87,4 @@ BINDINGS = [
                       f"under {TALL_HEIGHT} rows)")
       for p in PANES],
 ]
+REPLAY_HIDDEN = frozenset(b.action for b in BINDINGS if engine_only(b.action))

@@ -22,10 +22,9 @@ from textual.reactive import Reactive, var
 from textual.screen import Screen
 from textual.widgets import Static
 
-from autograd_tui.app import render
+from autograd_tui.app.debugger import copy, keys
 from autograd_tui.app.debugger.dialogs import Dialogs
 from autograd_tui.app.debugger.driver import Driver
-from autograd_tui.app.debugger.keys import BINDINGS
 from autograd_tui.app.debugger.panes import Panes
 from autograd_tui.app.debugger.play import REFRESH_HZ, Playback
 from autograd_tui.app.palette import BindingCommands
@@ -43,13 +42,12 @@ from autograd_tui.app.widgets import (
 from autograd_tui.app.widgets.pane_tabs import TALL_HEIGHT
 from autograd_tui.control import StepResult
 from autograd_tui.session import ScenarioError, Session
-from autograd_tui.words import format_event
 
 
 class DebuggerScreen(Screen[None]):
     """Graph, threads, queues, not_ready, GraphTasks, events, timeline; every key."""
 
-    BINDINGS = BINDINGS
+    BINDINGS = keys.BINDINGS
     COMMANDS = {BindingCommands}  # ctrl+p: every key, too
     # A short terminal: the side panes become tabs (app.tcss, PaneTabs); a very tall one:
     # a longer event log.
@@ -113,6 +111,7 @@ class DebuggerScreen(Screen[None]):
             self.session = None
             self.notify(str(e), title="cannot open", severity="error", timeout=10)
         self.update_title()
+        self.refresh_bindings()  # a replay has no engine keys (hidden_actions)
         self._tick(force=True)
         s = self.session
         if s is not None and s.live and (steps := s.schedule_steps()):
@@ -228,6 +227,12 @@ class DebuggerScreen(Screen[None]):
         if self._panes.fit(size or self.app.size):
             self.refresh_bindings()  # w shows in the footer only while the panes are tabs
 
+    @property
+    def hidden_actions(self) -> frozenset[str]:
+        """The keys the footer and the palette leave out: a replay's engine keys."""
+        s = self.session
+        return keys.REPLAY_HIDDEN if s is not None and not s.live else frozenset()
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "next_pane":  # with every pane shown there is no next one to show
             return self._panes is not None and bool(self._panes.tabbed)
@@ -241,6 +246,8 @@ class DebuggerScreen(Screen[None]):
     def action_show_pane(self, name: str) -> None:
         assert self._panes is not None
         self._panes.show_pane(name)
+        if name == "threads":  # T: the keyboard's way into the threads pane (arrows, p)
+            self.query_one(ThreadsPane).table.focus()
 
     def on_pane_tabs_chosen(self, event: PaneTabs.Chosen) -> None:
         self.action_show_pane(event.name)
@@ -309,6 +316,9 @@ class DebuggerScreen(Screen[None]):
     def action_pause_thread(self) -> None:
         self.driver.toggle_pause(self.query_one(ThreadsPane).selected_thread())
 
+    def action_pause_prefix(self) -> None:
+        self.driver.pause_prefix()
+
     @work(thread=True, group="driver")
     def drive(self, what: str, thread: str | None = None) -> None:
         """A blocking controller request (``Driver.request``), off the UI thread."""
@@ -343,34 +353,10 @@ class DebuggerScreen(Screen[None]):
         self.playback.repeat_jump(False)
 
     def action_copy_event(self) -> None:
-        """The shown event's line (as the log shows it, with its number), as text."""
-        s, k = self.session, self.cursor
-        if s is None or k == 0:
-            self.notify("no event is shown (at 0, before the first): nothing copied",
-                        timeout=3)
-            return
-        line = format_event(s.event(k - 1), self.names()).strip()
-        self.app.copy_to_clipboard(line)
-        self.notify(line, title=f"copied event {k}", timeout=4)
+        copy.copy_event(self)
 
     def action_copy_node(self) -> None:
-        """The details of the node ``d`` shows (chosen in the list, else the one the
-        shown event touched), as text."""
-        s = self.session
-        if s is None:
-            return
-        state = s.state_at(self.cursor)
-        pane = self.query_one(GraphPane)
-        node = pane.details_node
-        if node is None and state.last_event is not None:
-            node = state.last_event.node
-        if node is None or node not in state.nodes:
-            self.notify("no node to copy: the shown event touches none (choose one in the "
-                        "list view, v)", timeout=3)
-            return
-        text = render.node_details(state, node, forward=pane.forward).plain.rstrip()
-        self.app.copy_to_clipboard(text)
-        self.notify(text.splitlines()[0], title="copied node details", timeout=4)
+        copy.copy_node(self)
 
     # --- actions: dialogs (dialogs.py) ----------------------------------------------------
     def action_goto(self) -> None:
@@ -387,7 +373,8 @@ class DebuggerScreen(Screen[None]):
         self.dialogs.scenarios(chosen)
 
     def action_restart(self) -> None:
-        self._open()
+        if self.driver.live() is not None:  # a replay: nothing to restart; it says so
+            self._open()
 
     def action_notes(self) -> None:
         self.dialogs.notes()

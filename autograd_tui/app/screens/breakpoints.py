@@ -11,6 +11,9 @@ from autograd_tui.app.screens.modal import Modal
 from autograd_tui.control.query import QueryError
 from autograd_tui.session import Breakpoint
 
+HINT = ("tab moves between the fields, space ticks the box, enter in a field adds "
+        "the breakpoint, escape closes")
+
 
 class BreakpointsScreen(Modal):
     """Add breakpoints (every given field must match) or clear them."""
@@ -27,8 +30,8 @@ class BreakpointsScreen(Modal):
             yield Input(placeholder="node name or id, e.g. ReluBackward0", id="bp-node")
             yield Input(placeholder="queue, e.g. cpu or cuda:0", id="bp-queue")
             yield Input(placeholder="thread, e.g. cuda:0", id="bp-thread")
-            yield Checkbox("first non-finite gradient (a node's output holds NaN or Inf)",
-                           id="bp-nonfinite")
+            yield Checkbox("the first NaN or Inf gradient", id="bp-nonfinite")
+            yield Static(HINT, id="bp-hint", classes="hint")
             with Horizontal(classes="buttons"):
                 yield Button("Add", id="bp-add", variant="primary")
                 yield Button("Clear all", id="bp-clear")
@@ -39,26 +42,32 @@ class BreakpointsScreen(Modal):
             return "(no breakpoints: `c` then runs to the end)"
         return "\n".join(f"{i + 1}. {b.describe()}" for i, b in enumerate(self.existing))
 
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._add()  # the keyboard's Add
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "bp-add":
-            vals = {k: (self.query_one(f"#bp-{k}", Input).value.strip() or None)
-                    for k in ("kind", "node", "queue", "thread")}
-            box = self.query_one("#bp-nonfinite", Checkbox)
-            try:  # the one event query checks the fields (control/query.py)
-                bp = Breakpoint(**vals, nonfinite=box.value)
-            except QueryError as e:
-                self.notify(str(e), severity="warning")
-                return
-            self.existing.append(bp)
-            for k in ("kind", "node", "queue", "thread"):
-                self.query_one(f"#bp-{k}", Input).value = ""
-            box.value = False
-            self.query_one("#bp-list", Static).update(self._listing())
+            self._add()
         elif event.button.id == "bp-clear":
             self.existing.clear()
             self.query_one("#bp-list", Static).update(self._listing())
         else:
             self.dismiss(self.existing)
+
+    def _add(self) -> None:
+        vals = {k: (self.query_one(f"#bp-{k}", Input).value.strip() or None)
+                for k in ("kind", "node", "queue", "thread")}
+        box = self.query_one("#bp-nonfinite", Checkbox)
+        try:  # the one event query checks the fields (control/query.py)
+            bp = Breakpoint(**vals, nonfinite=box.value)
+        except QueryError as e:
+            self.notify(str(e), severity="warning")
+            return
+        self.existing.append(bp)
+        for k in ("kind", "node", "queue", "thread"):
+            self.query_one(f"#bp-{k}", Input).value = ""
+        box.value = False
+        self.query_one("#bp-list", Static).update(self._listing())
 
     def action_dismiss_none(self) -> None:
         self.dismiss(self.existing)

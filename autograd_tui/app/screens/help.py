@@ -14,6 +14,7 @@ HELP = f"""\
 | `n` | step: the scheduler picks the next thread and it moves one event |
 | `1`-`9` | step thread k (the number in the threads pane) |
 | `p` | pause / resume the thread selected in the threads pane |
+| `P` then `1`-`9` | pause / resume thread k (the number in the threads pane) |
 | `c` | continue to the next breakpoint |
 | `b` | breakpoints: an event kind, node, queue or thread, or the first NaN/Inf gradient |
 | `left` / `right` | step back / forward through the history |
@@ -31,6 +32,7 @@ HELP = f"""\
 | `shift+arrows` | pan the graph |
 | `w` | the next side pane, where they are tabs (a terminal under {TALL_HEIGHT} rows) |
 | `T` / `Q` / `N` / `G` | show the threads / ready queues / not_ready / GraphTasks pane |
+| `T` | also focuses the threads pane: `up` / `down` choose a thread, `p` pauses it |
 | `enter` / click | grouped view (PyTorch nodes by nn.Module; `v`): open / close a group |
 | `f` | grouped view: open the groups holding the shown event's node, select its row |
 | `L` | under `serve --follow`: back to the leader's event, and follow it again |
@@ -50,6 +52,9 @@ in reverse video.
 **Small terminals**: under {TALL_HEIGHT} rows the side column shows one pane at a time (the tabs
 above it; `w` or the pane's key, or a click on a tab, shows another); the footer shows
 the keys that fit its width, the most used first.  Every key is in this list.
+
+**A replay** (a recording) has no engine: `c`, `b`, `p`, `P`, `1`-`9` and `r` are not
+in the footer or the palette, and pressed they say which keys walk it.
 
 **Live runs keep their history**: step back with `left` while the engine waits;
 `n` moves the engine on and jumps back to the newest event; `space` plays the

@@ -3,6 +3,7 @@ type (by name or summary); enter opens the highlighted one."""
 
 from __future__ import annotations
 
+from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -11,12 +12,37 @@ from textual.widgets.option_list import Option
 
 from autograd_tui.app.screens.modal import Modal
 
+NAME_WIDTH = 24  # the name column; a summary's wrapped lines start under its own column
+
 
 def matching(items: list[tuple[str, str]], text: str) -> list[tuple[str, str]]:
-    """The items whose name or summary holds every word of ``text`` (any case)."""
+    """The items whose name or summary holds every word of ``text`` (any case), a name
+    match first: the exact name, then names that start with the text, then names that
+    hold it, then the rest (a summary match), each in the given order."""
     words = text.lower().split()
-    return [(name, summary) for name, summary in items
-            if all(w in f"{name} {summary}".lower() for w in words)]
+    found = [(name, summary) for name, summary in items
+             if all(w in f"{name} {summary}".lower() for w in words)]
+    whole = " ".join(words)
+
+    def rank(item: tuple[str, str]) -> int:
+        name = item[0].lower()
+        if not whole or name == whole:
+            return 0
+        if name.startswith(whole):
+            return 1
+        return 2 if all(w in name for w in words) else 3
+
+    return sorted(found, key=rank)  # stable: the given order within a rank
+
+
+def _row(name: str, summary: str) -> Table:
+    """A name and its summary in two columns: the summary's wrapped lines stay under the
+    summary column (under the name column a summary's words looked like lesson names)."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=max(NAME_WIDTH, len(name)), no_wrap=True)  # a long name whole
+    grid.add_column(ratio=1)
+    grid.add_row(name, summary)
+    return grid
 
 
 class ScenarioScreen(Modal):
@@ -44,7 +70,7 @@ class ScenarioScreen(Modal):
 
     @staticmethod
     def _options(items: list[tuple[str, str]]) -> list[Option]:
-        return [Option(f"{name:24} {summary}", id=name) for name, summary in items]
+        return [Option(_row(name, summary), id=name) for name, summary in items]
 
     def _count(self, n: int) -> str:
         if n == len(self.items):

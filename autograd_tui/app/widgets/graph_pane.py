@@ -59,6 +59,7 @@ class GraphPane(Vertical):
         self.forward: graph_draw.Forward = {}  # the scenario's FORWARD (Session.forward)
         self._shown: tuple[EngineState, int | None] | None = None
         self._scrolled_to: int | None = None  # the node the boxes view last scrolled to
+        self._details_of: int | None = None  # the node whose details the pane shows
 
     def on_mount(self) -> None:
         self._theme_changed(self.app.current_theme)
@@ -88,6 +89,7 @@ class GraphPane(Vertical):
         """A new run: nothing of the last one's graph is kept."""
         self.details_node = None
         self._list_raw = self._lazy_order = self._shown = self._scrolled_to = None
+        self._details_of = None
         self.query_one("#node-list", LineTable).clear()
         self.query_one(GroupTable).reset()
 
@@ -145,8 +147,11 @@ class GraphPane(Vertical):
         else:
             self._show_boxes(state, highlight)
         node = self.details_node if self.details_node is not None else highlight
+        if node is None:  # an event of no node (the last, at the end of play): the details
+            node = self._details_of  # shown stay of their node, at this event (not stale)
         details = self.query_one("#details", Static)
         if details.has_class("shown") and node is not None:
+            self._details_of = node
             details.update(render.node_details(state, node, forward=self.forward))
 
     def drawing(self, state: EngineState, highlight: int | None) -> graph_draw.Block:

@@ -28,6 +28,8 @@ FOOTER_KEYS: tuple[tuple[str, int], ...] = (
     ("continue", 3),
     ("breakpoints", 3),
     ("pause_thread", 4),
+    # not pause_prefix (P then a thread's number): at 200 columns the footer holds every
+    # key of this table and no more; P is in the help (?) and the palette (ctrl+p)
     ("goto", 4),
     ("toggle_view", 5),
     ("details", 5),
@@ -76,9 +78,10 @@ class KeyFooter(Footer):
                                  tuple[Binding, bool, str] | None]:
         """The bound actions (the first binding of each) and the command palette's key."""
         active = self.screen.active_bindings
+        hidden = getattr(self.screen, "hidden_actions", frozenset())  # a replay's engine keys
         bound: dict[str, tuple[Binding, bool, str]] = {}
         for _, binding, enabled, tooltip in active.values():
-            if binding.show:
+            if binding.show and binding.action not in hidden:
                 bound.setdefault(binding.action, (binding, enabled, tooltip))
         palette = None
         if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
