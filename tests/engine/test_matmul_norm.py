@@ -5,12 +5,12 @@ test walks them), exception types and messages."""
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from test_ops_parity import _graph_names  # the one walk of a graph's node names
 
 from autograd_tui import engine
 
@@ -18,25 +18,6 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed: these che
                                             "compare with it (pip install -e .[torch])")
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _graph_names(out: Any) -> list[str]:
-    """Node names breadth first from ``out.grad_fn``, edges in order (None for an invalid
-    edge), each node once."""
-    names: list[str] = []
-    seen: set[int] = set()
-    queue: deque[Any] = deque([out.grad_fn])
-    while queue:
-        node = queue.popleft()
-        if node is None:
-            names.append("None")
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        names.append(node.name().removeprefix("torch::autograd::"))
-        queue.extend(fn for fn, _ in node.next_functions)
-    return names
 
 
 def _np(t: Any) -> np.ndarray | None:
