@@ -130,9 +130,15 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "module": ("str|null", "the nn.Module path that created the node (a PyTorch graph)"),
         "module_type": ("str|null", "that module's class name"),
         "tensor": ("str|null", "AccumulateGrad: the parameter's name"),
-        "created": ("str|null", "where the forward op ran: file:line in function"),
+        "created": ("str|null", "where the forward op ran: the program's own frame (the "
+                                "innermost outside torch, site-packages and the standard "
+                                "library), file:line in function"),
         "source": ("str|null", "that source line"),
-        "saved": ("list[str]", "the node's saved tensors: name, shape, dtype, norm"),
+        "saved": ("list[str]", "the node's saved tensors: name, shape, dtype, version, "
+                               "size, norm"),
+        "stack": ("list[str]", "every frame of the forward op, outermost first, library "
+                               "frames included: file:line in function (optional: [] when "
+                               "absent, as in files written before it)"),
     },
     "deadlock": {
         "explanation": ("str", "plain words"),
@@ -226,6 +232,9 @@ _FROM_PLAIN: dict[str, Callable[[Any], Any]] = {
 }
 #: data keys that clash with a common field get another attribute name
 _ATTR = {("push", "seq"): "seq_nr"}
+#: trailing fields that may be absent (added within a format version): their default.
+#: msgspec fills a missing trailing field of an array-like struct from its default.
+OPTIONAL: dict[tuple[str, str], Any] = {("node_meta", "stack"): []}
 
 
 def make_types(schema: dict[str, dict[str, tuple[str, str]]],
@@ -238,7 +247,8 @@ def make_types(schema: dict[str, dict[str, tuple[str, str]]],
         spec = tuple((key, _ATTR.get((kind, key), key), t) for key, (t, _) in fields.items())
         name = "".join(w.title() for w in kind.split("_")) + "Event"
         out[kind] = msgspec.defstruct(
-            name, [(attr, types[t]) for _, attr, t in spec], bases=(Event,),
+            name, [(attr, types[t], OPTIONAL[kind, key]) if (kind, key) in OPTIONAL
+                   else (attr, types[t]) for key, attr, t in spec], bases=(Event,),
             tag=kind, namespace={"kind": kind, "FIELDS": spec, "__module__": __name__})
     return out
 
@@ -266,8 +276,9 @@ def make_event(seq: int, kind: str, thread: str, graph_task: int | None = None,
     d = data or {}
     args = []
     for key, _, typ in cls.FIELDS:
+        v = d[key] if key in d or (kind, key) not in OPTIONAL else OPTIONAL[kind, key]
         conv = _FROM_PLAIN.get(typ)
-        args.append(conv(d[key]) if conv is not None else d[key])
+        args.append(conv(v) if conv is not None else v)
     return cls(seq, thread, graph_task, node, queue, *args)  # type: ignore[call-arg]
 
 

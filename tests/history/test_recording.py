@@ -409,3 +409,23 @@ def test_a_version_3_recording_loads_as_today(name, tmp_path):
         assert any(e.kind in ("push", "pop") and e.gone for e in v3.events)
     for k in range(0, len(rec.events) + 1, 7):
         assert v3.state_at(k) == rec.state_at(k)
+
+
+def test_a_node_meta_written_before_its_stack_field_still_loads():
+    """``stack`` was added to ``node_meta`` within version 4: a line without it reads as
+    ``[]``, a line with it keeps it, and a wrong type there is refused."""
+    import functools
+    import operator
+
+    from autograd_tui.engine.events import EVENT_TYPES
+
+    dec = msgspec.json.Decoder(functools.reduce(operator.or_, EVENT_TYPES.values()))
+    old = dec.decode(b'["node_meta",3,"main",1,2,null,"fc","Linear",null,"a.py:1 in f",'
+                     b'"y = fc(x)",[]]')
+    assert old.stack == [] and old.data["stack"] == [] and old.module == "fc"
+    new = make_event(3, "node_meta", "main", 1, 2, None,
+                     {"module": None, "module_type": None, "tensor": None, "created": None,
+                      "source": None, "saved": [], "stack": ["a.py:1 in <module>"]})
+    assert dec.decode(msgspec.json.encode(new)).stack == ["a.py:1 in <module>"]
+    with pytest.raises(msgspec.ValidationError):
+        dec.decode(b'["node_meta",3,"main",1,2,null,null,null,null,null,null,[],[1]]')
