@@ -171,7 +171,7 @@ class Gates:
         note_at = t0 + BUSY_AFTER
         while True:
             with self._cv:
-                poll = min(POLL, self.stuck_after / 4)
+                poll = min(POLL, max(self.stuck_after / 4, 0.01))
                 look_at = time.monotonic() + poll
                 while not self.quiescent():
                     now = time.monotonic()
@@ -220,7 +220,7 @@ class Gates:
                     still = standing_still((info,), since, now, self.stuck_after)
                     if now - since >= self.stuck_after and (info.state == "paused" or still):
                         break
-                    self._cv.wait(min(POLL, self.stuck_after / 4))
+                    self._cv.wait(min(POLL, max(self.stuck_after / 4, 0.01)))
             finally:
                 self._watchers -= 1
 
