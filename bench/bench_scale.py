@@ -3,7 +3,9 @@
 Runs ``autograd-tui run ... --headless --record FILE`` in a fresh process for each size:
 a wide ready queue (``bench/scenarios/wide_queue.py``: the CPU queue holds about w tasks)
 at w = 250, 1,000 and 4,000, and a chain (one task at a time) at n = 2,000 and 8,000,
-each with ``--quiet`` (record only) and the chain also printing every event into a pipe.
+each with ``--quiet`` (record only) and the chain also printing every event into a pipe,
+then a 100,001-node chain (n = 50,000: 700,008 events) recorded with ``--quiet``, run to
+the end: its time, peak RSS and file size.
 For each it prints the time per event (the whole command, less the time and memory of
 the same command on a 2-leaf graph: the interpreter's start-up and imports), the
 recording's bytes per event and the peak memory per event (peak RSS above that baseline).
@@ -78,23 +80,33 @@ def main() -> None:
     b = measure(str(WIDE), "w=2", True)
     base, start = b["rss"], b["seconds"]
     print(f"baseline (w=2): {start:.2f} s, peak RSS {base / 2**20:.0f} MB")
-    print(f"{'run':<34} {'events':>8} {'s':>7} {'us/event':>9} {'B/event':>8} "
+    print(f"{'run':<40} {'events':>8} {'s':>7} {'us/event':>9} {'B/event':>8} "
           f"{'peak MB':>8} {'KB/event':>9}")
     rows: dict[str, dict[str, float]] = {}
     runs = [(f"wide w={w:,} --quiet", str(WIDE), f"w={w}", True) for w in widths]
     runs += [(f"chain n={n:,} --quiet", "chain", f"n={n}", True) for n in chains]
     runs += [(f"chain n={n:,} (events to a pipe)", "chain", f"n={n}", False) for n in chains]
+    big = 5_000 if small else 50_000  # 2n + 1 nodes: 100,001
+    big_label = f"chain n={big:,} ({2 * big + 1:,} nodes) --quiet"
+    runs.append((big_label, "chain", f"n={big}", True))
     for label, target, param, quiet in runs:
         r = measure(target, param, quiet)
         if "timeout" in r:
-            print(f"{label:<34} did not finish in {r['timeout']:.0f} s", flush=True)
+            print(f"{label:<40} did not finish in {r['timeout']:.0f} s", flush=True)
             continue
         r["us"] = max(r["seconds"] - start, 0.0) / r["events"] * 1e6
         r["bpe"] = r["bytes"] / r["events"]
         r["kb"] = max(r["rss"] - base, 0.0) / r["events"] / 1024
         rows[label] = r
-        print(f"{label:<34} {r['events']:>8,} {r['seconds']:>7.2f} {r['us']:>9.1f} "
+        print(f"{label:<40} {r['events']:>8,} {r['seconds']:>7.2f} {r['us']:>9.1f} "
               f"{r['bpe']:>8.0f} {r['rss'] / 2**20:>8.0f} {r['kb']:>9.2f}", flush=True)
+    if big_label in rows:
+        r = rows[big_label]
+        print(f"{2 * big + 1:,}-node chain recorded to the end: {r['seconds']:.1f} s, "
+              f"{r['events']:,} events, peak RSS {r['rss'] / 2**20:.0f} MB, file "
+              f"{r['bytes'] / 2**20:.1f} MB")
+    else:
+        print(f"{2 * big + 1:,}-node chain: did not finish")
     lo, hi = f"wide w={widths[0]:,} --quiet", f"wide w={widths[-1]:,} --quiet"
     if lo in rows and hi in rows:
         for key, what in (("us", "time per event"), ("bpe", "bytes per event"),

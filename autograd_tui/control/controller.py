@@ -43,7 +43,13 @@ from autograd_tui.control.deadlock import DeadlockReport, analyse, stuck_report,
 from autograd_tui.control.gates import AutoRun, Gates
 from autograd_tui.control.policies import encode_schedule, make_policy
 from autograd_tui.control.table import ThreadsSnapshot, ThreadTable
-from autograd_tui.control.threads import ThreadInfo, ThreadStatus
+from autograd_tui.control.threads import (
+    ThreadInfo,
+    ThreadStatus,
+    between_gates,
+    interrupt,
+    leave,
+)
 from autograd_tui.engine.engine import Engine, use_engine
 from autograd_tui.engine.events import Event, make_event
 from autograd_tui.engine.sync import ThreadAborted
@@ -52,8 +58,8 @@ from autograd_tui.history import History
 if TYPE_CHECKING:
     import networkx as nx
 
-#: how long a step waits for the moving thread to reach its next gate before it
-#: reports that thread as stuck in something the controller cannot see
+#: how long a thread between two gates may use no CPU before a step reports it stuck
+#: in something the controller cannot see (one that computes is waited for, however long)
 STUCK_AFTER = 10.0
 
 
@@ -117,6 +123,16 @@ class Controller:
     @stuck_after.setter
     def stuck_after(self, seconds: float) -> None:
         self.gates.stuck_after = seconds
+
+    @property
+    def on_busy(self) -> Callable[[str, float], None] | None:
+        """Told ``(thread, seconds)`` each second while a step waits on a thread that
+        computes (a forward under capture, a big op): for a caller's progress line."""
+        return self.gates.on_busy
+
+    @on_busy.setter
+    def on_busy(self, fn: Callable[[str, float], None] | None) -> None:
+        self.gates.on_busy = fn
 
     # --- subscribers --------------------------------------------------------------------------
     def subscribe(self, fn: Callable[[Event], None]) -> None:
@@ -189,7 +205,7 @@ class Controller:
                 raise auto.error
         new = self.events[start:]
         if not ok:
-            return StepResult("stuck", new, info.name, self._stuck_report(info))
+            return self._stuck(new, info)
         status = "stepped" if info.state == "paused" else (
             "finished" if info.state == "finished" else "blocked")
         return StepResult(status, new, info.name)
@@ -224,8 +240,7 @@ class Controller:
         if self.aborted:
             return StepResult("finished", [], None)
         if not self.gates.wait_quiescent():
-            busy = next(t for t in self.table if t.state in ("running", "transit"))
-            return StepResult("stuck", [], busy.name, self._stuck_report(busy))
+            return self._stuck([], None)
         eligible = self._eligible()
         if not eligible:
             return self._no_progress()
@@ -297,8 +312,14 @@ class Controller:
         return self.table.snapshot(self.history.latest(), serialized=self.serialized)
 
     # --- deadlocks ----------------------------------------------------------------------------
-    def _stuck_report(self, info: ThreadInfo) -> DeadlockReport:
-        return stuck_report(info.name, self.stuck_after, self.snapshot().words())
+    def _stuck(self, events: list[Event], info: ThreadInfo | None) -> StepResult:
+        """The thread the gates found standing still (else ``info``), and where it waits."""
+        stuck = self.gates.stuck
+        name = stuck.thread.name if stuck is not None else info.name if info else None
+        report = stuck_report(name or "a thread",
+                              stuck.seconds if stuck is not None else self.stuck_after,
+                              self.snapshot().words(), stuck.where if stuck is not None else "")
+        return StepResult("stuck", events, name, report)
 
     def _no_progress(self) -> StepResult:
         if self._program_done:
@@ -324,13 +345,23 @@ class Controller:
 
     # --- teardown -----------------------------------------------------------------------------
     def close(self, timeout: float = 5.0) -> bool:
-        """Tear down every engine thread (deadlocked or not) and detach; True if all exited."""
+        """Tear down every engine thread (deadlocked or not) and detach; True if all exited.
+        A thread at a gate or in a tracked wait stops there; one between gates (computing,
+        or blocked where we cannot see) gets ``ThreadAborted`` at its next Python line, and
+        one still alive after ``timeout`` is waited for at exit while it computes."""
+        with self.table.lock:
+            between = {t.ident: t.clock for t in between_gates(self.table) if t.ident}
         for w in self.gates.abort():
             w.wake_all()
+        for ident in between:
+            interrupt(ident)
         ok = self.engine.close(timeout)
-        if self._program is not None:
-            self._program.join(timeout)
-            ok = ok and not self._program.is_alive()
+        threads = [*self.engine.threads(), *([self._program] if self._program else [])]
+        for t in threads:
+            t.join(timeout if t is self._program else 0)
+            if t.is_alive():
+                ok = False
+                leave(t, between.get(t.ident))
         self.engine.remove_observer(self.gates.on_event)
         self.engine.waits = None
         return ok

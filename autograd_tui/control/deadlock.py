@@ -37,11 +37,14 @@ class DeadlockReport:
         return self.explanation
 
 
-def stuck_report(thread: str, stuck_after: float, threads: dict[str, str]) -> DeadlockReport:
-    """``thread`` stopped reaching gates: blocked where the controller cannot see."""
-    msg = (f"{thread} has not reached a gate for {stuck_after:.0f} s: it is "
-           "blocked in something the controller cannot see (an uninstrumented lock, "
-           "sleep or I/O in user code).")
+def stuck_report(thread: str, seconds: float, threads: dict[str, str],
+                 where: str = "") -> DeadlockReport:
+    """``thread`` stopped reaching gates and computes nothing (it uses no CPU): blocked
+    where the controller cannot see, at ``where`` (its line, ``threads.where_waits``)."""
+    msg = (f"{thread} has not reached a gate for {seconds:.1f} s and computes nothing (it "
+           "uses no CPU): it is blocked in something the controller cannot see (an "
+           "uninstrumented lock, sleep or I/O in user code)"
+           + (f", at {where}." if where else "."))
     import networkx as nx  # wait_for_graph says why it is imported here
 
     return DeadlockReport(False, msg, [], threads, nx.DiGraph(), "stuck")

@@ -19,20 +19,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autograd_tui.control.table import ThreadTable
-from autograd_tui.control.threads import ThreadInfo
+from autograd_tui.control.threads import ThreadInfo, between_gates, standing_still, stuck_at
 from autograd_tui.engine.events import EVENT_TYPES, Event
 from autograd_tui.engine.sync import ThreadAborted, TrackedLock, Waitable
 
 if TYPE_CHECKING:
+    from autograd_tui.control.threads import Stuck
     from autograd_tui.engine.engine import Engine
     from autograd_tui.history import History
 
 
 @dataclass
 class AutoRun:
-    """A ``run_until`` under way, as its steps share it.  The thread whose step ends at
-    a gate takes the next step itself (``Gates._step_on``) when the driver would only
-    have asked the policy: no hand-off to the driver and back for each event."""
+    """A ``run_until`` under way, as its steps share it.  The thread whose step ends at a
+    gate takes the next step itself (``Gates._step_on``) when the driver would only have
+    asked the policy: no hand-off to the driver and back for each event."""
 
     predicate: Callable[[Event], bool] | None
     max_steps: int | None
@@ -44,6 +45,9 @@ class AutoRun:
 
 
 _NODE_META = EVENT_TYPES["node_meta"]
+
+POLL = 0.25  # seconds between two looks at the threads between gates (at most)
+BUSY_AFTER = 1.0  # a step under way this long is told to ``Gates.on_busy``, then each second
 
 
 class Gates:
@@ -72,6 +76,10 @@ class Gates:
         self._pause_names: set[str] = set()  # threads to pause as soon as they start
         self._moved_at = 0.0  # time.monotonic() of the last step taken at a gate
         self._watchers = 0  # callers waiting for a free thread to pass gates (pass_free)
+        self.stuck: Stuck | None = None  # why the last wait_quiescent gave up
+        # Told (thread, seconds) while a thread computes long (a forward under capture, a
+        # big op), on the driver's thread, lock not held.
+        self.on_busy: Callable[[str, float], None] | None = None
 
     # --- the tracker interface (called by engine threads) -------------------------------------
     def make_lock(self, name: str) -> TrackedLock:
@@ -155,17 +163,35 @@ class Gates:
         return [t for t in self._threads.values() if t.state == "paused" and not t.user_paused]
 
     def wait_quiescent(self) -> bool:
-        """Wait until no thread moves; False if one stays busy past ``stuck_after``
-        (counted from the last step a gate took on its own, in a ``run_until``)."""
+        """Wait until no thread moves; a thread that computes (a forward, a big op) however
+        long, told to ``on_busy`` each second.  False when every thread between gates
+        stood still (``threads.sample``) for ``stuck_after`` since the step began or a
+        gate last stepped on its own (``run_until``); ``stuck`` says who and where."""
         t0 = time.monotonic()
-        with self._cv:
-            while not self.quiescent():
-                left = max(t0, self._moved_at) + self.stuck_after - time.monotonic()
-                if left <= 0:
-                    self.auto = None  # the late thread's next gate hands back at once
-                    return False
-                self._cv.wait(left)
-        return True
+        note_at = t0 + BUSY_AFTER
+        while True:
+            with self._cv:
+                poll = min(POLL, max(self.stuck_after / 4, 0.01))
+                look_at = time.monotonic() + poll
+                while not self.quiescent():
+                    now = time.monotonic()
+                    if now >= look_at:
+                        look_at = now + poll
+                        since = max(t0, self._moved_at)
+                        late = standing_still(self._threads.values(), since, now, self.stuck_after)
+                        if late is not None:
+                            self.auto = None  # the late thread's next gate hands back at once
+                            self.stuck = stuck_at(late, since, now)
+                            return False
+                        if self.on_busy is not None and now >= note_at:
+                            busy = next(between_gates(self._threads.values()), None)
+                            break  # told outside the lock
+                    self._cv.wait(look_at - now)
+                else:
+                    return True
+            note_at = now + 1.0
+            if busy is not None and self.on_busy is not None:
+                self.on_busy(busy.name, now - since)
 
     def grant(self, info: ThreadInfo, auto: AutoRun | None) -> int:
         """Serialized: give ``info`` the turn (one step); returns where its events start."""
@@ -181,34 +207,37 @@ class Gates:
 
     def pass_free(self, info: ThreadInfo, n: int) -> None:
         """Free-running: let ``info`` pass ``n`` gates (if paused); wait until it has, waits,
-        finishes, or ``stuck_after`` runs out."""
+        finishes, or stands still (``wait_quiescent``) for ``stuck_after``."""
         with self._cv:
             target = info.gates + n
             info.allowance = n if info.user_paused else 0
             self._cv.notify_all()
-            deadline = time.monotonic() + self.stuck_after
+            since = time.monotonic()
             self._watchers += 1
             try:
                 while not (info.gates >= target or info.state in ("waiting", "finished")):
-                    left = deadline - time.monotonic()
-                    if left <= 0:
+                    now = time.monotonic()
+                    still = standing_still((info,), since, now, self.stuck_after)
+                    if now - since >= self.stuck_after and (info.state == "paused" or still):
                         break
-                    self._cv.wait(left)
+                    self._cv.wait(min(POLL, max(self.stuck_after / 4, 0.01)))
             finally:
                 self._watchers -= 1
 
     def settle(self, done: Callable[[], bool], timeout: float) -> str:
         """Free-running: wait until ``done()`` or nothing moves; ``done``, ``quiescent``
-        or ``timeout``."""
-        deadline = time.monotonic() + timeout
+        or ``timeout``: for ``timeout`` seconds no thread between gates computed."""
+        start = time.monotonic()
         with self._cv:
             while not done():
                 if self.quiescent() and not done():
                     return "quiescent"
-                left = deadline - time.monotonic()
-                if left <= 0:
+                now = time.monotonic()
+                late = standing_still(self._threads.values(), start, now, timeout)
+                if now - start >= timeout and (
+                        late is not None or not any(between_gates(self._threads.values()))):
                     return "timeout"
-                self._cv.wait(min(left, 0.05))
+                self._cv.wait(0.05)
         return "done"
 
     def pause(self, thread: str | int) -> None:

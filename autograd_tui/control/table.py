@@ -14,7 +14,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from autograd_tui.control.threads import ThreadInfo, ThreadStatus, describe_wait, thread_status
+from autograd_tui.control.threads import (
+    ThreadInfo,
+    ThreadStatus,
+    describe_wait,
+    own_cpu_clock,
+    thread_status,
+)
 from autograd_tui.history import EngineState
 
 
@@ -72,6 +78,7 @@ class ThreadTable:
         """The calling thread is ``name`` (lock held): its waits are reported by ident."""
         info = self.by_name[name]
         info.ident = threading.get_ident()
+        info.clock = own_cpu_clock()  # taken here, on the thread: see threads.sample
         self.by_ident[info.ident] = info
         return info
 
