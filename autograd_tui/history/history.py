@@ -2,7 +2,8 @@
 
 Not in PyTorch.  The controller appends each event as the engine emits it (a list
 append: nothing is folded then); the fold catches up when a view asks for a state.
-A loaded recording is extended once, and folded (and so checked) at once.  Every
+A loaded recording is added a block of lines at a time (``extend_lines``: kept
+encoded, in an ``EventStore``), and each block folded (and so checked) at once.  Every
 view (the app, the CLI, export, replay) reads a History and nothing else keeps its
 own copy of the events.  ``state_at(k)`` is "at k": the state after events 1..k.
 """
@@ -13,6 +14,8 @@ import bisect
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
+
+import numpy as np
 
 from autograd_tui.engine.events import EVENT_TYPES, Event
 from autograd_tui.engine.ready_queue import (
@@ -36,6 +39,7 @@ from autograd_tui.history.state import (
     _get_node,
     _no_changes,
 )
+from autograd_tui.history.store import KINDS, EventStore
 
 
 class _Delta(NamedTuple):
@@ -82,6 +86,8 @@ def _delta(s: EngineState, events: Sequence[Event]) -> _Delta:
 
 
 _PUSH, _POP, _CREATED = (EVENT_TYPES[k] for k in ("push", "pop", "graph_task_created"))
+_QUEUE_KINDS = np.array([KINDS.index(k) for k in ("push", "pop", "graph_task_created")],
+                        np.uint8)
 _NO_REF = GraphTaskRef(None, 0, alive=False)
 
 
@@ -145,7 +151,7 @@ class History:
             raise ValueError("every must be >= 1")
         self.every = every
         self.min_checkpoint = min_checkpoint
-        self.events: list[Event] = []
+        self.events = EventStore()
         self._folded = 0  # events[:_folded] are in _head
         self._lock = threading.RLock()
         self._snap_index: list[int] = [0]
@@ -158,7 +164,11 @@ class History:
         self._last_k = -1
         self._near: tuple[int, EngineState] | None = None
         self.on_snapshot = on_snapshot  # called at each snapshot (a load's memory budget)
-        self.extend(events)
+        if isinstance(events, EventStore):  # a recording's store: folded, not copied
+            self.events = events
+            self._catch_up()
+        else:
+            self.extend(events)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -179,16 +189,39 @@ class History:
             try:
                 self._catch_up()
             except Exception as err:
-                del self.events[self._folded:]
+                self.events.truncate(self._folded)
                 err.index = self._folded - start  # type: ignore[attr-defined]
                 raise
 
-    def _catch_up(self) -> None:
-        """Fold the stored events not yet folded (a snapshot at every ``every``-th)."""
+    def extend_lines(self, buf: Any, offs: np.ndarray, events: Sequence[Event]) -> None:
+        """``extend`` for a recording's lines: ``events`` are the lines ``buf[offs[i]:
+        offs[i + 1]]``, decoded; the lines are kept (not the objects) and ``events``
+        folded now.  An error is as in ``extend``."""
+        with self._lock:
+            self._catch_up()
+            start = len(self.events)
+            self.events.add_lines(buf, offs, events)
+            try:
+                self._catch_up(events, start)
+            except Exception as err:
+                self.events.truncate(self._folded)
+                err.index = self._folded - start  # type: ignore[attr-defined]
+                raise
+
+    def _between(self, a: int, b: int, src: Sequence[Event] | None, base: int) -> list[Event]:
+        """Events a..b: from ``src`` (the decoded events from ``base`` on) if it has them."""
+        if src is not None and a >= base:
+            return list(src[a - base:b - base])
+        return self.events[a:b]
+
+    def _catch_up(self, src: Sequence[Event] | None = None, base: int = 0) -> None:
+        """Fold the stored events not yet folded (a snapshot at every ``every``-th).
+        ``src``: the events from ``base`` on, already decoded (a recording's block)."""
         n = len(self.events)
         while self._folded < n:
             done = self._folded
-            chunk = self.events[done:min(n, done + self.every - done % self.every)]
+            chunk = self._between(done, min(n, done + self.every - done % self.every),
+                                  src, base)
             try:
                 _fold_into(self._head, chunk)
             except Exception as err:
@@ -200,15 +233,16 @@ class History:
                 raise
             self._folded = done + len(chunk)
             if self._folded % self.every == 0:
-                self._snapshot()
+                self._snapshot(src, base)
 
-    def _snapshot(self) -> None:
+    def _snapshot(self, src: Sequence[Event] | None, base: int) -> None:
         if self.on_snapshot is not None:
             self.on_snapshot()
         n = self._folded
-        d = _delta(self._head, self.events[self._snap_index[-1]:n])
+        evs = self._between(self._snap_index[-1], n, src, base)
+        d = _delta(self._head, evs)
         self._since_ckpt += sum(map(len, d.maps.values())) + len(d.threads) + sum(
-            type(e) is _PUSH or type(e) is _POP for e in self.events[self._snap_index[-1]:n])
+            type(e) is _PUSH or type(e) is _POP for e in evs)
         self._snap_index.append(n)
         if self._since_ckpt >= max(self._head.size() // 4, self.min_checkpoint):
             self._snaps.append(self._head.copy())
@@ -229,7 +263,11 @@ class History:
             assert isinstance(d, _Delta)
             _apply_delta(s, d)
         if k > c:
-            _replay_queues(s, self.events[self._snap_index[c]:self._snap_index[k]])
+            a, b = self._snap_index[c], self._snap_index[k]
+            # only the pushes, pops and GraphTask creations: found by the kind column,
+            # decoded alone (not the whole stretch since the checkpoint)
+            at = np.flatnonzero(np.isin(self.events.kinds(a, b), _QUEUE_KINDS)) + a
+            _replay_queues(s, self.events.pick(at))
             s.depth_priority = self._snaps[k].depth_priority  # type: ignore[union-attr]
         return s
 

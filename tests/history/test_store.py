@@ -1,0 +1,140 @@
+"""The compact event store: the same events as a list, in a fraction of the memory."""
+
+from __future__ import annotations
+
+import gc
+import random
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from autograd_tui import scenarios
+from autograd_tui.engine.events import make_event
+from autograd_tui.history import History
+from autograd_tui.history import recordings as trace
+from autograd_tui.history import store as store_mod
+from autograd_tui.history.store import KINDS, EventStore
+from autograd_tui.session.run import Run
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory):
+    """A real recording (two devices, so two threads and queues) and its events."""
+    p = tmp_path_factory.mktemp("store") / "multi.jsonl"
+    with Run(scenarios.get("multi-device")) as run:
+        run.run()
+        run.save(p)
+        events = list(run.events)
+    return p, events
+
+
+def test_a_loaded_recording_reads_as_the_list_of_its_events(recorded, monkeypatch):
+    monkeypatch.setattr(store_mod, "BLOCK", 7)  # many blocks, cut at odd places
+    monkeypatch.setattr(store_mod, "CACHED", 3)
+    p, events = recorded
+    rec = trace.load(p)
+    got = rec.events
+    assert isinstance(got, EventStore) and got is rec.history.events
+    assert got._n == len(events) and not got._tail  # all of it kept encoded
+    assert len(got) == len(events) and list(got) == events and got == events
+    rng = random.Random(7)
+    n = len(events)
+    for _ in range(300):
+        i = rng.randrange(-n, n)
+        assert got[i] == events[i]
+        a, b = sorted((rng.randrange(-n - 3, n + 3), rng.randrange(-n - 3, n + 3)))
+        assert got[a:b] == events[a:b]
+    assert got[::3] == events[::3] and got[5:1] == []
+    assert list(reversed(got)) == events[::-1]
+    with pytest.raises(IndexError):
+        got[n]
+    assert [KINDS[k] for k in got.kinds()] == [e.kind for e in events]
+    assert got.thread_names() == list(dict.fromkeys(e.thread for e in events))
+    assert got.queues() == {e.queue for e in events}
+    at = sorted(rng.sample(range(n), 40))
+    assert got.pick(at) == [events[i] for i in at]
+
+
+def test_states_from_the_store_are_those_of_the_list(recorded):
+    p, events = recorded
+    loaded = trace.load(p).history
+    plain = History(events, every=16)
+    for k in range(0, len(events) + 1, max(len(events) // 25, 1)):
+        assert loaded.state_at(k) == plain.state_at(k)
+
+
+def test_appends_after_a_compaction_and_during_reads(recorded):
+    """A live run appends while a view reads: compacted or not, the same list."""
+    _, events = recorded
+    s = EventStore()
+    half = len(events) // 2
+    for e in events[:half]:
+        s.append(e)
+    s.compact()
+    assert s._n == half and not s._tail
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            n = len(s)
+            if n:
+                assert s[n - 1] == events[n - 1]
+                seen.append(n)
+
+    t = threading.Thread(target=read)
+    t.start()
+    try:
+        for i, e in enumerate(events[half:], half):
+            s.append(e)
+            if i % 50 == 0:
+                s.compact()
+    finally:
+        stop.set()
+        t.join(10)
+    assert not t.is_alive() and seen
+    assert list(s) == events and s[half - 2:half + 2] == events[half - 2:half + 2]
+    s.truncate(half + 3)
+    assert list(s) == events[:half + 3]
+    s.truncate(1)
+    assert list(s) == events[:1] and s.thread_names() == [events[0].thread]
+
+
+def _events(n: int) -> list:
+    """``n`` plausible events (a node's start and end, over and over)."""
+    out = []
+    for k in range(1, n + 1):
+        if k % 2:
+            out.append(make_event(k, "node_start", "cpu", 1, k, "cpu",
+                                  {"name": "MulBackward0", "depth": 0, "inputs": [None]}))
+        else:
+            out.append(make_event(k, "node_end", "cpu", 1, k - 1, "cpu",
+                                  {"name": "MulBackward0", "outputs": [None],
+                                   "leaf_grad": None}))
+    return out
+
+
+def test_memory_per_event_is_bounded():
+    """100,000 events held by the store take under 200 bytes each (their lines, offsets
+    and kinds); as a list of objects they take several times that."""
+    events = _events(100_000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        s = EventStore(events)
+        s.compact()
+        del events
+        gc.collect()
+        per_event = (tracemalloc.get_traced_memory()[0] - base) / 100_000
+        as_list = list(s)  # what a list of the decoded objects takes
+        per_object = (tracemalloc.get_traced_memory()[0] - base) / 100_000 - per_event
+    finally:
+        tracemalloc.stop()
+    assert per_event < 200, per_event
+    assert per_object > 2 * per_event, (per_object, per_event)
+    assert len(as_list) == len(s) == 100_000 and isinstance(s.kinds(), np.ndarray)
