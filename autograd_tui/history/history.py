@@ -163,6 +163,9 @@ class History:
         # interval stepped in (built by the second seek into it) spares the deltas
         self._last_k = -1
         self._near: tuple[int, EngineState] | None = None
+        # (a checkpoint's index, positions, events, end): see _queue_events
+        self._queued: tuple[int, np.ndarray, list[Event], int] = (-1, np.zeros(0, np.int64),
+                                                                  [], 0)
         self.on_snapshot = on_snapshot  # called at each snapshot (a load's memory budget)
         if isinstance(events, EventStore):  # a recording's store: folded, not copied
             self.events = events
@@ -266,10 +269,23 @@ class History:
             a, b = self._snap_index[c], self._snap_index[k]
             # only the pushes, pops and GraphTask creations: found by the kind column,
             # decoded alone (not the whole stretch since the checkpoint)
-            at = np.flatnonzero(np.isin(self.events.kinds(a, b), _QUEUE_KINDS)) + a
-            _replay_queues(s, self.events.pick(at))
+            _replay_queues(s, self._queue_events(a, b))
             s.depth_priority = self._snaps[k].depth_priority  # type: ignore[union-attr]
         return s
+
+    def _queue_events(self, a: int, b: int) -> list[Event]:
+        """The pushes, pops and GraphTask creations among events a..b: found by the kind
+        column and decoded alone.  Kept for the last ``a`` (a checkpoint): seeks near one
+        place replay the same stretch, so only what it grew by is decoded again."""
+        qa, at, have, end = self._queued
+        if qa != a:
+            at, have, end = np.zeros(0, np.int64), [], a
+        if b > end:
+            more = np.flatnonzero(np.isin(self.events.kinds(end, b), _QUEUE_KINDS)) + end
+            have = have + self.events.pick(more)
+            at, end = np.concatenate((at, more)), b
+        self._queued = (a, at, have, end)
+        return have[:int(np.searchsorted(at, b))]
 
     @property
     def head(self) -> EngineState:
