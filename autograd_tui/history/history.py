@@ -88,6 +88,7 @@ def _delta(s: EngineState, events: Sequence[Event]) -> _Delta:
 _PUSH, _POP, _CREATED = (EVENT_TYPES[k] for k in ("push", "pop", "graph_task_created"))
 _QUEUE_KINDS = np.array([KINDS.index(k) for k in ("push", "pop", "graph_task_created")],
                         np.uint8)
+_PUSH_POP = _QUEUE_KINDS[:2]
 _NO_REF = GraphTaskRef(None, 0, alive=False)
 
 
@@ -244,8 +245,8 @@ class History:
         n = self._folded
         evs = self._between(self._snap_index[-1], n, src, base)
         d = _delta(self._head, evs)
-        self._since_ckpt += sum(map(len, d.maps.values())) + len(d.threads) + sum(
-            type(e) is _PUSH or type(e) is _POP for e in evs)
+        self._since_ckpt += sum(map(len, d.maps.values())) + len(d.threads) + int(
+            np.isin(self.events.kinds(self._snap_index[-1], n), _PUSH_POP).sum())
         self._snap_index.append(n)
         if self._since_ckpt >= max(self._head.size() // 4, self.min_checkpoint):
             self._snaps.append(self._head.copy())
