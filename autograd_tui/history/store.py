@@ -72,6 +72,7 @@ class EventStore(Sequence[Event]):
         self._threads: dict[str, None] = {}  # of the segments, in order of appearance
         self._queues: set[str | None] = set()
         self._lock = threading.RLock()  # compaction and the cache against readers
+        self._encodable = True
         self._tail.extend(events)
 
     # --- writing ------------------------------------------------------------------------
@@ -86,7 +87,10 @@ class EventStore(Sequence[Event]):
         the caller, who checked them): the buffer is kept, not copied."""
         with self._lock:
             self.compact()
-            self._add(buf, offs, events)
+            if self._tail:  # events that could not be encoded come first: these follow
+                self._tail.extend(events)
+            else:
+                self._add(buf, offs, events)
 
     def _add(self, buf: Any, offs: np.ndarray, events: Sequence[Event]) -> None:
         if not len(events):
@@ -98,14 +102,22 @@ class EventStore(Sequence[Event]):
         self._queues.update(map(_QUEUE, events))
         self._n += len(events)
 
+    def appended(self) -> int:
+        """Events appended and not yet compacted."""
+        return len(self._tail) if self._encodable else 0
+
     def compact(self) -> None:
         """Encode the appended events into lines (a list of objects takes 4 to 6 times
-        the memory of their lines)."""
+        the memory of their lines).  Events that cannot be encoded stay objects."""
         with self._lock:
             evs = self._tail[:]  # appends go on meanwhile (list appends, under the GIL)
             if not evs:
                 return
-            lines = list(map(_ENCODE, evs))
+            try:
+                lines = list(map(_ENCODE, evs))
+            except (TypeError, ValueError, msgspec.EncodeError):
+                self._encodable = False  # not again: the objects are kept as they are
+                return
             offs = np.zeros(len(lines) + 1, np.int64)
             np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)) + 1, out=offs[1:])
             self._add(b"\n".join(lines) + b"\n", offs, evs)

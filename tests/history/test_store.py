@@ -104,6 +104,34 @@ def test_appends_after_a_compaction_and_during_reads(recorded):
     assert list(s) == events[:1] and s.thread_names() == [events[0].thread]
 
 
+def test_a_long_live_run_is_compacted_as_it_folds(recorded, monkeypatch):
+    """Past ``COMPACT_AT`` appended events, History encodes them into lines when it
+    catches up: its states and events stay those of the list."""
+    from autograd_tui.history import history as history_mod
+    monkeypatch.setattr(history_mod, "COMPACT_AT", 40)
+    _, events = recorded
+    live, plain = History(every=16), History(events, every=16)
+    for k, e in enumerate(events, 1):
+        live.append(e)
+        if k % 25 == 0:
+            assert live.state_at(k) == plain.state_at(k)
+    assert live.head == plain.head
+    assert live.events._n > len(events) - 40 and list(live.events) == events
+    assert live.state_at(len(events) // 3) == plain.state_at(len(events) // 3)
+
+
+def test_events_that_cannot_be_encoded_stay_objects(recorded):
+    _, events = recorded
+    odd = make_event(len(events) + 1, "hook", "t", None, None, None,
+                     {"hook_kind": object(), "modified": False, "name": "x"})
+    s = EventStore(events[:5])
+    s.compact()
+    s.append(odd)
+    s.compact()  # cannot: kept, and no later compaction is tried
+    s.extend(events[5:8])
+    assert s.appended() == 0 and list(s) == [*events[:5], odd, *events[5:8]]
+
+
 def _events(n: int) -> list:
     """``n`` plausible events (a node's start and end, over and over)."""
     out = []
