@@ -110,12 +110,17 @@ def stream(p: Path, data: bytes | bytearray, start: int, end: int,
     out = Stream(history.events if history is not None else EventStore(), history)
     mv = memoryview(data)
     pos = start
+    is_nl = np.empty(CHUNK, bool)  # reused: a fresh 4 MB array per chunk is page faults
     while pos < end:
         cut = data.rfind(b"\n", pos, min(pos + CHUNK, end)) + 1
         if cut <= pos:  # one line longer than a chunk
             cut = data.find(b"\n", pos, end) + 1 or end
         evs = decode_v2(p, mv[pos:cut], DECODER, first_line=out.lines + 2)
-        nl = np.flatnonzero(np.frombuffer(data, np.uint8, cut - pos, pos) == 10)
+        if cut - pos > len(is_nl):
+            is_nl = np.empty(cut - pos, bool)
+        found = np.equal(np.frombuffer(data, np.uint8, cut - pos, pos), 10,
+                         out=is_nl[:cut - pos])
+        nl = np.flatnonzero(found)
         out.lines += len(nl)
         _add(p, out, data, pos, nl, evs)
         budget()
