@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import gc
+import json
 import random
 import threading
 import tracemalloc
 
 import numpy as np
 import pytest
+from forge import signed
 
 from autograd_tui import scenarios
 from autograd_tui.engine.events import make_event
@@ -166,3 +168,62 @@ def test_memory_per_event_is_bounded():
     assert per_event < 200, per_event
     assert per_object > 2 * per_event, (per_object, per_event)
     assert len(as_list) == len(s) == 100_000 and isinstance(s.kinds(), np.ndarray)
+
+
+# --- the streaming load: 4 MB at a time in use, a few hundred bytes here --------------------
+@pytest.fixture
+def tiny_chunks(monkeypatch):
+    from autograd_tui.history import decode
+    monkeypatch.setattr(decode, "CHUNK", 300)  # a line or two per chunk
+
+
+def _parts(p):
+    lines = p.read_bytes().splitlines(keepends=True)
+    return lines[0], lines[1:-1], json.loads(lines[-1])["footer"]
+
+
+def _unknown_node(line: bytes) -> bytes:
+    """A node_start line naming a node no event made."""
+    ev = json.loads(line)
+    ev[4] = 999_999
+    return json.dumps(ev, separators=(",", ":")).encode() + b"\n"
+
+
+def test_small_chunks_load_the_same_events_and_states(recorded, tiny_chunks):
+    p, events = recorded
+    rec = trace.load(p)
+    assert len(rec.events._segs) > 10 and list(rec.events) == events
+    plain = History(events, every=16)
+    for k in (0, 1, len(events) // 2, len(events)):
+        assert rec.history.state_at(k) == plain.state_at(k)
+
+
+def test_problems_are_reported_as_a_whole_file_reader_finds_them(recorded, tiny_chunks,
+                                                                  tmp_path):
+    """The stream folds as it decodes, yet the first problem reported is the one a
+    reader that decodes everything first, then checks, then folds would report."""
+    p, _ = recorded
+    header, lines, footer = _parts(p)
+    at = next(i for i, line in enumerate(lines) if line.startswith(b'["node_start"'))
+    contradicting = [*lines[:at], _unknown_node(lines[at]), *lines[at + 1:]]
+    swapped = [*lines[:2], lines[3], lines[2], *lines[4:]]
+    garbage_late = [*swapped[:-2], b"not json\n", swapped[-1]]
+    cases = {
+        # an event out of order on line 4, a line that is not JSON near the end
+        "decode first": (garbage_late, f"line {len(lines)}: not JSON"),
+        "then the order": (swapped, "line 4: event 3 has seq 4"),
+        "the fold last": (contradicting, f"line {at + 2}: "),
+    }
+    for name, (body, expected) in cases.items():
+        f = tmp_path / f"{name}.jsonl"
+        f.write_bytes(signed(header, body, footer))
+        with pytest.raises(trace.TraceError) as err:
+            trace.load(f)
+        assert expected in str(err.value), (name, str(err.value))
+    # the fold refused an early event, and the checksum does not match: the checksum
+    data = (tmp_path / "the fold last.jsonl").read_bytes()
+    cut = data.rindex(b'sha256:') + len(b"sha256:")
+    f = tmp_path / "tampered.jsonl"
+    f.write_bytes(data[:cut] + (b"0" if data[cut:cut + 1] != b"0" else b"1") + data[cut + 1:])
+    with pytest.raises(trace.TraceError, match="checksum mismatch"):
+        trace.load(f)
