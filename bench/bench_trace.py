@@ -40,17 +40,21 @@ Run: ``.venv/bin/python -m bench.bench_trace`` (``--events N``, ``--profile``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
+import json
 import os
 import pstats
 import random
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import timeit
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +76,7 @@ SEEKS = 1_000
 GOAL_SEEK_MEDIAN_MS = 50.0
 GOAL_SEEK_MAX_MS = 100.0
 GOAL_LOAD_S_PER_M = 2.0
+GOAL_RSS_MB = 1024
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATE_DICTS = ("nodes", "node_states", "dependencies", "queues", "buffers", "not_ready",
@@ -246,9 +251,82 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
+# --- before and after, each in a fresh process ----------------------------------------------
+#: the commit "before" is measured at: main before recordings were kept as lines
+BASE_COMMIT = "913ed97"
+#: the base's cap was on the file (128 MB by default): it needs this to open 147 MB at all
+BASE_CAP_MB = "1024"
+
+
+@contextlib.contextmanager
+def base_tree(commit: str = BASE_COMMIT) -> Iterator[Path | None]:
+    """The project's sources at ``commit`` in a temporary directory, importable as
+    ``autograd_tui`` (PYTHONPATH first: it wins over the editable install); None when
+    git cannot give them (not a checkout)."""
+    with tempfile.TemporaryDirectory(prefix="bench-base-") as tmp:
+        try:
+            archive = subprocess.run(["git", "-C", REPO, "archive", commit],
+                                     capture_output=True, check=True, timeout=120).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True, timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            yield None
+            return
+        for pkg in ("engine", "scenarios"):  # the package-dir mapping of pyproject.toml
+            os.symlink(os.path.join(tmp, pkg), os.path.join(tmp, "autograd_tui", pkg))
+        yield Path(tmp)
+
+
+#: a fresh process loads a recording with the default settings and says what it took
+LOAD_SCRIPT = """
+import json, sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+from autograd_tui.history import recordings as trace
+rec = trace.load(sys.argv[1])
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+assert len(rec.history) == int(sys.argv[2])
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+print(json.dumps({"load_s": wall, "cpu_s": cpu, "rss_mb": int(status["VmRSS"].split()[0]) / 1024,
+                  "peak_mb": int(status["VmHWM"].split()[0]) / 1024}))
+"""
+
+
+def in_subprocess(script: str, args: Sequence[str], base: Path | None = None,
+                  env: dict[str, str] | None = None, timeout: float = 600) -> dict[str, Any]:
+    """Run ``script`` in a fresh interpreter (this tree, or ``base``'s sources); its last
+    line of output, JSON.  A failure: {"error": what it printed last}."""
+    full = {k: v for k, v in os.environ.items() if k != "AUTOGRAD_TUI_MAX_RECORDING_MB"}
+    full.update(env or {})
+    full["PYTHONPATH"] = os.pathsep.join([str(base), REPO] if base else [REPO])
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
+                         text=True, timeout=timeout, env=full, cwd=str(base or REPO))
+    lines = out.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": tail[:300]}
+
+
+def load_before_after(path: Path, n: int) -> list[tuple[str, str]]:
+    """The default load of ``path`` in a fresh process, here and at ``BASE_COMMIT``."""
+    rows = []
+    with base_tree() as base:
+        for name, tree, env in (("before", base, {"AUTOGRAD_TUI_MAX_RECORDING_MB": BASE_CAP_MB}),
+                                ("after", None, {})):
+            if name == "before" and tree is None:
+                continue
+            r = in_subprocess(LOAD_SCRIPT, [str(path), str(n)], tree, env)
+            what = f"load in a fresh process, {name}" + (
+                f" ({BASE_COMMIT}, cap raised to {BASE_CAP_MB} MB)" if name == "before"
+                else " (default settings)")
+            rows.append((what, r["error"] if "error" in r else
+                         f"{r['load_s']:8.2f} s wall ({r['cpu_s']:.2f} CPU), RSS "
+                         f"{r['rss_mb']:,.0f} MB (peak {r['peak_mb']:,.0f} MB), "
+                         f"{r['rss_mb'] * 2**20 / n:,.0f} B/event"))
+    return rows
+
+
 # --- the report -----------------------------------------------------------------------------
-# The 1,000,000-event recording is 144 MB: above the default cap for untrusted files.
-os.environ.setdefault("AUTOGRAD_TUI_MAX_RECORDING_MB", "1024")
 
 
 def main() -> None:
@@ -313,6 +391,7 @@ def main() -> None:
         t_parse, rec = timed(trace.load, plain, validate_state=False)
         del rec
         gc.collect()
+        fresh = load_before_after(plain, n)
         rows += [
             ("load plain (trace.load)", t_load.per_m(n) + f"; {snaps:,} snapshots, "
                                                           f"{ckpts} checkpoints, state "
@@ -322,6 +401,7 @@ def main() -> None:
             ("  of which: fold (History)", t_fold.per_m(n)),
             (f"seek {n:,}: median / max", f"{statistics.median(ms):8.2f} / {max(ms):.2f} ms "
                                           f"({SEEKS:,} random i)"),
+            *fresh,
         ]
         print()
         print(f"recording of {n:,} events ({copies} copies of a real run):")
@@ -337,6 +417,11 @@ def main() -> None:
             (f"load under {GOAL_LOAD_S_PER_M:g} s per 1M events (plain)", load_1m, "s/1M",
              load_1m < GOAL_LOAD_S_PER_M),
         ]
+        after = in_subprocess(LOAD_SCRIPT, [str(plain), str(n)])
+        if "rss_mb" in after:
+            goals.append((f"loaded with the default settings, RSS under {GOAL_RSS_MB:,} MB "
+                          "(fresh process)", after["rss_mb"], "MB",
+                          after["rss_mb"] < GOAL_RSS_MB))
         print()
         print(f"goals (\"well under\" = under half; CPU time; {n:,} events):")
         gw = max(len(g[0]) for g in goals)

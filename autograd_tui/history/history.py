@@ -2,7 +2,8 @@
 
 Not in PyTorch.  The controller appends each event as the engine emits it (a list
 append: nothing is folded then); the fold catches up when a view asks for a state.
-A loaded recording is extended once, and folded (and so checked) at once.  Every
+A loaded recording is added a block of lines at a time (``extend_lines``: kept
+encoded, in an ``EventStore``), and each block folded (and so checked) at once.  Every
 view (the app, the CLI, export, replay) reads a History and nothing else keeps its
 own copy of the events.  ``state_at(k)`` is "at k": the state after events 1..k.
 """
@@ -13,6 +14,8 @@ import bisect
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
+
+import numpy as np
 
 from autograd_tui.engine.events import EVENT_TYPES, Event
 from autograd_tui.engine.ready_queue import (
@@ -36,6 +39,7 @@ from autograd_tui.history.state import (
     _get_node,
     _no_changes,
 )
+from autograd_tui.history.store import KINDS, EventStore
 
 
 class _Delta(NamedTuple):
@@ -82,6 +86,9 @@ def _delta(s: EngineState, events: Sequence[Event]) -> _Delta:
 
 
 _PUSH, _POP, _CREATED = (EVENT_TYPES[k] for k in ("push", "pop", "graph_task_created"))
+_QUEUE_KINDS = np.array([KINDS.index(k) for k in ("push", "pop", "graph_task_created")],
+                        np.uint8)
+_PUSH_POP = _QUEUE_KINDS[:2]
 _NO_REF = GraphTaskRef(None, 0, alive=False)
 
 
@@ -125,6 +132,12 @@ def _apply_delta(s: EngineState, d: _Delta) -> None:
     s.depth_priority = d.depth_priority
 
 
+#: appended events kept as objects before they are encoded into lines (``EventStore.
+#: compact``): a live run of millions of events takes a fifth of the memory, and a run
+#: of the usual size is never touched
+COMPACT_AT = 1 << 17
+
+
 class History:
     """Events with snapshots every ``every`` events: ``state_at(k)`` in either direction.
 
@@ -145,7 +158,7 @@ class History:
             raise ValueError("every must be >= 1")
         self.every = every
         self.min_checkpoint = min_checkpoint
-        self.events: list[Event] = []
+        self.events = EventStore()
         self._folded = 0  # events[:_folded] are in _head
         self._lock = threading.RLock()
         self._snap_index: list[int] = [0]
@@ -157,8 +170,15 @@ class History:
         # interval stepped in (built by the second seek into it) spares the deltas
         self._last_k = -1
         self._near: tuple[int, EngineState] | None = None
+        # (a checkpoint's index, positions, events, end): see _queue_events
+        self._queued: tuple[int, np.ndarray, list[Event], int] = (-1, np.zeros(0, np.int64),
+                                                                  [], 0)
         self.on_snapshot = on_snapshot  # called at each snapshot (a load's memory budget)
-        self.extend(events)
+        if isinstance(events, EventStore):  # a recording's store: folded, not copied
+            self.events = events
+            self._catch_up()
+        else:
+            self.extend(events)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -179,16 +199,39 @@ class History:
             try:
                 self._catch_up()
             except Exception as err:
-                del self.events[self._folded:]
+                self.events.truncate(self._folded)
                 err.index = self._folded - start  # type: ignore[attr-defined]
                 raise
 
-    def _catch_up(self) -> None:
-        """Fold the stored events not yet folded (a snapshot at every ``every``-th)."""
+    def extend_lines(self, buf: Any, offs: np.ndarray, events: Sequence[Event]) -> None:
+        """``extend`` for a recording's lines: ``events`` are the lines ``buf[offs[i]:
+        offs[i + 1]]``, decoded; the lines are kept (not the objects) and ``events``
+        folded now.  An error is as in ``extend``."""
+        with self._lock:
+            self._catch_up()
+            start = len(self.events)
+            self.events.add_lines(buf, offs, events)
+            try:
+                self._catch_up(events, start)
+            except Exception as err:
+                self.events.truncate(self._folded)
+                err.index = self._folded - start  # type: ignore[attr-defined]
+                raise
+
+    def _between(self, a: int, b: int, src: Sequence[Event] | None, base: int) -> list[Event]:
+        """Events a..b: from ``src`` (the decoded events from ``base`` on) if it has them."""
+        if src is not None and a >= base:
+            return list(src[a - base:b - base])
+        return self.events[a:b]
+
+    def _catch_up(self, src: Sequence[Event] | None = None, base: int = 0) -> None:
+        """Fold the stored events not yet folded (a snapshot at every ``every``-th).
+        ``src``: the events from ``base`` on, already decoded (a recording's block)."""
         n = len(self.events)
         while self._folded < n:
             done = self._folded
-            chunk = self.events[done:min(n, done + self.every - done % self.every)]
+            chunk = self._between(done, min(n, done + self.every - done % self.every),
+                                  src, base)
             try:
                 _fold_into(self._head, chunk)
             except Exception as err:
@@ -200,15 +243,18 @@ class History:
                 raise
             self._folded = done + len(chunk)
             if self._folded % self.every == 0:
-                self._snapshot()
+                self._snapshot(src, base)
+        if self.events.appended() >= COMPACT_AT:  # a long live run: keep it as lines
+            self.events.compact()
 
-    def _snapshot(self) -> None:
+    def _snapshot(self, src: Sequence[Event] | None, base: int) -> None:
         if self.on_snapshot is not None:
             self.on_snapshot()
         n = self._folded
-        d = _delta(self._head, self.events[self._snap_index[-1]:n])
-        self._since_ckpt += sum(map(len, d.maps.values())) + len(d.threads) + sum(
-            type(e) is _PUSH or type(e) is _POP for e in self.events[self._snap_index[-1]:n])
+        evs = self._between(self._snap_index[-1], n, src, base)
+        d = _delta(self._head, evs)
+        self._since_ckpt += sum(map(len, d.maps.values())) + len(d.threads) + int(
+            np.isin(self.events.kinds(self._snap_index[-1], n), _PUSH_POP).sum())
         self._snap_index.append(n)
         if self._since_ckpt >= max(self._head.size() // 4, self.min_checkpoint):
             self._snaps.append(self._head.copy())
@@ -229,9 +275,26 @@ class History:
             assert isinstance(d, _Delta)
             _apply_delta(s, d)
         if k > c:
-            _replay_queues(s, self.events[self._snap_index[c]:self._snap_index[k]])
+            a, b = self._snap_index[c], self._snap_index[k]
+            # only the pushes, pops and GraphTask creations: found by the kind column,
+            # decoded alone (not the whole stretch since the checkpoint)
+            _replay_queues(s, self._queue_events(a, b))
             s.depth_priority = self._snaps[k].depth_priority  # type: ignore[union-attr]
         return s
+
+    def _queue_events(self, a: int, b: int) -> list[Event]:
+        """The pushes, pops and GraphTask creations among events a..b: found by the kind
+        column and decoded alone.  Kept for the last ``a`` (a checkpoint): seeks near one
+        place replay the same stretch, so only what it grew by is decoded again."""
+        qa, at, have, end = self._queued
+        if qa != a:
+            at, have, end = np.zeros(0, np.int64), [], a
+        if b > end:
+            more = np.flatnonzero(np.isin(self.events.kinds(end, b), _QUEUE_KINDS)) + end
+            have = have + self.events.pick(more)
+            at, end = np.concatenate((at, more)), b
+        self._queued = (a, at, have, end)
+        return have[:int(np.searchsorted(at, b))]
 
     @property
     def head(self) -> EngineState:

@@ -18,14 +18,13 @@ naming the file, the line and what is wrong.
 
 from __future__ import annotations
 
-import functools
 import gc
 import hashlib
 import json
 import operator
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,29 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from autograd_tui.engine.events import EVENT_TYPES, SCHEMA, Event
+from autograd_tui.engine.events import EVENT_TYPES, Event
 from autograd_tui.files import CannotWrite, atomic_write
+from autograd_tui.history.decode import (
+    DECODER,
+    V3_DECODER,
+    Stream,
+    decode_v2,
+    fold_error,
+    stream,
+)
 from autograd_tui.history.fields import check_footer, check_header
 from autograd_tui.history.history import History
-from autograd_tui.history.lines import Budget, TraceError, budget_words, json_line, read_file
-from autograd_tui.history.older_versions import V3_EVENT_TYPES, decode_v1, renumber, upgrade_v3
+from autograd_tui.history.lines import (
+    Budget,
+    TraceError,
+    budget_words,
+    check_memory,
+    json_line,
+    read_file,
+)
+from autograd_tui.history.older_versions import decode_v1, renumber, upgrade_v3
 from autograd_tui.history.state import StateError
+from autograd_tui.history.store import KINDS, EventStore
 
 FORMAT = "autograd-tui-trace"
 VERSION = 4  # 4: a push names its task, not the whole queue; push and pop say what is gone
@@ -47,8 +62,7 @@ SUPPORTED_VERSIONS = (1, 2, 3, 4)  # 3: event k has seq k, schedules number thre
 
 _ENCODER = msgspec.json.Encoder()
 CHECKSUM_MARK = b'"checksum":"sha256:'  # version 2: the digest of every byte before its own
-_DECODER = msgspec.json.Decoder(functools.reduce(operator.or_, EVENT_TYPES.values()))
-_V3_DECODER = msgspec.json.Decoder(functools.reduce(operator.or_, V3_EVENT_TYPES.values()))
+_DECODER = DECODER  # tests and benchmarks decode a line as the loader does
 
 
 def program_version() -> str:
@@ -62,7 +76,7 @@ def program_version() -> str:
 @dataclass
 class Recording:
     header: dict[str, Any]
-    events: list[Event]
+    events: Sequence[Event]  # an EventStore when loaded: the lines, decoded when read
     footer: dict[str, Any] = field(default_factory=dict)
     history: History | None = None  # filled by load(): the validated fold
 
@@ -213,6 +227,7 @@ def _load(p: Path, data: bytes | bytearray, validate_state: bool,
                          "was not finished")
     if (why := check_header(header)) is not None:
         raise TraceError(f"{p}, line 1: header: {why}")
+    check_memory(p, data, first)
     body, footer = _split_footer(p, data, first)
     if (why := check_footer(footer)) is not None:
         raise TraceError(f"{p}: footer: {why}")
@@ -225,27 +240,43 @@ def _load(p: Path, data: bytes | bytearray, validate_state: bool,
     checksum = _Checksum(covered)
     try:
         on_stage("decoding")
-        events = _decode_v2(p, body, _DECODER if version >= 4 else _V3_DECODER) \
-            if version >= 2 else decode_v1(p, body)
+        got: Stream | None = None
+        events: Sequence[Event]
+        if version >= 4:  # decoded, checked, kept and folded a chunk at a time
+            got = stream(p, data, first + 1, first + 1 + len(body),
+                         History(on_snapshot=budget) if validate_state else None, budget)
+            events, count = got.store, got.count
+        else:
+            events = decode_v2(p, body, V3_DECODER) if version >= 2 else decode_v1(p, body)
+            count = len(events)
         on_stage("checking")
-        if footer.get("events") != len(events):
+        if footer.get("events") != count:
             _no_blank_line(p, data, first, body)
             raise TraceError(f"{p}: the footer says {footer.get('events')} events but the "
-                             f"file has {len(events)}: lines are missing or were added")
-        _check_order(p, events, version)
+                             f"file has {count}: lines are missing or were added")
+        if got is None:
+            _check_order(p, events, version)  # type: ignore[arg-type]
+        elif got.order is not None:
+            raise got.order
         if footer.get("checksum") != "sha256:" + checksum.result():
             _no_blank_line(p, data, first, body)
             raise TraceError(f"{p}: checksum mismatch: the recording was changed after it "
                              "was written")
         if version < 4:
-            events = upgrade_v3(events, header)
+            events = upgrade_v3(events, header)  # type: ignore[arg-type]
         if version < 3:
-            events, footer = renumber(events, footer)
+            events, footer = renumber(events, footer)  # type: ignore[arg-type]
         _check_status(p, footer, events)
         if validate_state:
             budget()  # the events decoded
             on_stage("folding")
-        history = _fold(p, events, budget) if validate_state else None
+        if got is not None:
+            if got.fold is not None:
+                raise got.fold
+            history = got.history
+        else:
+            history = _fold(p, events, budget) if validate_state else None  # type: ignore
+            events = history.events if history is not None else EventStore(events)
     finally:
         checksum.join()
     return Recording(header, events, footer, history)
@@ -254,11 +285,14 @@ def _load(p: Path, data: bytes | bytearray, validate_state: bool,
 STATUSES = ("completed", "error", "deadlock", "running")
 
 
-def _check_status(p: Path, footer: dict[str, Any], events: list[Event]) -> None:
+def _check_status(p: Path, footer: dict[str, Any], events: Sequence[Event]) -> None:
     """The footer's status must be one the program writes, and agree with the events: a
     recording holds a deadlock event exactly when its status is "deadlock"."""
     status = footer.get("status", "completed")  # one of STATUSES (fields.Footer)
-    deadlocked = EVENT_TYPES["deadlock"] in set(map(type, events))  # a C loop: 1M in ~20 ms
+    if isinstance(events, EventStore):  # the kind column: no decoding
+        deadlocked = bool((events.kinds() == KINDS.index("deadlock")).any())
+    else:
+        deadlocked = EVENT_TYPES["deadlock"] in set(map(type, events))  # a C loop
     if deadlocked != (status == "deadlock"):
         said = "a deadlock" if status == "deadlock" else f"{status!r}"
         found = "holds a deadlock event" if deadlocked else "holds no deadlock event"
@@ -319,49 +353,6 @@ class _Checksum(threading.Thread):
         return self.hexdigest
 
 
-def _decode_v2(p: Path, body: memoryview, decoder: msgspec.json.Decoder) -> list[Event]:
-    try:
-        return decoder.decode_lines(body)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        pass
-    # Something is wrong: decode line by line to name the line and say what.
-    for lineno, line in enumerate(bytes(body).split(b"\n")[:-1], 2):
-        try:
-            decoder.decode(line)
-        except RecursionError:
-            raise TraceError(f"{p}, line {lineno}: nested too deeply to be an "
-                             "event") from None
-        except (msgspec.DecodeError, UnicodeDecodeError) as e:
-            json_line(p, lineno, line)  # not JSON at all: say so, and where
-            raise TraceError(f"{p}, line {lineno}: {_explain(line, str(e))}") from None
-    raise TraceError(f"{p}: the event lines cannot be read")  # pragma: no cover
-
-
-def _explain(line: bytes, err: str) -> str:
-    """msgspec's "Expected `int`, got `str` - at `$[3]`" in the words of the format."""
-    msg, _, where = err.partition(" - at `$")
-    idx = where.strip("`").strip("[]").split("][")
-    if not where:
-        return f"an event must be an array [kind, seq, thread, graph_task, node, queue, " \
-               f"field...]: {msg}"
-    try:
-        kind = json.loads(line)[0]
-    except (ValueError, IndexError, KeyError, TypeError):
-        kind = None
-    pos = int(idx[0]) if idx and idx[0].isdigit() else -1
-    if pos == 0:
-        return f"unknown event kind {kind!r}" if "Invalid value" in msg else \
-            f"the first field must be the event kind: {msg}"
-    names = ["kind", "seq", "thread", "graph_task", "node", "queue"]
-    if kind in SCHEMA:
-        names += list(SCHEMA[kind])
-    field_name = names[pos] if 0 <= pos < len(names) else f"field {pos}"
-    what = f"{kind} event" if kind in SCHEMA else "event"
-    if "length" in msg:
-        return f"{what}: {msg.replace('`array`', 'the array')} (fields: {', '.join(names)})"
-    return f"{what}, field {field_name}: {msg}"
-
-
 def _check_order(p: Path, events: list[Event], version: int) -> None:
     """Version 3: event k has seq k.  Versions 1 and 2 numbered from 0: increasing."""
     try:
@@ -388,13 +379,6 @@ def _fold(p: Path, events: list[Event], budget: Budget) -> History:
     history = History(on_snapshot=budget)  # its TraceError passes through
     try:
         history.extend(events)
-    except StateError as err:
-        lineno = err.index + 2  # type: ignore[attr-defined]
-        raise TraceError(f"{p}, line {lineno}: the event contradicts the state: {err}") \
-            from None
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
-        e = events[err.index]  # type: ignore[attr-defined]
-        what = f"missing field {err}" if isinstance(err, KeyError) else str(err)
-        raise TraceError(f"{p}, line {err.index + 2}: malformed {e.kind} event ({what})") \
-            from None
+    except (StateError, KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+        raise fold_error(p, err, events[err.index]) from None  # type: ignore[attr-defined]
     return history

@@ -177,8 +177,9 @@ class Session:
     def _uses_cuda(self) -> bool:
         if self.run is not None:
             return any("cuda" in t for t in self.run.scenario.threads)
-        return any(str(e.queue or "").startswith("cuda") or str(e.thread).startswith("cuda")
-                   for e in self.history.events)
+        events = self.history.events  # its columns: a recording's events are not decoded
+        return any(str(q or "").startswith("cuda") for q in events.queues()) or any(
+            str(t).startswith("cuda") for t in events.thread_names())
 
     def count(self) -> int:
         return len(self.history)
@@ -210,11 +211,7 @@ class Session:
     def thread_names(self) -> list[str]:
         if self.run is not None:
             return self.run.controller.thread_names()
-        names: list[str] = []
-        for e in self.history.events:
-            if e.thread != "controller" and e.thread not in names:
-                names.append(e.thread)
-        return names
+        return [t for t in self.history.events.thread_names() if t != "controller"]
 
     def _node_names(self) -> dict[int, str]:
         """Node id -> name, of the nodes the run has made so far (a breakpoint's query

@@ -142,14 +142,14 @@ def test_a_load_past_the_budget_stops_with_one_message(files, monkeypatch):
 
 def test_the_budget_is_a_figure(monkeypatch):
     monkeypatch.delenv("AUTOGRAD_TUI_MAX_RECORDING_MB", raising=False)
-    assert lines.memory_budget() == 960 * 2**20
-    assert "960 MB" in lines.budget_words()
+    assert lines.memory_budget() == 1344 * 2**20
+    assert "1,344 MB" in lines.budget_words()
 
 
 def test_memory_error_while_loading_is_the_budget_message(files, monkeypatch):
     def exhausted(*a, **k):
         raise MemoryError
-    monkeypatch.setattr(trace, "_fold", exhausted)
+    monkeypatch.setattr(trace, "stream", exhausted)  # it decodes and folds
     with pytest.raises(trace.TraceError, match="the budget for a recording"):
         trace.load(files["nested-graph-tasks"])
 

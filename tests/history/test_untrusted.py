@@ -104,15 +104,48 @@ def test_a_gzip_bomb_is_stopped_at_the_cap(tmp_path, monkeypatch):
             f.write(b"\0" * 2**20)  # 64 MB of zeros: 64 KB on disk
     assert p.stat().st_size < 2**20
     monkeypatch.setenv("AUTOGRAD_TUI_MAX_RECORDING_MB", "8")
-    with pytest.raises(trace.TraceError, match="inflates to more than 8 MB, the limit for a "
-                                               "recording; set AUTOGRAD_TUI_MAX_RECORDING_MB"):
+    with pytest.raises(trace.TraceError, match="would take more than 8 MB, the memory "
+                                               "limit for a recording; set "
+                                               "AUTOGRAD_TUI_MAX_RECORDING_MB"):
         trace.load(p)
 
 
 def test_a_plain_file_over_the_cap_is_refused(good, tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOGRAD_TUI_MAX_RECORDING_MB", "0.001")  # about 1 KB
-    with pytest.raises(trace.TraceError, match="holds more than 0 MB"):
+    with pytest.raises(trace.TraceError, match="would take more than 0 MB"):
         trace.load(good)
+
+
+def test_the_cap_is_on_memory_and_says_how_much(good, tmp_path, monkeypatch):
+    """The file is under the cap, but its lines (each an event of the fold) make the
+    estimate pass it: refused before decoding, with the memory it would take and the
+    setting that allows it; that setting then loads it."""
+    from autograd_tui.history import lines as lines_mod
+    data = good.read_bytes()
+    need = lines_mod.estimate(len(data), data.count(b"\n"), data.index(b"\n"))
+    assert need > 2 * len(data)  # the estimate counts the events, not only the bytes
+    monkeypatch.setenv("AUTOGRAD_TUI_MAX_RECORDING_MB", str(len(data) * 1.5 / 2**20))
+    decoded = []
+    monkeypatch.setattr(trace, "stream", lambda *a: decoded.append(a))  # never reached
+    with pytest.raises(trace.TraceError) as err:
+        trace.load(good)
+    msg = str(err.value)
+    assert not decoded
+    assert f"would take about {need / 2**20:,.0f} MB of memory" in msg, msg
+    mb = -(-need // 2**20)
+    assert f"set AUTOGRAD_TUI_MAX_RECORDING_MB (MB of memory) to at least {mb:,}" in msg
+    monkeypatch.undo()
+    monkeypatch.setenv("AUTOGRAD_TUI_MAX_RECORDING_MB", str(mb))
+    assert len(trace.load(good).events) == data.count(b"\n") - 2  # header, footer
+
+
+def test_a_million_event_recording_is_under_the_default_cap(monkeypatch):
+    """bench_trace's recording (1,000,000 events, 147 MB) is estimated under the default
+    cap, and under 1 GB: it opens by default."""
+    from autograd_tui.history import lines as lines_mod
+    monkeypatch.delenv("AUTOGRAD_TUI_MAX_RECORDING_MB", raising=False)
+    need = lines_mod.estimate(147_488_752, 1_001_662, 14_500_000)
+    assert need < lines_mod.max_bytes() == 2**30
 
 
 def test_the_cap_does_not_change_what_loads(good, tmp_path):
@@ -171,7 +204,7 @@ def test_crafted_files_under_a_1_gb_address_space_limit(good, tmp_path, stated):
         with gzip.open(p, "wb", compresslevel=9) as f:
             for _ in range(2048):
                 f.write(b"\0" * 2**20)
-        message = "inflates to more than 128 MB"
+        message = "gzip data would take more than 1,024 MB"
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
