@@ -26,6 +26,7 @@ from . import queries, saved
 from .capture import current_registry, saved_summaries
 from .convert import (
     TorchBridgeError,
+    TorchGrad,
     input_metadata,
     node_label,
     to_ours,
@@ -72,18 +73,27 @@ class TorchNode(Node):
 
     def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
         torch = torch_module()
-        args = [to_torch(g) for g in grads]
-        with torch.set_grad_enabled(grad_mode.is_grad_enabled()):
+        # A PyTorch node's gradient is passed on as the torch tensor it is (to_torch).
+        args = [g.held if type(g) is TorchGrad else to_torch(g) for g in grads]
+        want = grad_mode.is_grad_enabled()
+        prev = torch._C.is_grad_enabled()
+        if prev != want:  # set_grad_enabled, without a context manager's cost per node
+            torch._C._set_grad_enabled(want)
+        try:
             if self._python:
                 outs = self._apply_python(torch, args)
             else:
                 outs = self.fn(*args)
+        finally:
+            if prev != want:
+                torch._C._set_grad_enabled(prev)
         if isinstance(outs, torch.Tensor) or outs is None:
             outs = (outs,)
         if self._targets is None:  # where each output goes: validate_outputs in torch
             self._targets = [torch_targets(e.function.fn)[e.input_nr]
                              if hasattr(e.function, "fn") else None for e in self._next_edges]
-        return [to_ours(o, self.fn) for o in torch_validate(list(outs), self._targets)]
+        fn = self.fn
+        return [to_ours(o, fn) for o in torch_validate(list(outs), self._targets)]
 
     def _apply_python(self, torch: Any, args: list[Any]) -> Sequence[Any]:
         """``PyNode::apply`` (python_function.cpp): a custom Function's backward."""
