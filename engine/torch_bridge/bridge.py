@@ -35,7 +35,7 @@ from .convert import (
     torch_targets,
     torch_validate,
 )
-from .hooks import LeafView, RetainGrad, install_hooks
+from .hooks import LeafView, RetainGrad, install_hooks, probing
 
 # --- nodes ----------------------------------------------------------------------------------
 _local = threading.local()  # .active: a bridged backward runs on this thread
@@ -236,14 +236,15 @@ def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> To
             if nxt is not None and id(nxt) not in seen:
                 stack.append((nxt, False))
     nodes: dict[int, Node] = {}
-    for fn in order:
-        ours = (TorchAccumulateGrad(fn) if type(fn).__name__ == "AccumulateGrad"
-                and hasattr(fn, "variable") else TorchNode(fn, reg.var_inputs(fn)))
-        ours.set_next_edges([Edge(nodes[id(n)], nr) if n is not None else Edge(None, 0)
-                             for n, nr in fn.next_functions])
-        install_hooks(ours, fn, reg)
-        ours.meta = reg.meta(fn)
-        nodes[id(fn)] = ours
+    with probing():  # each node's hook dicts (install_hooks), one patch for the walk
+        for fn in order:
+            ours = (TorchAccumulateGrad(fn) if type(fn).__name__ == "AccumulateGrad"
+                    and hasattr(fn, "variable") else TorchNode(fn, reg.var_inputs(fn)))
+            ours.set_next_edges([Edge(nodes[id(n)], nr) if n is not None else Edge(None, 0)
+                                 for n, nr in fn.next_functions])
+            install_hooks(ours, fn, reg)
+            ours.meta = reg.meta(fn)
+            nodes[id(fn)] = ours
 
     grads: list[Tensor | None] = []
     for i, (t, g) in enumerate(zip(outs, gouts)):
