@@ -27,12 +27,11 @@ from .capture import current_registry, saved_summaries
 from .convert import (
     TorchBridgeError,
     TorchGrad,
-    input_metadata,
     node_label,
+    node_metadata,
     to_ours,
     to_torch,
     torch_module,
-    torch_targets,
     torch_validate,
 )
 from .hooks import LeafView, RetainGrad, install_hooks, probing
@@ -56,7 +55,8 @@ class TorchNode(Node):
         if not (self._python or callable(fn)):
             raise TorchBridgeError(f"{node_label(fn)} cannot be called from Python, so the "
                                    "bridge cannot run it")
-        for m in input_metadata(fn):
+        ours, self.torch_meta = node_metadata(fn)  # torch_meta: PyTorch's (shape, dtype)
+        for m in ours:
             self.add_input_metadata(*m)
 
     def name(self) -> str:
@@ -90,8 +90,7 @@ class TorchNode(Node):
         if isinstance(outs, torch.Tensor) or outs is None:
             outs = (outs,)
         if self._targets is None:  # where each output goes: validate_outputs in torch
-            self._targets = [torch_targets(e.function.fn)[e.input_nr]
-                             if hasattr(e.function, "fn") else None for e in self._next_edges]
+            self._targets = [_torch_meta(e.function, e.input_nr) for e in self._next_edges]
         fn = self.fn
         return [to_ours(o, fn) for o in torch_validate(list(outs), self._targets)]
 
@@ -124,6 +123,13 @@ class TorchNode(Node):
         return [o for o, v in zip(outs, is_var) if v]
 
 
+def _torch_meta(node: Node | None, input_nr: int) -> tuple[tuple[int, ...], Any] | None:
+    """What a gradient flowing into ``node``'s input ``input_nr`` is validated against
+    (PyTorch's shape and dtype), or None when the node is not PyTorch's."""
+    meta = getattr(node, "torch_meta", None)
+    return meta[input_nr] if meta is not None else None
+
+
 class TorchAccumulateGrad(AccumulateGrad):
     """PyTorch's ``AccumulateGrad``: the real node writes the real ``.grad``.
 
@@ -135,7 +141,8 @@ class TorchAccumulateGrad(AccumulateGrad):
         self.fn = fn
         self.variable = LeafView(fn)  # type: ignore[assignment]
         self.meta: dict[str, Any] | None = None
-        self.add_input_metadata(*input_metadata(fn)[0])
+        ours, self.torch_meta = node_metadata(fn)
+        self.add_input_metadata(*ours[0])
         self._lock = threading.Lock()
 
     def name(self) -> str:

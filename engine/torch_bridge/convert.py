@@ -199,19 +199,18 @@ def to_torch(t: Tensor | None, copy: bool = False) -> Any:
     return out if t.device == "cpu" else out.to(t.device)
 
 
-def torch_targets(fn: Any) -> list[tuple[tuple[int, ...], Any]]:
-    """``fn``'s input metadata as PyTorch's (shape, dtype): what ``torch_validate`` casts to."""
-    return [(tuple(m.shape), m.dtype) for m in fn._input_metadata]
-
-
-def input_metadata(fn: Any) -> list[tuple[tuple[int, ...], np.dtype, str]]:
-    """``fn``'s input metadata as ours (shape, NumPy dtype, device), or a clear error."""
+def node_metadata(fn: Any) -> tuple[list[tuple[tuple[int, ...], np.dtype, str]],
+                                     list[tuple[tuple[int, ...], Any]]]:
+    """``fn``'s input metadata (read once: each read builds its Python objects anew) as
+    ours (shape, NumPy dtype, device), or a clear error; and as PyTorch's (shape, dtype),
+    what ``torch_validate`` casts a gradient flowing into ``fn`` to."""
     torch = torch_module()
-    out = []
+    ours, theirs = [], []
     for m in fn._input_metadata:
         if m.is_nested_tensor or m.is_cpp_nested_tensor:
             raise TorchBridgeError(f"{node_label(fn)} takes a nested tensor: the bridge "
                                    "handles dense tensors only")
-        out.append((tuple(m.shape), numpy_dtype(torch, m.dtype, fn),
-                    check_device(m.device, fn)))
-    return out
+        shape, dtype = tuple(m.shape), m.dtype
+        ours.append((shape, numpy_dtype(torch, dtype, fn), check_device(m.device, fn)))
+        theirs.append((shape, dtype))
+    return ours, theirs
