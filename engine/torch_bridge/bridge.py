@@ -158,8 +158,14 @@ class TorchAccumulateGrad(AccumulateGrad):
         if grads[0] is None:
             return []
         torch = torch_module()
-        with torch.set_grad_enabled(grad_mode.is_grad_enabled()):
+        want, prev = grad_mode.is_grad_enabled(), torch._C.is_grad_enabled()
+        if prev != want:  # set_grad_enabled, without a context manager's cost per leaf
+            torch._C._set_grad_enabled(want)
+        try:
             self.fn(to_torch(grads[0], copy=True))
+        finally:
+            if prev != want:
+                torch._C._set_grad_enabled(prev)
         return []
 
 
