@@ -654,15 +654,13 @@ class Engine:
                         current_tls.task = prev_task
                         current_tls.node = prev_node
                 elif fn is not None and self._observers:
-                    self._send(_SKIPPED, local_graph_task, fn, None,
-                                              "has_error")
+                    self._send(_SKIPPED, local_graph_task, fn, None, "has_error")
                 del task
                 outstanding = local_graph_task.decrement_outstanding()
                 if not outstanding and self._leftover:  # nothing of it is left to expire
                     self._leftover.pop(local_graph_task.id, None)
                 if self._observers:
-                    self._send(_OUT_DEC, local_graph_task, fn, None,
-                                              outstanding)
+                    self._send(_OUT_DEC, local_graph_task, fn, None, outstanding)
                 if local_graph_task.completed():
                     if local_graph_task.mark_as_completed_and_run_post_processing():
                         if self._observers:
@@ -771,8 +769,7 @@ class Engine:
                 else:
                     dependencies[next_fn] = count
                 if observing:
-                    self._send(_DEP_DEC, graph_task, next_fn, None,
-                                              fid, input_nr, count)
+                    self._send(_DEP_DEC, graph_task, next_fn, None, fid, input_nr, count)
 
                 input_buffer = not_ready.get(next_fn)
                 if input_buffer is None:
@@ -781,8 +778,8 @@ class Engine:
                         info = exec_info.get(next_fn)
                         if info is None or not info.should_execute():
                             if observing:
-                                self._send(_SKIPPED, graph_task, next_fn,
-                                                          None, "not_needed")
+                                self._send(_SKIPPED, graph_task, next_fn, None,
+                                           "not_needed")
                             continue
                     # No buffer yet for this node: make one (InputBuffer.add into an
                     # empty slot, inlined: the gradient is moved in).
