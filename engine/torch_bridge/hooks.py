@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -99,21 +98,27 @@ def install_hooks(ours: Node, fn: Any, reg: Any) -> None:
 
 
 def node_hook_dicts(fn: Any) -> tuple[dict[Any, Any], dict[Any, Any]]:
-    """The dicts PyTorch keeps a node's Python pre- and post-hooks in.
+    """The dicts PyTorch keeps a node's Python pre- and post-hooks in ({} for none).
 
     ``registerFunctionHook`` (python_hook.cpp) passes the node's existing dict (None if
-    it has none) to ``Function._register_hook``, looked up at call time, and keeps the
-    dict it returns: with that lookup answered by ``_spy`` (on this thread, inside
-    ``probing()``), a probe registration hands the dict over and adds nothing to it (no
-    handle, nothing to remove); a node without one is given an empty dict, as a real
-    registration would give it."""
+    it has none) to ``Function._register_hook``, looked up at call time: with that lookup
+    answered by ``_spy`` (on this thread, inside ``probing()``), a probe registration
+    hands the dict over and raises, so that nothing is registered (no empty hook left on
+    the node, no handle to remove)."""
+    out: list[dict[Any, Any]] = []
     with probing():
-        out: list[dict[Any, Any]] = []
         for register in (fn.register_prehook, fn.register_hook):
             _probe.found = None
-            register(_probe_hook)
+            try:
+                register(_probe_hook)
+            except _Found:
+                pass
             out.append(_probe.found if _probe.found is not None else {})
     return out[0], out[1]
+
+
+class _Found(Exception):
+    """Raised by the probe once it has the dict."""
 
 
 class _Probe(threading.local):
@@ -155,10 +160,8 @@ def probing() -> Iterator[None]:
 def _spy(d: Any, hook: Any) -> Any:
     if hook is not _probe_hook or _probe.depth == 0:  # a real registration
         return _orig_register.__func__(d, hook)
-    if d is None:
-        d = OrderedDict()  # what _register_hook gives a node without hooks
     _probe.found = d
-    return d, None
+    raise _Found
 
 
 def _probe_hook(*args: Any) -> None:

@@ -123,8 +123,8 @@ def test_hook_dicts_are_found_without_registering_a_hook():
     x = torch.randn(3, requires_grad=True)
     y = (x * 2).sum()
     fn = y.grad_fn
-    pre, post = node_hook_dicts(fn)
-    assert len(pre) == 0 and len(post) == 0
+    assert node_hook_dicts(fn) == ({}, {})
+    assert node_hook_dicts(fn) == ({}, {})  # no probe left in a dict
     calls: list[str] = []
     fn.register_prehook(lambda go: calls.append("pre"))
     with probing():  # another thread's registration meanwhile is a real one
@@ -132,7 +132,8 @@ def test_hook_dicts_are_found_without_registering_a_hook():
             lambda gi, go: calls.append("post")))
         t.start()
         t.join(10)
-        again = node_hook_dicts(fn)
-    assert again == (pre, post) and len(pre) == 1 and len(post) == 1
+        pre, post = node_hook_dicts(fn)
+    assert len(pre) == 1 and len(post) == 1
+    assert node_hook_dicts(fn) == (pre, post)
     y.backward()
     assert calls == ["pre", "post"]
