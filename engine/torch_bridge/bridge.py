@@ -90,7 +90,9 @@ class TorchNode(Node):
         if isinstance(outs, torch.Tensor) or outs is None:
             outs = (outs,)
         if self._targets is None:  # where each output goes: validate_outputs in torch
-            self._targets = [_torch_meta(e.function, e.input_nr) for e in self._next_edges]
+            # (PyTorch's shape and dtype of the next node's input; None: not PyTorch's)
+            self._targets = [m[e.input_nr] if (m := getattr(e.function, "torch_meta", None))
+                             is not None else None for e in self._next_edges]
         fn = self.fn
         return [to_ours(o, fn) for o in torch_validate(list(outs), self._targets)]
 
@@ -121,13 +123,6 @@ class TorchNode(Node):
             raise RuntimeError(f"function {self._name} returned an incorrect number of "
                                f"gradients (expected {n_fwd}, got {len(outs)})")
         return [o for o, v in zip(outs, is_var) if v]
-
-
-def _torch_meta(node: Node | None, input_nr: int) -> tuple[tuple[int, ...], Any] | None:
-    """What a gradient flowing into ``node``'s input ``input_nr`` is validated against
-    (PyTorch's shape and dtype), or None when the node is not PyTorch's."""
-    meta = getattr(node, "torch_meta", None)
-    return meta[input_nr] if meta is not None else None
 
 
 class TorchAccumulateGrad(AccumulateGrad):
@@ -207,6 +202,7 @@ def _tensors(x: Any) -> list[Any]:
     return list(x)
 
 
+@probing()  # each node's hook dicts (install_hooks): one patch for the whole walk
 def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> TorchGraph:
     """Walk PyTorch's graph from ``outputs`` (a tensor or a sequence of them) through
     ``grad_fn.next_functions`` and build ours; ``grad_outputs`` as in
@@ -249,15 +245,14 @@ def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> To
             if nxt is not None and id(nxt) not in seen:
                 stack.append((nxt, False))
     nodes: dict[int, Node] = {}
-    with probing():  # each node's hook dicts (install_hooks), one patch for the walk
-        for fn in order:
-            ours = (TorchAccumulateGrad(fn) if type(fn).__name__ == "AccumulateGrad"
-                    and hasattr(fn, "variable") else TorchNode(fn, reg.var_inputs(fn)))
-            ours.set_next_edges([Edge(nodes[id(n)], nr) if n is not None else Edge(None, 0)
-                                 for n, nr in fn.next_functions])
-            install_hooks(ours, fn, reg)
-            ours.meta = reg.meta(fn)
-            nodes[id(fn)] = ours
+    for fn in order:
+        ours = (TorchAccumulateGrad(fn) if type(fn).__name__ == "AccumulateGrad"
+                and hasattr(fn, "variable") else TorchNode(fn, reg.var_inputs(fn)))
+        ours.set_next_edges([Edge(nodes[id(n)], nr) if n is not None else Edge(None, 0)
+                             for n, nr in fn.next_functions])
+        install_hooks(ours, fn, reg)
+        ours.meta = reg.meta(fn)
+        nodes[id(fn)] = ours
 
     grads: list[Tensor | None] = []
     for i, (t, g) in enumerate(zip(outs, gouts)):
