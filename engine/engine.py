@@ -74,7 +74,17 @@ import numpy as np
 
 from .device import set_device
 from .errstate import ignore_errors
-from .events import Event, NodeInfo, Observer, make_event, summarize
+from .events import (
+    EVENT_TYPES,
+    NULL,
+    OPTIONAL,
+    Event,
+    NodeInfo,
+    Observer,
+    make_event,
+    raw_list,
+    summary_raw,
+)
 from .grad_mode import _anomaly
 from .grad_mode import _tls as grad_tls
 from .graph import AccumulateGrad, Edge, GraphRoot, Node
@@ -97,6 +107,15 @@ if TYPE_CHECKING:
 MAX_DEPTH = 60
 
 _generations = itertools.count(1)
+
+# The kinds emitted once or more per node, built field by field in SCHEMA order
+# (``Engine._event``): make_event's generic dict walk costs as much as the event.
+_PUSH, _POP = EVENT_TYPES["push"], EVENT_TYPES["pop"]
+_NODE_START, _NODE_END = EVENT_TYPES["node_start"], EVENT_TYPES["node_end"]
+_DEP_DEC, _BUF_ACC = EVENT_TYPES["dependency_decrement"], EVENT_TYPES["buffer_accumulate"]
+_OUT_DEC, _SKIPPED = EVENT_TYPES["outstanding_decrement"], EVENT_TYPES["node_skipped"]
+_NR_INSERT, _NR_REMOVE = EVENT_TYPES["not_ready_insert"], EVENT_TYPES["not_ready_remove"]
+_NODE_META = EVENT_TYPES["node_meta"]
 
 
 class _RecursionHeadroom:
@@ -264,8 +283,33 @@ class Engine:
                      gt.id if gt is not None else None,
                      self.node_id(node) if node is not None else None, qname, data)
 
+    def _event(self, cls: type[Event], gt: GraphTask | None, node: Node | None,
+               queue: str | None, *fields: Any) -> Event:
+        """``_make_event`` for a kind of the hot path: ``fields`` in SCHEMA order, each as
+        the event keeps it (summaries raw)."""
+        nid = None
+        if node is not None:  # node_id, inlined
+            eid = node._eid
+            nid = eid[1] if eid is not None and eid[0] == self._generation else \
+                self.node_id(node)
+        return cls(next(self._seq),  # type: ignore[call-arg]
+                   getattr(self._tls, "name", None) or self.thread_name(),
+                   gt.id if gt is not None else None, nid, queue, *fields)
+
+    def _send(self, cls: type[Event], gt: GraphTask | None, node: Node | None,
+              queue: str | None, *fields: Any) -> None:
+        """``_event``, delivered to every observer."""
+        event = self._event(cls, gt, node, queue, *fields)
+        for obs in self._observers:
+            obs(event)
+
     def _summarize(self, t: Any) -> Any:
-        return summarize(t, full=self.record_values)
+        """A tensor's summary as the event keeps it (raw JSON; made once per tensor)."""
+        return summary_raw(t, self.record_values) if t is not None else NULL
+
+    def _summaries(self, ts: Sequence[Any]) -> Any:
+        full = self.record_values
+        return raw_list([summary_raw(t, full) if t is not None else NULL for t in ts])
 
     def _deliver(self, event: Event) -> None:
         for obs in self._observers:
@@ -329,15 +373,12 @@ class Engine:
 
         def stamp(size: int) -> Event:  # under the queue's mutex, before the sift
             gone = self._gone() if self._leftover else []
-            return self._make_event("push", gt, task.fn, queue, {
-                "depth": task.get_reentrant_depth(),
-                "seq": int(task.fn._sequence_nr) if task.fn is not None else None,
-                "dummy": task.fn is None and not task.is_shutdown_task,
-                "shutdown": task.is_shutdown_task,
-                "size": size,
-                "outstanding": gt.outstanding_tasks if gt is not None else 0,
-                "gone": gone,
-            })
+            fn = task.fn
+            return self._event(
+                _PUSH, gt, fn, queue.name, task.get_reentrant_depth(),
+                int(fn._sequence_nr) if fn is not None else None,
+                fn is None and not task.is_shutdown_task, task.is_shutdown_task, size,
+                gt.outstanding_tasks if gt is not None else 0, gone)
 
         self._deliver(queue.push(task, increment, on_push=stamp))
 
@@ -361,12 +402,10 @@ class Engine:
             if observing:
                 def stamp(task: NodeTask, size: int, gone: Any) -> Event:
                     gt = task.base()
-                    return self._make_event("pop", gt, task.fn, queue, {
-                        "dummy": task.fn is None and not task.is_shutdown_task,
-                        "shutdown": task.is_shutdown_task, "size": size,
-                        "expired": gt is None and not task.is_shutdown_task,
-                        "gone": gone,
-                    })
+                    shutdown = task.is_shutdown_task
+                    return self._event(_POP, gt, task.fn, queue.name,
+                                       task.fn is None and not shutdown, shutdown, size,
+                                       gt is None and not shutdown, gone)
 
                 task, event = queue.try_pop(stamp, self._before_pop)
             else:
@@ -510,8 +549,10 @@ class Engine:
                    min_topo_nr=min_topo_nr)
         for n in order:  # a PyTorch graph's module, creation site, saved tensors
             meta = n.node_meta()
-            if meta is not None:
-                self._emit("node_meta", task, n, None, **meta)
+            if meta is not None:  # one per node: its fields straight from the dict
+                self._send(_NODE_META, task, n, None,
+                           *[meta[k] if k in meta else OPTIONAL["node_meta", k]
+                             for k, _, _ in _NODE_META.FIELDS])
 
     # --- Engine::execute_with_graph_task -------------------------------------------------
     def execute_with_graph_task(self, graph_task: GraphTask, graph_root: Node,
@@ -613,14 +654,13 @@ class Engine:
                         current_tls.task = prev_task
                         current_tls.node = prev_node
                 elif fn is not None and self._observers:
-                    self._emit("node_skipped", local_graph_task, fn, None, reason="has_error")
+                    self._send(_SKIPPED, local_graph_task, fn, None, "has_error")
                 del task
                 outstanding = local_graph_task.decrement_outstanding()
                 if not outstanding and self._leftover:  # nothing of it is left to expire
                     self._leftover.pop(local_graph_task.id, None)
                 if self._observers:
-                    self._emit("outstanding_decrement", local_graph_task, fn, None,
-                               outstanding=outstanding)
+                    self._send(_OUT_DEC, local_graph_task, fn, None, outstanding)
                 if local_graph_task.completed():
                     if local_graph_task.mark_as_completed_and_run_post_processing():
                         if self._observers:
@@ -678,24 +718,25 @@ class Engine:
                                        modified=False, name=f"captured_vars[{capture.output_idx}]")
             if not fn_info.needed:
                 if observing:
-                    self._emit("node_skipped", graph_task, func, None,
-                               reason="captured" if fn_info.captures else "not_needed")
+                    self._send(
+                        _SKIPPED, graph_task, func, None,
+                        "captured" if fn_info.captures else "not_needed")
                 return
 
         if observing:
-            self._emit("node_start", graph_task, func, None, name=func.name(),
-                       depth=graph_task.reentrant_depth,
-                       inputs=[self._summarize(v) for v in inputs.buffer])
+            self._send(_NODE_START, graph_task, func, None, func.name(),
+                                      graph_task.reentrant_depth,
+                                      self._summaries(inputs.buffer))
         outputs = self.call_function(graph_task, func, inputs)
 
         if not graph_task.keep_graph:
             func.release_variables()
         if observing:
-            leaf = None
+            leaf = NULL
             if isinstance(func, AccumulateGrad):
                 leaf = self._summarize(func.variable._grad)
-            self._emit("node_end", graph_task, func, None, name=func.name(),
-                       outputs=[self._summarize(o) for o in outputs], leaf_grad=leaf)
+            self._send(_NODE_END, graph_task, func, None, func.name(),
+                                      self._summaries(outputs), leaf)
 
         num_outputs = len(outputs)
         if num_outputs == 0:
@@ -708,6 +749,7 @@ class Engine:
                         f"Function '{func.name()}' returned nan values in its {i}th output."
                     )
 
+        fid = self.node_id(func) if observing else None  # from_node of the events below
         # dependencies, not_ready and the queues are guarded by the GraphTask's mutex.
         with graph_task.mutex:
             dependencies = graph_task.dependencies
@@ -727,9 +769,7 @@ class Engine:
                 else:
                     dependencies[next_fn] = count
                 if observing:
-                    self._emit("dependency_decrement", graph_task, next_fn, None,
-                               from_node=self.node_id(func), input_nr=input_nr,
-                               remaining=count)
+                    self._send(_DEP_DEC, graph_task, next_fn, None, fid, input_nr, count)
 
                 input_buffer = not_ready.get(next_fn)
                 if input_buffer is None:
@@ -738,8 +778,8 @@ class Engine:
                         info = exec_info.get(next_fn)
                         if info is None or not info.should_execute():
                             if observing:
-                                self._emit("node_skipped", graph_task, next_fn, None,
-                                           reason="not_needed")
+                                self._send(_SKIPPED, graph_task, next_fn, None,
+                                           "not_needed")
                             continue
                     # No buffer yet for this node: make one (InputBuffer.add into an
                     # empty slot, inlined: the gradient is moved in).
@@ -747,10 +787,10 @@ class Engine:
                     if output is not None:
                         input_buffer.buffer[input_nr] = output
                     if observing:
-                        self._emit("buffer_accumulate", graph_task, next_fn, None, slot=input_nr,
-                                   mode="first" if output is not None else "undefined",
-                                   value=self._summarize(input_buffer.buffer[input_nr]),
-                                   from_node=self.node_id(func))
+                        self._send(
+                            _BUF_ACC, graph_task, next_fn, None, input_nr,
+                            "first" if output is not None else "undefined",
+                            self._summarize(input_buffer.buffer[input_nr]), fid)
                     if is_ready:
                         device = input_buffer.device()
                         queue = (cpu_ready_queue if device == "cpu"
@@ -762,19 +802,20 @@ class Engine:
                     else:
                         not_ready[next_fn] = input_buffer
                         if observing:
-                            self._emit("not_ready_insert", graph_task, next_fn, None,
-                                       slots=[v is not None for v in input_buffer.buffer])
+                            self._send(
+                                _NR_INSERT, graph_task, next_fn, None,
+                                [v is not None for v in input_buffer.buffer])
                 else:
                     # The node already has a buffer in not_ready: accumulate into it.
                     mode = input_buffer.add(input_nr, output)
                     if observing:
-                        self._emit("buffer_accumulate", graph_task, next_fn, None, slot=input_nr,
-                                   mode=mode, value=self._summarize(input_buffer.buffer[input_nr]),
-                                   from_node=self.node_id(func))
+                        self._send(
+                            _BUF_ACC, graph_task, next_fn, None, input_nr, mode,
+                            self._summarize(input_buffer.buffer[input_nr]), fid)
                     if is_ready:
                         del not_ready[next_fn]
                         if observing:
-                            self._emit("not_ready_remove", graph_task, next_fn, None)
+                            self._send(_NR_REMOVE, graph_task, next_fn, None)
                         device = input_buffer.device()
                         queue = (cpu_ready_queue if device == "cpu"
                                  else self.ready_queue(cpu_ready_queue, device))

@@ -282,6 +282,29 @@ def make_event(seq: int, kind: str, thread: str, graph_task: int | None = None,
     return cls(seq, thread, graph_task, node, queue, *args)  # type: ignore[call-arg]
 
 
+def summary_raw(t: Any, full: bool = False) -> msgspec.Raw:
+    """``raw(summarize(t, full=full))``, the same bytes: what an event keeps of a tensor.
+    A tensor that knows when its value last changed (a PyTorch node's gradient, whose
+    version counter counts in-place ops) makes it once (``summary_once``) and reuses it:
+    a gradient is shown as a node's output, then in a buffer, then as the next node's
+    input."""
+    if t is None:
+        return NULL
+    once = getattr(t, "summary_once", None)
+    if once is not None:
+        return once(full, _summary_raw)
+    return _summary_raw(t, full)
+
+
+def _summary_raw(t: Any, full: bool) -> msgspec.Raw:
+    return msgspec.Raw(_encode(summarize(t, full=full)))
+
+
+def raw_list(raws: list[msgspec.Raw]) -> msgspec.Raw:
+    """Raw summaries as one raw JSON list (what ``raw`` makes of the list of them)."""
+    return msgspec.Raw(b"[" + b",".join(raws) + b"]")
+
+
 def summary(value: Any) -> Any:
     """A summary (or list of them) as plain values, whether kept raw or not."""
     return _decode(value) if isinstance(value, msgspec.Raw) else value

@@ -53,15 +53,16 @@ ours                                PyTorch
 ==================================  ==============================================
 
 Departures, and why:
-- Gradients travel between nodes as NumPy arrays (our ``Tensor``), so every view
-  summarises them as it does ours; a node gets them back as ``torch.from_numpy``
-  (moved to its device).  A dtype NumPy cannot hold (bfloat16) travels as the
-  torch tensor itself (``HeldTensor``: shown in float32, added in its own dtype).
+- A gradient a PyTorch node made travels to the next one as the torch tensor
+  itself (``TorchGrad``, no NumPy round trip), with a NumPy view of it that our
+  engine's checks and every view read (a float32 copy for bfloat16, which NumPy
+  cannot hold); one of our own gradients reaches a PyTorch node as
+  ``torch.from_numpy`` (moved to its device).
   ``validate_outputs``' sum to a broadcast shape and dtype cast are done by torch
   in ``TorchNode.apply`` (ATen's summation order, so the same bits as PyTorch).
   An ``AccumulateGrad`` gets a copy: PyTorch may steal
   its input into ``.grad`` and add to it in place later, and our buffers may
-  share that array.
+  share that tensor.
 - While a bridged backward runs, ``torch._C._current_graph_task_id``,
   ``_will_engine_execute_node``, ``_current_autograd_node`` and
   ``_autograd._get_current_graph_task_keep_graph`` are replaced by ``queries``'

@@ -26,15 +26,15 @@ from . import queries, saved
 from .capture import current_registry, saved_summaries
 from .convert import (
     TorchBridgeError,
-    input_metadata,
+    TorchGrad,
     node_label,
+    node_metadata,
     to_ours,
     to_torch,
     torch_module,
-    torch_targets,
     torch_validate,
 )
-from .hooks import LeafView, RetainGrad, install_hooks
+from .hooks import LeafView, RetainGrad, install_hooks, probing
 
 # --- nodes ----------------------------------------------------------------------------------
 _local = threading.local()  # .active: a bridged backward runs on this thread
@@ -55,7 +55,8 @@ class TorchNode(Node):
         if not (self._python or callable(fn)):
             raise TorchBridgeError(f"{node_label(fn)} cannot be called from Python, so the "
                                    "bridge cannot run it")
-        for m in input_metadata(fn):
+        ours, self.torch_meta = node_metadata(fn)  # torch_meta: PyTorch's (shape, dtype)
+        for m in ours:
             self.add_input_metadata(*m)
 
     def name(self) -> str:
@@ -72,18 +73,28 @@ class TorchNode(Node):
 
     def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
         torch = torch_module()
-        args = [to_torch(g) for g in grads]
-        with torch.set_grad_enabled(grad_mode.is_grad_enabled()):
+        # A PyTorch node's gradient is passed on as the torch tensor it is (to_torch).
+        args = [g.held if type(g) is TorchGrad else to_torch(g) for g in grads]
+        want = grad_mode.is_grad_enabled()
+        prev = torch._C.is_grad_enabled()
+        if prev != want:  # set_grad_enabled, without a context manager's cost per node
+            torch._C._set_grad_enabled(want)
+        try:
             if self._python:
                 outs = self._apply_python(torch, args)
             else:
                 outs = self.fn(*args)
+        finally:
+            if prev != want:
+                torch._C._set_grad_enabled(prev)
         if isinstance(outs, torch.Tensor) or outs is None:
             outs = (outs,)
         if self._targets is None:  # where each output goes: validate_outputs in torch
-            self._targets = [torch_targets(e.function.fn)[e.input_nr]
-                             if hasattr(e.function, "fn") else None for e in self._next_edges]
-        return [to_ours(o, self.fn) for o in torch_validate(list(outs), self._targets)]
+            # (PyTorch's shape and dtype of the next node's input; None: not PyTorch's)
+            self._targets = [m[e.input_nr] if (m := getattr(e.function, "torch_meta", None))
+                             is not None else None for e in self._next_edges]
+        fn = self.fn
+        return [to_ours(o, fn) for o in torch_validate(list(outs), self._targets)]
 
     def _apply_python(self, torch: Any, args: list[Any]) -> Sequence[Any]:
         """``PyNode::apply`` (python_function.cpp): a custom Function's backward."""
@@ -125,7 +136,8 @@ class TorchAccumulateGrad(AccumulateGrad):
         self.fn = fn
         self.variable = LeafView(fn)  # type: ignore[assignment]
         self.meta: dict[str, Any] | None = None
-        self.add_input_metadata(*input_metadata(fn)[0])
+        ours, self.torch_meta = node_metadata(fn)
+        self.add_input_metadata(*ours[0])
         self._lock = threading.Lock()
 
     def name(self) -> str:
@@ -141,8 +153,14 @@ class TorchAccumulateGrad(AccumulateGrad):
         if grads[0] is None:
             return []
         torch = torch_module()
-        with torch.set_grad_enabled(grad_mode.is_grad_enabled()):
+        want, prev = grad_mode.is_grad_enabled(), torch._C.is_grad_enabled()
+        if prev != want:  # set_grad_enabled, without a context manager's cost per leaf
+            torch._C._set_grad_enabled(want)
+        try:
             self.fn(to_torch(grads[0], copy=True))
+        finally:
+            if prev != want:
+                torch._C._set_grad_enabled(prev)
         return []
 
 
@@ -184,6 +202,7 @@ def _tensors(x: Any) -> list[Any]:
     return list(x)
 
 
+@probing()  # each node's hook dicts (install_hooks): one patch for the whole walk
 def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> TorchGraph:
     """Walk PyTorch's graph from ``outputs`` (a tensor or a sequence of them) through
     ``grad_fn.next_functions`` and build ours; ``grad_outputs`` as in

@@ -1,9 +1,11 @@
 """The bottom of the bridge: tensors, dtypes and devices between PyTorch and our engine.
 
-Gradients travel between bridged nodes as our ``Tensor`` (NumPy data, a device
-name), so every view summarises them as it does ours; a PyTorch node gets them
-back as ``torch.from_numpy`` moved to its device.  A dtype NumPy cannot hold
-(bfloat16) travels as the torch tensor itself (``HeldTensor``), shown in float32.
+A gradient a PyTorch node made travels between bridged nodes as ``TorchGrad``: our
+``Tensor`` with a NumPy view of it as ``data`` (so every view summarises it as it does
+ours) that keeps the torch tensor itself, which the next PyTorch node gets back as it
+is (no NumPy round trip, no device move).  A dtype NumPy cannot hold (bfloat16) is
+viewed as a float32 copy.  One of our own gradients reaches a PyTorch node as
+``torch.from_numpy``, moved to its device.
 Every other module of the bridge imports this one; this one imports nothing of the bridge.
 
 torch is imported lazily (``torch_module``): ``import autograd_tui`` never needs it.
@@ -22,14 +24,21 @@ class TorchBridgeError(RuntimeError):
     """A PyTorch graph the bridge cannot run: the message names the node."""
 
 
+_torch: Any = None  # torch, once imported
+
+
 def torch_module() -> Any:
     """``import torch``, or a clear message saying how to install it."""
+    global _torch
+    if _torch is not None:
+        return _torch
     try:
         import torch
     except ImportError:
         raise TorchBridgeError(
             "PyTorch is not installed: pip install 'autograd-tui[torch]' (or pip install torch)"
         ) from None
+    _torch = torch
     return torch
 
 
@@ -41,41 +50,59 @@ def node_label(fn: Any) -> str:
         return type(fn).__name__
 
 
+_NP_DTYPES: dict[Any, np.dtype] = {}
+
+
 def numpy_dtype(torch: Any, dtype: Any, fn: Any) -> np.dtype:
     """The NumPy dtype our engine sees: the same, or float32 (complex64) for a dtype NumPy
-    cannot hold (bfloat16), whose gradients travel as ``HeldTensor``."""
+    cannot hold (bfloat16), whose gradients ``TorchGrad`` views in float32."""
+    out = _NP_DTYPES.get(dtype)
+    if out is not None:
+        return out
     try:
-        return torch.empty((), dtype=dtype).numpy().dtype
+        out = torch.empty((), dtype=dtype).numpy().dtype
     except TypeError:
         if dtype.is_floating_point or dtype.is_complex:
-            return np.dtype(np.complex64 if dtype.is_complex else np.float32)
-        raise TorchBridgeError(f"{node_label(fn)}: its gradients are {dtype}, which NumPy "
-                               "cannot hold") from None
+            out = np.dtype(np.complex64 if dtype.is_complex else np.float32)
+        else:
+            raise TorchBridgeError(f"{node_label(fn)}: its gradients are {dtype}, which "
+                                   "NumPy cannot hold") from None
+    _NP_DTYPES[dtype] = out
+    return out
 
 
 class TorchGrad(Tensor):
-    """A gradient a PyTorch node made (NumPy data sharing its memory).  Two of them add
-    as PyTorch's ``InputBuffer::accumulate`` does, ``old + var`` in ATen: the sum takes
+    """A gradient a PyTorch node made: the torch tensor itself travels (``held``), so the
+    next PyTorch node gets it back as it is (no copy, no device move, its dtype, layout
+    and conjugate bits as PyTorch's engine would pass them); ``data`` is a NumPy view
+    of it (a host copy off the cpu, a float32/complex64 copy for a dtype NumPy cannot
+    hold, bfloat16), which our engine's checks and every view read.  Two of them add as
+    PyTorch's ``InputBuffer::accumulate`` does, ``old + var`` in ATen: the sum takes
     ATen's memory layout (the first operand's: channels_last stays channels_last, where
     NumPy's would be contiguous), and the next node (a convolution) then computes as it
-    does under PyTorch, to the bit."""
+    does under PyTorch, to the bit.  Its summary is made once and reused while the
+    torch tensor's version counter says it is unchanged (``summary_once``)."""
 
-    __slots__ = ()
+    __slots__ = ("held", "_summary")
+
+    def __init__(self, data: Any, device: str, held: Any) -> None:
+        super().__init__(data, device=device)
+        self.held = held
+        self._summary: tuple[int, bool, Any] | None = None
 
     def buffer_add(self, other: Tensor) -> Tensor | None:
-        return to_ours(to_torch(self) + to_torch(other), None)
+        return to_ours(self.held + to_torch(other), None)
 
-
-class HeldTensor(TorchGrad):
-    """A gradient NumPy cannot hold (bfloat16): the torch tensor travels as it is
-    (``held``); ``data`` is a float32 (complex64) copy, for display only."""
-
-    __slots__ = ("held",)
-
-    def __init__(self, t: Any, device: str) -> None:
-        shown = t.to(torch_module().complex64 if t.is_complex() else torch_module().float32)
-        super().__init__(shown.cpu().numpy(), device=device)
-        self.held = t
+    def summary_once(self, full: bool, make: Any) -> Any:
+        """``make(self, full)``, or the one made before if the tensor has not changed
+        since (an in-place op on the torch tensor bumps its version)."""
+        version = self.held._version
+        s = self._summary
+        if s is not None and s[0] == version and s[1] == full:
+            return s[2]
+        out = make(self, full)
+        self._summary = (version, full, out)
+        return out
 
 
 def torch_validate(outs: list[Any], targets: list[Any]) -> list[Any]:
@@ -88,7 +115,7 @@ def torch_validate(outs: list[Any], targets: list[Any]) -> list[Any]:
         if o is None or tgt is None or not hasattr(o, "sum_to_size"):
             continue
         shape, dtype = tgt
-        if tuple(o.shape) != shape:
+        if o.shape != shape:  # torch.Size is a tuple
             try:
                 o = o.sum_to_size(shape)
             except RuntimeError:
@@ -119,26 +146,38 @@ def check_device(dev: Any, fn: Any) -> str:
 
 
 def to_ours(t: Any, fn: Any) -> Tensor | None:
-    """A PyTorch gradient as our Tensor (NumPy data, the same device name)."""
+    """A PyTorch gradient as our Tensor (``TorchGrad``: the tensor itself, a NumPy view)."""
     if t is None:
         return None
-    if t.is_sparse or t.layout != torch_module().strided:
+    torch = _torch or torch_module()
+    if t.layout != torch.strided:
         raise TorchBridgeError(f"{node_label(fn)} produced a {t.layout} gradient: the bridge "
                                "handles dense (strided) tensors only")
     if t.is_nested:
         raise TorchBridgeError(f"{node_label(fn)} produced a nested tensor: the bridge "
                                "handles dense tensors only")
-    data = t.detach()
-    if data.device.type != "cpu":
-        data = data.cpu()
+    if t.requires_grad:
+        t = t.detach()
+    cpu = t.is_cpu
+    try:  # the common case: a cpu tensor NumPy can view as it is
+        arr = (t if cpu else t.cpu()).numpy()
+    except (TypeError, RuntimeError):  # conjugate/negative bits, bfloat16
+        arr = _host_copy(torch, t, fn)
+    return TorchGrad(arr, "cpu" if cpu else device_str(t.device), t)
+
+
+def _host_copy(torch: Any, t: Any, fn: Any) -> np.ndarray:
+    """``t`` on the host as NumPy: its lazy bits resolved, or shown in float32 (complex64)
+    when NumPy cannot hold its dtype."""
+    data = t if t.is_cpu else t.cpu()
     try:
-        arr = data.resolve_conj().resolve_neg().numpy()
+        return data.resolve_conj().resolve_neg().numpy()
     except TypeError:
         if t.is_floating_point() or t.is_complex():
-            return HeldTensor(data, device_str(t.device))
+            shown = data.to(torch.complex64 if t.is_complex() else torch.float32)
+            return shown.resolve_conj().resolve_neg().numpy()
         raise TorchBridgeError(f"{node_label(fn)} produced a {t.dtype} gradient, which NumPy "
                                "cannot hold") from None
-    return TorchGrad(arr, device=device_str(t.device))
 
 
 def to_display(t: Any) -> Tensor:
@@ -147,32 +186,31 @@ def to_display(t: Any) -> Tensor:
 
 
 def to_torch(t: Tensor | None, copy: bool = False) -> Any:
-    """Our Tensor as PyTorch's, sharing the array unless ``copy`` (or it is read-only)."""
+    """Our Tensor as PyTorch's: a PyTorch node's gradient is its own tensor (cloned with
+    ``copy``); ours shares the array unless ``copy`` (or it is read-only)."""
     if t is None:
         return None
-    held = getattr(t, "held", None)
-    if held is not None:
-        return held.clone() if copy else held
-    torch = torch_module()
+    if type(t) is TorchGrad:
+        return t.held.clone() if copy else t.held
+    torch = _torch or torch_module()
     arr = np.asarray(t.data)
     out = torch.from_numpy(np.array(arr, copy=True) if copy or not arr.flags.writeable
                            else arr)
     return out if t.device == "cpu" else out.to(t.device)
 
 
-def torch_targets(fn: Any) -> list[tuple[tuple[int, ...], Any]]:
-    """``fn``'s input metadata as PyTorch's (shape, dtype): what ``torch_validate`` casts to."""
-    return [(tuple(m.shape), m.dtype) for m in fn._input_metadata]
-
-
-def input_metadata(fn: Any) -> list[tuple[tuple[int, ...], np.dtype, str]]:
-    """``fn``'s input metadata as ours (shape, NumPy dtype, device), or a clear error."""
+def node_metadata(fn: Any) -> tuple[list[tuple[tuple[int, ...], np.dtype, str]],
+                                     list[tuple[tuple[int, ...], Any]]]:
+    """``fn``'s input metadata (read once: each read builds its Python objects anew) as
+    ours (shape, NumPy dtype, device), or a clear error; and as PyTorch's (shape, dtype),
+    what ``torch_validate`` casts a gradient flowing into ``fn`` to."""
     torch = torch_module()
-    out = []
+    ours, theirs = [], []
     for m in fn._input_metadata:
         if m.is_nested_tensor or m.is_cpp_nested_tensor:
             raise TorchBridgeError(f"{node_label(fn)} takes a nested tensor: the bridge "
                                    "handles dense tensors only")
-        out.append((tuple(m.shape), numpy_dtype(torch, m.dtype, fn),
-                    check_device(m.device, fn)))
-    return out
+        shape, dtype = tuple(m.shape), m.dtype
+        ours.append((shape, numpy_dtype(torch, dtype, fn), check_device(m.device, fn)))
+        theirs.append((shape, dtype))
+    return ours, theirs

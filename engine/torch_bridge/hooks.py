@@ -10,7 +10,9 @@ the node wrappers (``bridge``) install these hooks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..graph import Node
@@ -96,33 +98,71 @@ def install_hooks(ours: Node, fn: Any, reg: Any) -> None:
 
 
 def node_hook_dicts(fn: Any) -> tuple[dict[Any, Any], dict[Any, Any]]:
-    """The dicts PyTorch keeps a node's Python pre- and post-hooks in.
+    """The dicts PyTorch keeps a node's Python pre- and post-hooks in ({} for none).
 
-    ``registerFunctionHook`` (python_hook.cpp) passes the node's existing dict to
-    ``Function._register_hook``, looked up at call time: register a probe with that
-    lookup patched, keep the dict, remove the probe."""
-    torch = torch_module()
-    mixin = torch.autograd.function._HookMixin
-    orig = mixin.__dict__["_register_hook"]
-    found: list[Any] = []
-
-    def spy(d: Any, hook: Any) -> Any:
-        found.append(d)
-        return orig.__func__(d, hook)
-
+    ``registerFunctionHook`` (python_hook.cpp) passes the node's existing dict (None if
+    it has none) to ``Function._register_hook``, looked up at call time: with that lookup
+    answered by ``_spy`` (on this thread, inside ``probing()``), a probe registration
+    hands the dict over and raises, so that nothing is registered (no empty hook left on
+    the node, no handle to remove)."""
     out: list[dict[Any, Any]] = []
-    for register in ("register_prehook", "register_hook"):
-        found.clear()
-        mixin._register_hook = staticmethod(spy)
-        try:
-            handle = getattr(fn, register)(_probe)
-        finally:
-            mixin._register_hook = orig
-        handle.remove()
-        d = found[0] if found and found[0] is not None else {}
-        out.append(d if found else {})
+    with probing():
+        for register in (fn.register_prehook, fn.register_hook):
+            _probe.found = None
+            try:
+                register(_probe_hook)
+            except _Found:
+                pass
+            out.append(_probe.found if _probe.found is not None else {})
     return out[0], out[1]
 
 
-def _probe(*args: Any) -> None:
+class _Found(Exception):
+    """Raised by the probe once it has the dict."""
+
+
+class _Probe(threading.local):
+    depth = 0  # probing() calls open on this thread
+    found: dict[Any, Any] | None = None
+
+
+_probe = _Probe()
+_probe_lock = threading.Lock()
+_probers = 0  # threads inside probing()
+_orig_register: Any = None
+
+
+@contextlib.contextmanager
+def probing() -> Iterator[None]:
+    """``_HookMixin._register_hook`` answered by ``_spy`` on this thread (once for a whole
+    graph walk: patching per node cost as much as the rest of ``from_torch``); other
+    threads register hooks as usual meanwhile."""
+    global _probers, _orig_register
+    mixin = torch_module().autograd.function._HookMixin
+    if _probe.depth == 0:
+        with _probe_lock:
+            if _probers == 0:
+                _orig_register = mixin.__dict__["_register_hook"]
+                mixin._register_hook = staticmethod(_spy)
+            _probers += 1
+    _probe.depth += 1
+    try:
+        yield
+    finally:
+        _probe.depth -= 1
+        if _probe.depth == 0:
+            with _probe_lock:
+                _probers -= 1
+                if _probers == 0:
+                    mixin._register_hook = _orig_register
+
+
+def _spy(d: Any, hook: Any) -> Any:
+    if hook is not _probe_hook or _probe.depth == 0:  # a real registration
+        return _orig_register.__func__(d, hook)
+    _probe.found = d
+    raise _Found
+
+
+def _probe_hook(*args: Any) -> None:
     return None
