@@ -270,8 +270,10 @@ class Session:
             return StepResult("stopped", [])
         if self.finished:
             return StepResult("finished", [])
-        names = self._node_names() if any(b.by_name for b in self.breakpoints) else None
-        preds = [b.matcher(names) for b in self.breakpoints]
+        by_name = any(b.by_name for b in self.breakpoints)
+        names = self._node_names() if by_name else None
+        meta = self.history.latest().node_meta if by_name else None  # modules, params
+        preds = [b.matcher(names, meta) for b in self.breakpoints]
         hits: list[Event] = []
 
         def stop_here(e: Event) -> bool:
