@@ -6,7 +6,7 @@ dependencies (``NodeState.graph_task``: a second backward over a retained graph 
 its nodes).  Groups come in the order their GraphTasks were created (the
 ``graph_task_created`` events, ``GraphTaskState.created``); a reentrant GraphTask is drawn
 inside its parent's frame, below the parent's own boxes.  A name too long for its box or
-frame ends with "…"; the node's details (``d``) have it whole.
+frame (widened where the pane has room) ends with "…"; the node's details have it whole.
 
 Most steps change a box or two: boxes, rows of boxes and whole groups are kept while
 nothing in them changes, and the lines handed to the pane are then the same objects
@@ -25,9 +25,9 @@ from autograd_tui.app.theme import ANSI, Palette
 from autograd_tui.history.state import EngineState, GraphTaskState, NodeInfo, NodeState
 from autograd_tui.words import plain, seq_text
 
-# 20 wide, one space apart: three boxes fit the graph pane of a 120-column terminal
-# (with 24 and two spaces, linear-relu's Linear1 was cut off in not_ready).
-BOX_WIDTH = 20
+# 20 wide, one space apart: three boxes fit the graph pane of a 120-column terminal (with
+# 24 and two spaces, linear-relu's Linear1 was cut off); wider where names need (draw).
+BOX_WIDTH, MAX_WIDE = 20, 34
 NO_TASK = -1  # the group of nodes whose GraphTask the state does not know
 Forward = Mapping[int, tuple[str, ...]]  # a scenario's FORWARD: sequence_nr -> names
 _NOT_REACHED = NodeState("not_reached")
@@ -103,8 +103,7 @@ class Group(NamedTuple):
 
 def pool_threads(state: EngineState) -> dict[int, str]:
     """GraphTask -> the pool thread that runs it (``handoff`` pool), as far as the state
-    tells: a thread running one of its nodes, or the thread where it started a nested
-    GraphTask.  One pass over the stacks and the GraphTasks (not one per GraphTask)."""
+    tells: a thread running one of its nodes, or where it started a nested GraphTask."""
     out: dict[int, str] = {}
     for name, th in state.threads.items():
         for g, _ in th.nodes:
@@ -118,16 +117,13 @@ def pool_threads(state: EngineState) -> dict[int, str]:
     return {**by_parent, **out}
 
 
-def pool_thread(state: EngineState, gt: GraphTaskState,
-                pools: dict[int, str] | None = None) -> str | None:
-    return (pools if pools is not None else pool_threads(state)).get(gt.id)
-
-
 def runner(state: EngineState, gt: GraphTaskState,
            pools: dict[int, str] | None = None) -> str | None:
     """The thread that runs ``gt``'s nodes: its owner, or for one handed to the pool the
     pool thread (None while the state does not tell which)."""
-    return pool_thread(state, gt, pools) if gt.handoff == "pool" else gt.owner
+    if gt.handoff != "pool":
+        return gt.owner
+    return (pools if pools is not None else pool_threads(state)).get(gt.id)
 
 
 def task_title(state: EngineState, gt: GraphTaskState, pools: set[str],
@@ -309,8 +305,8 @@ def _need(g: Group, width: int, titles: bool, level: int = 0) -> int:
     """How wide the frames must be at the top level for ``g`` (at ``level``) to show all
     of its boxes (and ``titles``: its title whole): each level of nesting takes 4 columns
     (two borders, two spaces)."""
-    rows = max((3 + len(layer) * (width + 1) - 1 for layer in g.layers),
-               default=width)  # a note ("no graph yet") is cut, as a title is
+    # a note ("no graph yet") is cut, as a title is
+    rows = max((3 + len(layer) * (width + 1) - 1 for layer in g.layers), default=width)
     own = max(rows + 2, cell_len(g.title) + 5 if titles else 0)
     return max([own + NEST * level] + [_need(c, width, titles, level + 1)
                                        for c in g.children])
@@ -385,6 +381,10 @@ def draw(state: EngineState, highlight: int | None = None, width: int = BOX_WIDT
     tasks: dict[int, Place] = {}
     widest = 0
     forest = groups(state)
+    # boxes that hold every whole name (SigmoidBackward0), if the pane has the room
+    wide = min(max((len(i.name) for i in state.nodes.values()), default=0) + 6, MAX_WIDE)
+    if fill and wide > width and all(_need(g, wide, False) <= fill for g in forest):
+        width = wide
     outer = max([fill] + [_need(g, width, not fill) for g in forest])
     global _FRAMES, _USED
     _USED = {}

@@ -33,7 +33,7 @@ from typing import Any
 
 from autograd_tui.control.nonfinite import first_nonfinite
 from autograd_tui.engine.events import Event
-from autograd_tui.words import EVENT_KINDS, node_names, plain
+from autograd_tui.words import EVENT_KINDS, inside, node_names, plain
 
 #: a node by id: ``#5``, ``5``, ``MulBackward0#5``
 _NODE_ID = re.compile(r"^(?:[A-Za-z_][\w.]*)?#(\d+)$|^(\d+)$")
@@ -44,15 +44,6 @@ NONFINITE = "nonfinite"
 
 class QueryError(ValueError):
     """A query text (or field) that names no event: the message says what is wrong."""
-
-
-def inside(path: str | None, prefix: str) -> bool:
-    """``path`` (a module path or a parameter name) is ``prefix`` (lower case) or inside
-    it, by whole dotted parts, in any case."""
-    if not path:
-        return False
-    p = path.lower()
-    return p == prefix or p.startswith(prefix + ".")
 
 
 def meta_of(e: Event) -> tuple[str | None, str | None]:
@@ -75,6 +66,15 @@ def graph_paths(meta: Mapping[int, Mapping[str, Any]]) -> tuple[set[str], set[st
         if isinstance(tensor, str) and tensor:
             params.add(tensor)
     return mods, params
+
+
+def graph_words(names: Mapping[int, str], meta: Mapping[int, Mapping[str, Any]]
+                ) -> list[str]:
+    """What a query may name in this graph, for completion: the event kinds, the node
+    names, the module paths and the parameter names, each once, sorted."""
+    mods, params = graph_paths(meta)
+    return sorted(set(EVENT_KINDS) | set(names.values()) | mods | params,
+                  key=lambda w: (w.lower(), w))
 
 
 def _node_id(node: str | int) -> int | None:

@@ -100,7 +100,7 @@ def test_the_threads_pane_says_the_same_live_and_after_a_seek() -> None:
         s = app.debugger.session
         assert s is not None
         while not s.finished and shown(app)[1] < 40:
-            await press(pilot, "n")
+            await press(pilot, "full_stop")
             live[shown(app)[0]] = _rows(app)
         newest = shown(app)[1]
         for k in sorted(live, reverse=True)[1:]:  # walked back to, one at a time
@@ -206,7 +206,7 @@ def test_T_focuses_the_threads_and_P_then_k_pauses_thread_k() -> None:
         s = app.debugger.session
         assert s is not None
         while len(_rows(app)) < 2 and not s.finished:
-            await press(pilot, "n")
+            await press(pilot, "full_stop")
         names = [r[1] for r in _rows(app)]
         assert len(names) >= 2, names
         await press(pilot, "T")

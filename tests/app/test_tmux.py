@@ -116,7 +116,7 @@ def start(session: str, status_file: Path, width: int, height: int) -> str:
 def step(session: str, screen: str) -> str:
     """``n``, and the screen once the timeline has moved."""
     before = timeline(screen)
-    tmux("send-keys", "-t", session, "n")
+    tmux("send-keys", "-t", session, ".")
     return wait_for(session, lambda s: timeline(s) not in (None, before), timeout=10)
 
 

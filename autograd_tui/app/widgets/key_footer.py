@@ -20,7 +20,8 @@ from textual.widgets._footer import FooterKey
 # shrinks.  A key shows only if every more important key does; a binding whose action is
 # not here is never in the footer (it stays in the help screen and the command palette).
 FOOTER_KEYS: tuple[tuple[str, int], ...] = (
-    ("step", 1),
+    ("move('node')", 1),  # n: over a node
+    ("step", 2),  # .: one event
     ("toggle_run", 1),
     ("back", 1),
     ("forward", 1),
@@ -35,7 +36,7 @@ FOOTER_KEYS: tuple[tuple[str, int], ...] = (
     ("details", 5),
     ("restart", 5),
     ("jump", 6),  # replay: / finds the next event of a kind or a node
-    ("copy_event", 6),
+    # not copy_event (y): n's room at 200 columns; y is in the help (?) and the palette
     ("scenarios", 2),
     ("export", 2),
     ("notes", 2),
