@@ -134,9 +134,20 @@ def over_node(src: Events, k: int) -> Move:
 
 
 def back_node(src: Events, k: int) -> int | None:
-    """To the start (node_start) of the last node that started before k: pressed again,
-    the node before it."""
-    return next((j for j, e in _back(src, k) if e.kind == "node_start"), None)
+    """Back over a node, as ``n`` goes forward over one: from inside a node, to its start;
+    from its end (or after it), to the start of the node that ended last, whatever ran
+    inside it (a reentrant backward)."""
+    over: tuple[int | None, int | None] | None = None  # a node that ended: find its start
+    at_end = k > 0 and src.events(k - 1, k)[0].kind == "node_end"
+    for j, e in _back(src, k + 1 if at_end else k):
+        if over is None:
+            if e.kind == "node_start":
+                return j
+            if e.kind == "node_end":
+                over = (e.node, e.graph_task)
+        elif e.kind == "node_start" and (e.node, e.graph_task) == over:
+            return j
+    return None
 
 
 # --- to the end of a module -------------------------------------------------------------------
