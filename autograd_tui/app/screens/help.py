@@ -12,26 +12,20 @@ HELP = f"""\
 |---|---|
 | `space` | run / pause all threads (runs to the next breakpoint or the end) |
 | `.` | step one event: the scheduler picks the next thread and it moves one event |
-| `n` / `N` | over a node: to the end of the node being evaluated (live: the engine runs |
-| | there) / back to its start |
-| `m` / `M` | finish the nn.Module: to the end of its last node in this backward (again: |
-| | the module holding it) / back to its start |
-| `u` / `U` | out of this GraphTask: to its completion (from a reentrant backward into the |
-| | outer one) / back to its creation |
+| `n` / `N` | over a node: to its end (live: the engine runs there) / back to its start |
+| `m` / `M` | to the end of this nn.Module in this backward (again: the outer) / its start |
+| `u` / `U` | out of this GraphTask (a reentrant one: into the outer) / back to its creation |
 | `1`-`9` | step thread k (the number in the threads pane) |
 | `p` | pause / resume the thread selected in the threads pane |
 | `P` then `1`-`9` | pause / resume thread k (the number in the threads pane) |
 | `c` | continue to the next breakpoint |
-| `b` | breakpoints: an event kind, node, module path, parameter, queue or thread, or the |
-| | first NaN/Inf gradient |
+| `b` | breakpoints: a kind, node, module, parameter, queue, thread, or the first NaN/Inf |
 | `left` / `right` | step back / forward through the history |
 | `home` / `end` | first / last event |
 | `g` | go to an event index |
 | `space` | in a replay, or behind the newest event: play / pause the history (stops at the end) |
 | `+` / `-` | play faster / slower (events per second, shown in the title while playing) |
-| `/` | jump to the next event of a kind, node, module or parameter: `push`, `#5`, |
-| | `MulBackward0`, `encoder.layers.0` (and all inside it), `fc1.weight`, `push #5`; |
-| | `right` completes a name |
+| `/` | jump to an event of a kind, node, module or parameter: `push`, `#5`, `h.0.attn` |
 | `]` / `[` | repeat the last jump: the next / previous matching event |
 | `y` | copy the shown event's line to the clipboard |
 | `Y` | copy the node details (`d`) to the clipboard |
