@@ -365,7 +365,7 @@ def _frame(g: Group, parts: list[Block], rows: int, palette: Palette, outer: int
     return Block(lines, where, outer, tasks)
 
 
-NO_GRAPH = "No graph yet: step on (n, or right) until dependencies_computed."
+NO_GRAPH = "No graph yet: step on (., n, or right) until dependencies_computed."
 
 
 def draw(state: EngineState, highlight: int | None = None, width: int = BOX_WIDTH,
