@@ -581,11 +581,12 @@ def test_v_and_d_switch_views() -> None:
         await press(pilot, "v")
         assert not pane.has_class("list")
         await press(pilot, "d")
-        details = app.debugger.query_one("#details", Static)
+        details = app.debugger.query_one("#details", TextView)
         assert details.has_class("shown")
         state = s.state_at(s.count())
         node = state.last_event.node
-        assert details.content == render.node_details(state, node, forward=s.forward)
+        assert details.content.plain == render.node_details(state, node,
+                                                            forward=s.forward).plain
         await press(pilot, "d")
         assert not details.has_class("shown")
 
@@ -626,17 +627,18 @@ def test_selecting_a_node_in_the_list_view_shows_its_details() -> None:
         y = next(y for y, line in enumerate(lines) if "ReluBackward0" in line)
         await pilot.click("#node-list", offset=(2, y))
         await settle(pilot)
-        details = app.debugger.query_one("#details", Static)
+        details = app.debugger.query_one("#details", TextView)
         assert details.has_class("shown")
         state = s.state_at(s.count())
         # ReluBackward0 is #4
-        assert details.content == render.node_details(state, 4, forward=s.forward)
+        assert details.content.plain == render.node_details(state, 4, forward=s.forward).plain
         assert nodes.key(nodes.cursor_row) == "4"
         # keyboard: down then enter selects the next row's node
         nodes.focus()
         await press(pilot, "down", "enter")
         key = int(nodes.key(nodes.cursor_row))
-        assert key != 4 and details.content == render.node_details(state, key, forward=s.forward)
+        assert key != 4 and details.content.plain == render.node_details(
+            state, key, forward=s.forward).plain
 
     run_app(app, script)
 

@@ -25,7 +25,7 @@ from autograd_tui.app.palette import commands
 from autograd_tui.app.playback import SPEEDS
 from autograd_tui.app.screens import HELP, BreakpointsScreen, ScenarioScreen
 from autograd_tui.app.screens.scenario_picker import NAME_WIDTH, _row, matching
-from autograd_tui.app.widgets import GraphPane, Header, KeyFooter, ThreadsPane, Timeline
+from autograd_tui.app.widgets import GraphPane, Header, KeyFooter, TextView, ThreadsPane, Timeline
 from autograd_tui.app.widgets.threads_pane import ThreadsTable
 from autograd_tui.history import recordings as trace
 from autograd_tui.session.run import Run
@@ -188,7 +188,7 @@ def test_the_details_are_fresh_at_the_end_of_play(recording: Path) -> None:
         await until(pilot, lambda: shown(app)[0] == s.count() and not app.debugger
                     .playback.playing)
         await settle(pilot)
-        details = app.debugger.query_one("#details", Static)
+        details = app.debugger.query_one("#details", TextView)
         state = s.state_at(s.count())
         pane = app.debugger.query_one(GraphPane)
         want = render.node_details(state, node, forward=pane.forward).plain

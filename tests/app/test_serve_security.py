@@ -360,7 +360,7 @@ def test_the_terminal_app_asks_before_replacing_a_file(tmp_path: Path) -> None:
         assert not isinstance(app.screen, ConfirmScreen)
         assert out.read_text() == "keep me\n"
         await export(pilot)
-        await pilot.press("full_stop")
+        await pilot.press("n")  # the dialog's No
         await settle(pilot)
         assert out.read_text() == "keep me\n"
         await export(pilot)

@@ -123,8 +123,7 @@ class DebuggerScreen(Screen[None]):
             self.follow = True
             self.drive("schedule")
         elif s is not None and s.live:
-            self.notify(". steps an event, n a node, space runs, ? shows every key",
-                        timeout=4)
+            self.notify("n steps a node, . an event, ? shows every key", timeout=4)
 
     def _reset(self) -> None:
         """Before another session: nothing of the last one stays on screen."""

@@ -21,13 +21,13 @@ from textual.widgets._footer import FooterKey
 # not here is never in the footer (it stays in the help screen and the command palette).
 FOOTER_KEYS: tuple[tuple[str, int], ...] = (
     ("move('node')", 1),  # n: over a node
-    ("step", 2),  # .: one event
     ("toggle_run", 1),
     ("back", 1),
     ("forward", 1),
     ("next_pane", 1),  # only while the side panes are tabs (a short terminal)
     ("continue", 3),
     ("breakpoints", 3),
+    ("step", 3),  # .: one event (n, a node, is the first key)
     ("pause_thread", 4),
     # not pause_prefix (P then a thread's number): at 200 columns the footer holds every
     # key of this table and no more; P is in the help (?) and the palette (ctrl+p)
