@@ -264,3 +264,39 @@ def test_details_show_the_programs_frame_library_frames_on_F_and_scroll(tmp_path
         await settle(pilot)
 
     run_app(app, script, size=(120, 40))
+
+
+def test_moves_walk_a_recording_and_say_where_they_cannot_go(tmp_path: Path) -> None:
+    app = App(recording=trace.load(forged(tmp_path / "forged.jsonl")))
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = session(app)
+        ends = [i for i, e in enumerate(s.events(), 1) if e.kind == "node_end"]
+        starts = [i for i, e in enumerate(s.events(), 1) if e.kind == "node_start"]
+        await press(pilot, "home", "n")  # no engine: the history has every node's end
+        assert shown(app)[0] == ends[0]
+        await press(pilot, "n")
+        assert shown(app)[0] == ends[1]
+        await press(pilot, "N")
+        assert shown(app)[0] == starts[1]
+        await press(pilot, "N")
+        assert shown(app)[0] == starts[0]
+        await press(pilot, "m")  # ReluBackward0 is in module act, the others in none
+        assert shown(app)[0] == starts[0]
+        assert any("a module: this node has none" in m for _, m, _ in app.notes)
+        await jump(pilot, "node_start act")
+        await press(pilot, "m")  # act has one node: the end of act is its end
+        e = shown_event(app)
+        assert e.kind == "node_end" and module_at(app, e.node) == "act"
+        await press(pilot, "u")  # out of the one GraphTask: its completion
+        assert shown_event(app).kind == "completion"
+        await press(pilot, "end")
+        app.notes.clear()
+        await press(pilot, "n")
+        assert shown(app)[0] == s.count()
+        assert any("this recording never gets to the end of the next node" in m
+                   for _, m, _ in app.notes), app.notes
+        await press(pilot, "U")  # back to the creation of the GraphTask
+        assert shown_event(app).kind == "graph_task_created"
+
+    run_app(app, script)
