@@ -8,9 +8,8 @@ its nodes).  Groups come in the order their GraphTasks were created (the
 inside its parent's frame, below the parent's own boxes.  A name too long for its box or
 frame (widened where the pane has room) ends with "…"; the node's details have it whole.
 
-Most steps change a box or two: boxes, rows of boxes and whole groups are kept while
-nothing in them changes, and the lines handed to the pane are then the same objects
-(``TextView`` redraws only the lines that are not).
+Most steps change a box or two: boxes, rows and groups are kept while nothing in them
+changes, the same objects for the pane (``TextView`` redraws only the lines that differ).
 """
 
 from __future__ import annotations
@@ -119,8 +118,7 @@ def pool_threads(state: EngineState) -> dict[int, str]:
 
 def runner(state: EngineState, gt: GraphTaskState,
            pools: dict[int, str] | None = None) -> str | None:
-    """The thread that runs ``gt``'s nodes: its owner, or for one handed to the pool the
-    pool thread (None while the state does not tell which)."""
+    """The thread that runs ``gt``'s nodes: its owner, or the pool thread (None: unknown)."""
     if gt.handoff != "pool":
         return gt.owner
     return (pools if pools is not None else pool_threads(state)).get(gt.id)
@@ -234,9 +232,11 @@ def _draw_box(n: int, info: NodeInfo, status: tuple[str, str, str], highlight: b
     style, badge = palette.state(st)
     border = "bold reverse " + style if highlight else style
     inner = width - 2
-    title = f" {badge} {plain(info.name)} "
-    if cell_len(title) > inner:  # the closing space goes first, then the name's end
-        title = ellipsize(title[:-1], inner)
+    name = plain(info.name)
+    title = f" {badge} {name} "
+    if cell_len(title) > inner:  # the closing space goes, then (focused) the badge, the end
+        title = ellipsize(f" {name}" if highlight and len(title) > inner + 1 else title[:-1],
+                          inner)
     body = [f"({plain(label)})" if label else ""] if tall else []
     body += [f"#{n} {plain(info.device)} seq {seq_text(info.seq)}",
              f"deps {rem} {st.replace('_', ' ')}" + (f" @{plain(where)}" if where else "")]
