@@ -187,6 +187,8 @@ class Driver:
                 v.notify(explain(found[0], s.history), title="breakpoint", timeout=15)
             else:
                 v.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
+        elif r.status == "reached":  # a move (n, m, u) got where it went
+            v.notify(f"at {self.until_what}", timeout=2)
         elif r.status == "paused" and r.report is not None:
             v.notify(r.report.explanation, title="paused", timeout=6)
         elif r.status == "stuck" and r.report is not None:
