@@ -73,6 +73,16 @@ def visible(text: object) -> str:
     return _HIDDEN.sub(_visible, s) if _HIDDEN.search(s) else s
 
 
+def inside(path: object, prefix: str) -> bool:
+    """``path`` (a module path or a parameter name) is ``prefix`` (lower case) or inside
+    it, by whole dotted parts, in any case: ``h.2`` holds ``h.2.attn``, not ``h.20``.  The
+    one rule for module paths (the event query, the app's moves)."""
+    if not isinstance(path, str) or not path:
+        return False
+    p = path.lower()
+    return p == prefix or p.startswith(prefix + ".")
+
+
 def plain(text: object) -> str:
     """``text`` as a string with no control character left: each is written as its
     escape, ``\\x1b`` for ESC, ``\\u202e`` for a bidirectional override (a backslash

@@ -150,7 +150,7 @@ async def _measure(name: str, steps: int, profile: cProfile.Profile | None,
             if profile is not None:
                 profile.enable()
             t, c = time.perf_counter(), time.process_time()
-            app.post_message(events.Key("n", "n"))
+            app.post_message(events.Key("full_stop", "."))
             await _settle(pilot, before)
             samples.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)

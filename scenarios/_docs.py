@@ -51,7 +51,7 @@ your own runs by path (`autograd-tui run ./my_scenario.py`).
 
 2. Run it headless: `autograd-tui run shared-weight.py --headless` prints every event
    and the gradients; a mistake is one message naming your file and line (below).
-3. Step through it in the app: `autograd-tui run shared-weight.py`; `n` steps, `d`
+3. Step through it in the app: `autograd-tui run shared-weight.py`; `.` steps, `d`
    shows a node's details, `?` lists every key.  Try `--param w=2.0`.
 4. Write `NOTES` for your students (Markdown: what to watch for at which event, a
    question), and `EXPECT = "deadlock"` if the lesson is about one.

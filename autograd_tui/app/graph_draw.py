@@ -6,11 +6,10 @@ dependencies (``NodeState.graph_task``: a second backward over a retained graph 
 its nodes).  Groups come in the order their GraphTasks were created (the
 ``graph_task_created`` events, ``GraphTaskState.created``); a reentrant GraphTask is drawn
 inside its parent's frame, below the parent's own boxes.  A name too long for its box or
-frame ends with "…"; the node's details (``d``) have it whole.
+frame (widened where the pane has room) ends with "…"; the node's details have it whole.
 
-Most steps change a box or two: boxes, rows of boxes and whole groups are kept while
-nothing in them changes, and the lines handed to the pane are then the same objects
-(``TextView`` redraws only the lines that are not).
+Most steps change a box or two: boxes, rows and groups are kept while nothing in them
+changes, the same objects for the pane (``TextView`` redraws only the lines that differ).
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ from autograd_tui.app.theme import ANSI, Palette
 from autograd_tui.history.state import EngineState, GraphTaskState, NodeInfo, NodeState
 from autograd_tui.words import plain, seq_text
 
-# 20 wide, one space apart: three boxes fit the graph pane of a 120-column terminal
-# (with 24 and two spaces, linear-relu's Linear1 was cut off in not_ready).
-BOX_WIDTH = 20
+# 20 wide, one space apart: three boxes fit the graph pane of a 120-column terminal (with
+# 24 and two spaces, linear-relu's Linear1 was cut off); wider where names need (draw).
+BOX_WIDTH, MAX_WIDE = 20, 34
 NO_TASK = -1  # the group of nodes whose GraphTask the state does not know
 Forward = Mapping[int, tuple[str, ...]]  # a scenario's FORWARD: sequence_nr -> names
 _NOT_REACHED = NodeState("not_reached")
@@ -103,8 +102,7 @@ class Group(NamedTuple):
 
 def pool_threads(state: EngineState) -> dict[int, str]:
     """GraphTask -> the pool thread that runs it (``handoff`` pool), as far as the state
-    tells: a thread running one of its nodes, or the thread where it started a nested
-    GraphTask.  One pass over the stacks and the GraphTasks (not one per GraphTask)."""
+    tells: a thread running one of its nodes, or where it started a nested GraphTask."""
     out: dict[int, str] = {}
     for name, th in state.threads.items():
         for g, _ in th.nodes:
@@ -118,16 +116,12 @@ def pool_threads(state: EngineState) -> dict[int, str]:
     return {**by_parent, **out}
 
 
-def pool_thread(state: EngineState, gt: GraphTaskState,
-                pools: dict[int, str] | None = None) -> str | None:
-    return (pools if pools is not None else pool_threads(state)).get(gt.id)
-
-
 def runner(state: EngineState, gt: GraphTaskState,
            pools: dict[int, str] | None = None) -> str | None:
-    """The thread that runs ``gt``'s nodes: its owner, or for one handed to the pool the
-    pool thread (None while the state does not tell which)."""
-    return pool_thread(state, gt, pools) if gt.handoff == "pool" else gt.owner
+    """The thread that runs ``gt``'s nodes: its owner, or the pool thread (None: unknown)."""
+    if gt.handoff != "pool":
+        return gt.owner
+    return (pools if pools is not None else pool_threads(state)).get(gt.id)
 
 
 def task_title(state: EngineState, gt: GraphTaskState, pools: set[str],
@@ -238,9 +232,11 @@ def _draw_box(n: int, info: NodeInfo, status: tuple[str, str, str], highlight: b
     style, badge = palette.state(st)
     border = "bold reverse " + style if highlight else style
     inner = width - 2
-    title = f" {badge} {plain(info.name)} "
-    if cell_len(title) > inner:  # the closing space goes first, then the name's end
-        title = ellipsize(title[:-1], inner)
+    name = plain(info.name)
+    title = f" {badge} {name} "
+    if cell_len(title) > inner:  # the closing space goes, then (focused) the badge, the end
+        title = ellipsize(f" {name}" if highlight and len(title) > inner + 1 else title[:-1],
+                          inner)
     body = [f"({plain(label)})" if label else ""] if tall else []
     body += [f"#{n} {plain(info.device)} seq {seq_text(info.seq)}",
              f"deps {rem} {st.replace('_', ' ')}" + (f" @{plain(where)}" if where else "")]
@@ -309,8 +305,8 @@ def _need(g: Group, width: int, titles: bool, level: int = 0) -> int:
     """How wide the frames must be at the top level for ``g`` (at ``level``) to show all
     of its boxes (and ``titles``: its title whole): each level of nesting takes 4 columns
     (two borders, two spaces)."""
-    rows = max((3 + len(layer) * (width + 1) - 1 for layer in g.layers),
-               default=width)  # a note ("no graph yet") is cut, as a title is
+    # a note ("no graph yet") is cut, as a title is
+    rows = max((3 + len(layer) * (width + 1) - 1 for layer in g.layers), default=width)
     own = max(rows + 2, cell_len(g.title) + 5 if titles else 0)
     return max([own + NEST * level] + [_need(c, width, titles, level + 1)
                                        for c in g.children])
@@ -369,7 +365,7 @@ def _frame(g: Group, parts: list[Block], rows: int, palette: Palette, outer: int
     return Block(lines, where, outer, tasks)
 
 
-NO_GRAPH = "No graph yet: step on (n, or right) until dependencies_computed."
+NO_GRAPH = "No graph yet: step on (., n, or right) until dependencies_computed."
 
 
 def draw(state: EngineState, highlight: int | None = None, width: int = BOX_WIDTH,
@@ -385,6 +381,10 @@ def draw(state: EngineState, highlight: int | None = None, width: int = BOX_WIDT
     tasks: dict[int, Place] = {}
     widest = 0
     forest = groups(state)
+    # boxes that hold every whole name (SigmoidBackward0), if the pane has the room
+    wide = min(max((len(i.name) for i in state.nodes.values()), default=0) + 6, MAX_WIDE)
+    if fill and wide > width and all(_need(g, wide, False) <= fill for g in forest):
+        width = wide
     outer = max([fill] + [_need(g, width, not fill) for g in forest])
     global _FRAMES, _USED
     _USED = {}

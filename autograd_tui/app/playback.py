@@ -8,6 +8,9 @@ the keys that use them are in ``debugger/screen.py``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from autograd_tui.control.query import EventQuery
 from autograd_tui.session import Session
 
@@ -58,12 +61,14 @@ class Player:
 
 # --- jumps ---------------------------------------------------------------------------------
 def find_event(session: Session, query: EventQuery, at: int, forward: bool = True,
-               end: int | None = None, names: dict[int, str] | None = None) -> int | None:
+               end: int | None = None, names: dict[int, str] | None = None,
+               meta: Mapping[int, Mapping[str, Any]] | None = None) -> int | None:
     """The k of the first event after ``at`` (``forward``) or the last one before it that
     matches ``query`` (``control/query.py``, the breakpoints' rule; ``names``: node id ->
-    name, of the graph so far), among events 1..``end`` (default: all); None if there is
-    none.  Event k is ``session.events()[k - 1]``; ``at`` is the shown event (0: none)."""
-    matches = query.matcher(names)
+    name, of the graph so far; ``meta``: their ``node_meta``, for module paths), among
+    events 1..``end`` (default: all); None if there is none.  Event k is
+    ``session.events()[k - 1]``; ``at`` is the shown event (0: none)."""
+    matches = query.matcher(names, meta)
     n = session.count() if end is None else min(end, session.count())
     if forward:
         for i, e in enumerate(session.events(at, n), start=at):

@@ -7,6 +7,7 @@ sequence numbers and values are named by ``autograd_tui.words``, as in every oth
 from __future__ import annotations
 
 import heapq
+import re
 from typing import Any
 
 from rich.text import Text
@@ -199,9 +200,10 @@ def threads_rows(state: EngineState, live: dict[str, Any]) -> list[tuple[str, st
 
 
 def node_details(state: EngineState, n: int, values: bool = True,
-                 forward: graph_draw.Forward | None = None) -> Text:
+                 forward: graph_draw.Forward | None = None, frames: bool = False) -> Text:
     """Everything known of node ``n``; its name whole (a box may cut it) and the forward
-    op it came from (``graph_draw.forward_labels``)."""
+    op it came from (``graph_draw.forward_labels``); ``frames``: every frame of that op
+    (a PyTorch node's ``node_meta.stack``), not only the program's own."""
     info = state.nodes.get(n)
     if info is None:
         return Text("Select a node (click a row of the list view, or an event).", style="dim")
@@ -232,7 +234,7 @@ def node_details(state: EngineState, n: int, values: bool = True,
         t.append("output gradients: " + ", ".join(short_value(o) for o in outs) + "\n")
     if n in state.leaf_grads:
         t.append(f"leaf .grad: {short_value(state.leaf_grads[n])}\n")
-    _torch_meta(t, state.node_meta.get(n))
+    _torch_meta(t, state.node_meta.get(n), frames)
     if values:
         for label, summ in (("outputs", outs or ()),):
             for k, s in enumerate(summ):
@@ -241,9 +243,10 @@ def node_details(state: EngineState, n: int, values: bool = True,
     return t
 
 
-def _torch_meta(t: Text, meta: Any) -> None:
-    """A PyTorch node's facts (``node_meta``): its module, where it was made, what it saved.
-    Every string may come from a recording: shown as text, checked for its type."""
+def _torch_meta(t: Text, meta: Any, frames: bool = False) -> None:
+    """A PyTorch node's facts (``node_meta``): its module, where it was made (the program's
+    own frame; ``frames``: every frame, library ones too), what it saved, each tensor with
+    its size.  Every string may come from a recording: shown as text, checked for type."""
     if not isinstance(meta, dict):
         return
     def text(key: str) -> str | None:
@@ -254,12 +257,43 @@ def _torch_meta(t: Text, meta: Any) -> None:
         t.append(plain(f"module: {text('module')} ({text('module_type') or '?'})") + "\n")
     if text("tensor"):
         t.append(plain(f"parameter: {text('tensor')}") + "\n")
+    stack = [f for f in meta.get("stack") or () if isinstance(f, str)]
     if text("created"):
         t.append(plain(f"created at {text('created')}") + "\n", style="dim")
         if text("source"):
             t.append(plain(f"    {text('source')}") + "\n")
+    if stack and frames:
+        t.append(f"forward stack ({len(stack)} frames, outermost first; F hides):\n")
+        for f in stack:
+            own = f == text("created")
+            t.append(plain(f"  {'>' if own else ' '} {f}") + "\n", style="" if own else "dim")
+    elif stack:
+        t.append(f"F: every frame of the forward op ({len(stack)}, library ones too)\n",
+                 style="dim")
     saved = meta.get("saved")
     if isinstance(saved, list) and saved:
-        t.append("saved tensors:\n")
-        for line in saved[:12]:
-            t.append(plain(f"  {line}") + "\n")
+        t.append(f"saved tensors ({len(saved)}):\n")
+        for line in saved:
+            t.append(plain(f"  {saved_line(line)}") + "\n")
+
+
+_TENSOR = re.compile(r"Tensor\[([\d, ]*)\] ([a-z]+\d*)")
+_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
+          "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16}
+
+
+def saved_line(line: object) -> str:
+    """A saved tensor's line (``node_meta.saved``) with its size in memory, worked out from
+    its shape and dtype where the line gives them and not a size already."""
+    text = str(line)
+    m = _TENSOR.search(text)
+    if m is None or "size" in text or m.group(2) not in _BYTES:
+        return text
+    n = 1
+    for d in m.group(1).split(","):
+        n *= int(d) if d.strip() else 1
+    size = n * _BYTES[m.group(2)]
+    unit = next((u for u, b in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+                 if size >= b), "B")
+    amount = size / {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1}[unit]
+    return f"{text}, size {amount:.3g} {unit}" if unit != "B" else f"{text}, size {size} B"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from autograd_tui import engine
@@ -255,11 +256,14 @@ class Session:
         stop() pressed before the run's worker starts is not lost."""
         self._stop.clear()
 
-    def run_until_breakpoint(self, *, arm: bool = True) -> StepResult:
+    def run_until_breakpoint(self, *, arm: bool = True,
+                             until: Callable[[Event], bool] | None = None) -> StepResult:
         """Run until a breakpoint (or the end); with none set, to the end.  stop() ends it
         after the step under way (``arm=False``: a stop() since the last arm() ends it at
         once).  The controller's ``run_until`` takes the steps, so a run costs no hand-off
-        to this thread per event: the breakpoints and the stop are tested at each event."""
+        to this thread per event: the breakpoints and the stop are tested at each event.
+        ``until``: stop too at the first event it holds for (the app's moves: over a node,
+        to a module's end), status ``reached``; a breakpoint before it stops first."""
         assert self.run is not None
         if arm:
             self._stop.clear()
@@ -267,17 +271,24 @@ class Session:
             return StepResult("stopped", [])
         if self.finished:
             return StepResult("finished", [])
-        names = self._node_names() if any(b.by_name for b in self.breakpoints) else None
-        preds = [b.matcher(names) for b in self.breakpoints]
+        by_name = any(b.by_name for b in self.breakpoints)
+        names = self._node_names() if by_name else None
+        meta = self.history.latest().node_meta if by_name else None  # modules, params
+        preds = [b.matcher(names, meta) for b in self.breakpoints]
         hits: list[Event] = []
+        reached: list[Event] = []
 
         def stop_here(e: Event) -> bool:
             if not hits and any(p(e) for p in preds):
                 hits.append(e)
-            return bool(hits) or self._stop.is_set()
+            elif not reached and until is not None and until(e):
+                reached.append(e)
+            return bool(hits) or bool(reached) or self._stop.is_set()
 
         r = self._after(self.run.controller.run_until(stop_here))
         if r.status == "breakpoint":  # the event that matched (not the whole run's)
+            if reached and not hits:
+                return StepResult("reached", reached, r.thread)
             return StepResult("breakpoint" if hits else "stopped", hits, r.thread)
         return r
 

@@ -82,14 +82,14 @@ async def finish(pilot: Pilot[Any]) -> None:
 
 async def step_until(pilot: Pilot[Any], done: Callable[[AutogradApp], bool],
                      limit: int = 300) -> None:
-    """``n`` until ``done(app)``."""
+    """``.`` (one event) until ``done(app)``."""
     app = pilot.app
     assert isinstance(app, AutogradApp)
     await settle(pilot)
     for _ in range(limit):
         if done(app):
             return
-        await pilot.press("n")
+        await pilot.press("full_stop")
         await settle(pilot)
     raise AssertionError("never reached the wanted state")
 

@@ -116,7 +116,7 @@ def test_n_steps_one_event_at_a_time() -> None:
         assert "No graph yet" in text_of(app, "#graph")
         log = app.debugger.query_one("#events", LineTable)
         for k in range(1, 16):
-            await press(pilot, "n")
+            await press(pilot, "full_stop")
             assert app.debugger.session.count() == k
             assert shown(app) == (k, k)
             assert log.row_count == k
@@ -135,7 +135,7 @@ def test_number_keys_step_only_the_chosen_thread() -> None:
         s = app.debugger.session
         assert s is not None
         while len(thread_rows(app)) < 2:  # until cuda:1 starts
-            await press(pilot, "n")
+            await press(pilot, "full_stop")
             assert s.count() < 60
         names = [r[1][0] for r in thread_rows(app)]
         assert names[:2] == ["cpu (owner)", "cuda:1"]
@@ -159,7 +159,7 @@ def test_p_pauses_the_selected_thread_and_space_stops_at_it() -> None:
         s = app.debugger.session
         assert s is not None
         while len(thread_rows(app)) < 2 or s.count() < 28:
-            await press(pilot, "n")
+            await press(pilot, "full_stop")
         table = app.debugger.query_one("#threads", ThreadsTable)
         y = next(y for y, line in enumerate(screen_lines(table)) if "cuda:1" in line)
         await pilot.click("#threads", offset=(4, y))  # cuda:1's row
@@ -197,7 +197,7 @@ def test_the_threads_pane_shows_long_states_whole() -> None:
         table = app.debugger.query_one("#threads", ThreadsTable)
         while not any(len(r[4][0]) > table.size.width - ThreadsTable.INDENT
                       for r in thread_rows(app)):
-            await press(pilot, "n")
+            await press(pilot, "full_stop")
             assert not s.finished, "no long state in the whole run"
         lines = screen_lines(table)
         shown_text = " ".join(line.strip() for line in lines)
@@ -257,7 +257,7 @@ def test_space_again_pauses_a_run() -> None:
         await pilot.pause(0.3)
         assert s.count() == stopped  # it stays paused
         assert shown(app) == (stopped, stopped)
-        await press(pilot, "n")
+        await press(pilot, "full_stop")
         assert s.count() == stopped + 1
 
     run_app(app, script)
@@ -367,9 +367,9 @@ def test_n_after_stepping_back_moves_the_engine_and_jumps_to_the_newest() -> Non
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        await press(pilot, *["n"] * 10, "left", "left", "left")
+        await press(pilot, *["full_stop"] * 10, "left", "left", "left")
         assert shown(app) == (7, 10)
-        await press(pilot, "n")
+        await press(pilot, "full_stop")
         assert shown(app) == (11, 11)
 
     run_app(app, script)
@@ -405,7 +405,7 @@ def test_selecting_an_event_in_the_log_shows_that_moment() -> None:
     async def script(pilot: Pilot[Any]) -> None:
         s = app.debugger.session
         assert s is not None
-        await press(pilot, *["n"] * 20)
+        await press(pilot, *["full_stop"] * 20)
         log = app.debugger.query_one("#events", LineTable)
         lines = screen_lines(log)
         assert lines[0].split()[:2] == ["seq", "event"]
@@ -459,7 +459,7 @@ def test_r_restarts() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        await press(pilot, *["n"] * 20)
+        await press(pilot, *["full_stop"] * 20)
         old = app.debugger.session
         assert old is not None and old.count() == 20
         await press(pilot, "r")
@@ -467,7 +467,7 @@ def test_r_restarts() -> None:
         assert s is not None and s is not old
         assert s.count() < 3 and shown(app) == (s.count(), s.count())
         assert app.debugger.query_one("#events", LineTable).row_count == s.count()
-        await press(pilot, "n")
+        await press(pilot, "full_stop")
         assert s.count() == 1 and s.event(0).kind == "graph_task_created"
 
     run_app(app, script)
@@ -477,7 +477,7 @@ def test_s_picks_another_scenario() -> None:
     app = App("linear-relu")
 
     async def script(pilot: Pilot[Any]) -> None:
-        await press(pilot, "n", "n", "s")
+        await press(pilot, "full_stop", "full_stop", "s")
         assert isinstance(app.screen, ScenarioScreen)
         options = app.screen.query_one(OptionList)
         ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
@@ -493,7 +493,7 @@ def test_s_picks_another_scenario() -> None:
         assert app.debugger.session.count() == 0
         log = app.debugger.query_one("#events", LineTable)
         assert log.row_count == 0  # linear-relu's events are gone
-        await press(pilot, "n")
+        await press(pilot, "full_stop")
         assert app.debugger.session.count() == 1
         assert log.row_count == 1 and log.row(0)[1][0].startswith("cpu (owner)")
 
@@ -542,7 +542,7 @@ def test_e_exports_the_shown_state(tmp_path: Path) -> None:
     available = importlib.util.find_spec("autograd_tui.export") is not None
 
     async def script(pilot: Pilot[Any]) -> None:
-        await press(pilot, *["n"] * 12, "e")
+        await press(pilot, *["full_stop"] * 12, "e")
         inp = app.screen.query_one("#export-path", Input)
         assert inp.value == "autograd-linear-relu-0012.svg"
         inp.value = str(out)
@@ -567,7 +567,7 @@ def test_v_and_d_switch_views() -> None:
     async def script(pilot: Pilot[Any]) -> None:
         s = app.debugger.session
         assert s is not None
-        await press(pilot, *["n"] * 12)
+        await press(pilot, *["full_stop"] * 12)
         pane = app.debugger.query_one("#graph-pane")
         assert not pane.has_class("list")
         await press(pilot, "v")
@@ -575,17 +575,18 @@ def test_v_and_d_switch_views() -> None:
         nodes = app.debugger.query_one("#node-list", LineTable)
         assert nodes.row_count == 11
         assert [c[0] for c in nodes.row(0)][:2] == ["1", "✓ SumBackward0"]
-        await press(pilot, "n")  # the list follows the engine
+        await press(pilot, "full_stop")  # the list follows the engine
         rows = render.list_rows(s.state_at(s.count()))
         assert [tuple(c[0] for c in nodes.row(i)) for i in range(11)] == rows
         await press(pilot, "v")
         assert not pane.has_class("list")
         await press(pilot, "d")
-        details = app.debugger.query_one("#details", Static)
+        details = app.debugger.query_one("#details", TextView)
         assert details.has_class("shown")
         state = s.state_at(s.count())
         node = state.last_event.node
-        assert details.content == render.node_details(state, node, forward=s.forward)
+        assert details.content.plain == render.node_details(state, node,
+                                                            forward=s.forward).plain
         await press(pilot, "d")
         assert not details.has_class("shown")
 
@@ -600,7 +601,7 @@ def test_shift_arrows_pan_a_graph_wider_than_its_pane() -> None:
         assert s is not None
         graph = app.debugger.query_one("#graph", TextView)
         while graph.virtual_size.width <= graph.scrollable_content_region.width:
-            await press(pilot, "n")  # until a layer is wider than the pane
+            await press(pilot, "full_stop")  # until a layer is wider than the pane
             assert not s.finished
         first = graph.render_line(0).text
         await press(pilot, "shift+right")
@@ -619,24 +620,25 @@ def test_selecting_a_node_in_the_list_view_shows_its_details() -> None:
     async def script(pilot: Pilot[Any]) -> None:
         s = app.debugger.session
         assert s is not None
-        await press(pilot, *["n"] * 12, "v")
+        await press(pilot, *["full_stop"] * 12, "v")
         nodes = app.debugger.query_one("#node-list", LineTable)
         lines = screen_lines(nodes)
         assert lines[0].split() == ["id", "node", "device", "state", "deps", "seq", "where"]
         y = next(y for y, line in enumerate(lines) if "ReluBackward0" in line)
         await pilot.click("#node-list", offset=(2, y))
         await settle(pilot)
-        details = app.debugger.query_one("#details", Static)
+        details = app.debugger.query_one("#details", TextView)
         assert details.has_class("shown")
         state = s.state_at(s.count())
         # ReluBackward0 is #4
-        assert details.content == render.node_details(state, 4, forward=s.forward)
+        assert details.content.plain == render.node_details(state, 4, forward=s.forward).plain
         assert nodes.key(nodes.cursor_row) == "4"
         # keyboard: down then enter selects the next row's node
         nodes.focus()
         await press(pilot, "down", "enter")
         key = int(nodes.key(nodes.cursor_row))
-        assert key != 4 and details.content == render.node_details(state, key, forward=s.forward)
+        assert key != 4 and details.content.plain == render.node_details(
+            state, key, forward=s.forward).plain
 
     run_app(app, script)
 
@@ -647,14 +649,14 @@ def test_keys_do_nothing_to_the_engine_while_a_dialog_is_open() -> None:
     async def script(pilot: Pilot[Any]) -> None:
         s = app.debugger.session
         assert s is not None
-        await press(pilot, "n", "n", "n")
+        await press(pilot, "full_stop", "full_stop", "full_stop")
         for opener, dialog in (("question_mark", TextScreen), ("t", TextScreen),
                                ("b", BreakpointsScreen), ("s", ScenarioScreen)):
             await press(pilot, opener)
             assert isinstance(app.screen, dialog)
             app.screen.set_focus(None)  # keys go to the dialog itself, not to an input in it
-            for key in ("n", "space", "1", "c", "p", "left", "right", "r", "v", "d", "g",
-                        "e"):
+            for key in ("full_stop", "n", "m", "u", "space", "1", "c", "p", "left", "right",
+                        "r", "v", "d", "g", "e"):
                 await pilot.press(key)
                 await settle(pilot)
                 assert isinstance(app.screen, dialog), key
@@ -662,7 +664,7 @@ def test_keys_do_nothing_to_the_engine_while_a_dialog_is_open() -> None:
                 assert app.debugger.session is s, key
             await press(pilot, "escape")
             assert not isinstance(app.screen, dialog)
-        await press(pilot, "n")  # and back on the main screen they work again
+        await press(pilot, "full_stop")  # and back on the main screen they work again
         assert s.count() == 4 and shown(app) == (4, 4)
 
     run_app(app, script)
@@ -675,7 +677,7 @@ def test_q_quits_and_tears_down_every_engine_thread() -> None:
         s = app.debugger.session
         assert s is not None
         while s.count() < 30:  # cuda:1's thread is up and holds work
-            await press(pilot, "n")
+            await press(pilot, "full_stop")
         assert any(name.startswith("autograd cuda") for name in engine_threads())
         await pilot.press("q")
         await pilot.pause()
@@ -720,7 +722,7 @@ def test_deadlock_is_shown_and_history_and_restart_still_work(deadlock_scenario:
         assert shown(app) == (n - 1, n)
         graph_matches(app, n - 1)
         assert banner.has_class("shown")  # the deadlock stays announced
-        await press(pilot, "n")
+        await press(pilot, "full_stop")
         assert app.said("the run has ended (deadlock)")
         await press(pilot, "r")
         s2 = app.debugger.session
@@ -747,9 +749,9 @@ def test_replay_of_a_recording(tmp_path: Path) -> None:
         assert shown(app) == (total, total)
         await press(pilot, "home")
         assert shown(app) == (0, total)
-        await press(pilot, "n")
+        await press(pilot, "full_stop")
         assert shown(app) == (1, total)
-        await press(pilot, "right", "right", "n")
+        await press(pilot, "right", "right", "full_stop")
         assert shown(app) == (4, total)
         graph_matches(app, 4)
         await press(pilot, "left")
@@ -761,7 +763,7 @@ def test_replay_of_a_recording(tmp_path: Path) -> None:
         assert shown(app) == (33, total)
         assert s.state_at(33).last_event.kind == "not_ready_insert"
         graph_matches(app, 33)
-        await press(pilot, "end", "n")  # at the end, n stays there
+        await press(pilot, "end", "full_stop")  # at the end, n stays there
         assert shown(app) == (total, total)
         assert s.count() == total  # nothing runs in a replay
         # keys that only make sense live say which keys walk a recording, and do nothing

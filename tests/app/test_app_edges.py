@@ -25,7 +25,7 @@ from autograd_tui.app.palette import commands
 from autograd_tui.app.playback import SPEEDS
 from autograd_tui.app.screens import HELP, BreakpointsScreen, ScenarioScreen
 from autograd_tui.app.screens.scenario_picker import NAME_WIDTH, _row, matching
-from autograd_tui.app.widgets import GraphPane, Header, KeyFooter, ThreadsPane, Timeline
+from autograd_tui.app.widgets import GraphPane, Header, KeyFooter, TextView, ThreadsPane, Timeline
 from autograd_tui.app.widgets.threads_pane import ThreadsTable
 from autograd_tui.history import recordings as trace
 from autograd_tui.session.run import Run
@@ -100,7 +100,7 @@ def test_the_threads_pane_says_the_same_live_and_after_a_seek() -> None:
         s = app.debugger.session
         assert s is not None
         while not s.finished and shown(app)[1] < 40:
-            await press(pilot, "n")
+            await press(pilot, "full_stop")
             live[shown(app)[0]] = _rows(app)
         newest = shown(app)[1]
         for k in sorted(live, reverse=True)[1:]:  # walked back to, one at a time
@@ -188,7 +188,7 @@ def test_the_details_are_fresh_at_the_end_of_play(recording: Path) -> None:
         await until(pilot, lambda: shown(app)[0] == s.count() and not app.debugger
                     .playback.playing)
         await settle(pilot)
-        details = app.debugger.query_one("#details", Static)
+        details = app.debugger.query_one("#details", TextView)
         state = s.state_at(s.count())
         pane = app.debugger.query_one(GraphPane)
         want = render.node_details(state, node, forward=pane.forward).plain
@@ -206,7 +206,7 @@ def test_T_focuses_the_threads_and_P_then_k_pauses_thread_k() -> None:
         s = app.debugger.session
         assert s is not None
         while len(_rows(app)) < 2 and not s.finished:
-            await press(pilot, "n")
+            await press(pilot, "full_stop")
         names = [r[1] for r in _rows(app)]
         assert len(names) >= 2, names
         await press(pilot, "T")

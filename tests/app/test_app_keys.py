@@ -126,7 +126,7 @@ def test_space_behind_the_newest_event_plays_the_history_not_the_engine() -> Non
     async def script(pilot: Pilot[Any]) -> None:
         s = app.debugger.session
         assert s is not None
-        await press(pilot, *["n"] * 12, *["left"] * 6)
+        await press(pilot, *["full_stop"] * 12, *["left"] * 6)
         assert shown(app) == (6, 12)
         for _ in range(4):
             await press(pilot, "plus")
@@ -209,7 +209,7 @@ def test_a_bracket_before_any_jump_opens_the_dialog_and_a_live_jump_stays_in_the
     async def script(pilot: Pilot[Any]) -> None:
         s = app.debugger.session
         assert s is not None
-        await press(pilot, *["n"] * 30, "home", "right_square_bracket")
+        await press(pilot, *["full_stop"] * 30, "home", "right_square_bracket")
         assert isinstance(app.screen, JumpScreen)
         await pilot.press(*"pop", "enter")
         await settle(pilot)
@@ -272,7 +272,7 @@ def test_the_palette_lists_every_described_binding_with_its_key() -> None:
         assert {"step", "step_thread(3)", "continue", "breakpoints", "export", "scenarios",
                 "toggle_run", "jump", "jump_next", "copy_event", "copy_node",
                 "faster", "find_node"} <= set(cmds)
-        assert cmds["jump_next"].key == "]" and cmds["step"].key == "n"
+        assert cmds["jump_next"].key == "]" and cmds["step"].key == "."
         assert all(not a.startswith("pan") for a in cmds)  # no description: no command
         await press(pilot, "ctrl+p")
         assert isinstance(app.screen, CommandPalette)
@@ -347,7 +347,7 @@ def test_y_copies_the_shown_event_line_and_shift_y_the_node_details() -> None:
         await press(pilot, "y")  # at 0 there is no event
         assert app.clipboard == "" and app.said("nothing copied")
         while s.count() < 8 or s.events()[-1].kind != "node_start":
-            await press(pilot, "n")
+            await press(pilot, "full_stop")
         k = s.count()
         await press(pilot, "y")
         log = app.debugger.query_one("#events", LineTable)

@@ -165,7 +165,7 @@ def test_a_resize_switches_the_layout_and_the_footer() -> None:
             await finish(pilot)
             assert app.screen.has_class("-short")
             assert [k.key for k in footer_keys(app)] == MUST_SHOW[(80, 24)]
-            await pilot.press("N")
+            await pilot.press("R")
             await finish(pilot)
             assert fully_shown(app, app.debugger.query_one("#not-ready"))
             await pilot.resize_terminal(120, 40)
@@ -214,7 +214,7 @@ def test_stepping_with_tabs_does_not_re_lay_out_the_screen_each_step() -> None:
             app.screen._refresh_layout = counting  # type: ignore[method-assign]
             steps = 12
             for _ in range(steps):  # the queues, not_ready and GraphTasks all change
-                await pilot.press("n")
+                await pilot.press("full_stop")
                 await finish(pilot)
             assert layouts <= 1, layouts  # without the fixed heights: 5 in these 12 steps
 

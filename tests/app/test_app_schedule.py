@@ -70,7 +70,7 @@ def test_a_failing_program_shows_its_line_in_the_banner_and_quits_with_1(tmp_pat
             s = app.debugger.session
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                await pilot.press("n")
+                await pilot.press("full_stop")
                 await pilot.pause(0.05)
                 if s is not None and s.status == "error":
                     break

@@ -90,7 +90,7 @@ def test_stepping_marks_the_group_and_f_finds_the_node_with_its_details() -> Non
         details = str(app.debugger.query_one("#details").content)
         assert "SplitBackward0" in details and "module: blocks.1.attn (Attention)" in details
         assert "created at" in details and "torch_attention.py" in details
-        await press(pilot, "n")  # the next event: the node stays marked
+        await press(pilot, "full_stop")  # the next event: the node stays marked
         assert shown(app)[0] == s.count()
 
     run_app(app, script)
@@ -121,7 +121,8 @@ def test_the_torch_command_opens_a_script_small_graph_boxes_then_groups() -> Non
         await press(pilot, "enter", "d")  # a node's row: its details
         details = str(app.debugger.query_one("#details").content)
         assert "module: conv (Conv2d)" in details and "created at" in details
-        assert "saved tensors:" in details and "weight: Tensor[3, 3, 3, 3]" in details
+        assert "saved tensors (" in details  # each with its size: 81 float64s
+        assert "weight: Tensor[3, 3, 3, 3] float64 |x|=1.01, size 648 B" in details
         await press(pilot, "v")
         assert pane.has_class("list")
         await press(pilot, "v")
@@ -137,7 +138,7 @@ def test_a_non_reentrant_checkpoint_recompute_is_in_the_log() -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         await to_breakpoint(pilot, Breakpoint(kind="node_start", node="TanhBackward0"))
-        await press(pilot, "n")  # its first read of a saved tensor re-runs block2's forward
+        await press(pilot, "full_stop")  # its first read of a saved tensor re-runs block2's forward
         log = app.debugger.query_one("#events", LineTable)
         last = " ".join(str(c[0]) for c in log.row(log.row_count - 1))
         assert "recompute in TanhBackward0" in last, last
@@ -155,7 +156,7 @@ def test_the_header_says_a_compiled_model_steps_its_eager_graph(tmp_path: Path) 
     app = App(script_scenario(str(script)))
 
     async def script_(pilot: Pilot[Any]) -> None:
-        await press(pilot, "n")
+        await press(pilot, "full_stop")
         assert "stepped the eager graph of a torch.compile'd model" in app.debugger.sub_title
 
     run_app(app, script_)

@@ -241,6 +241,27 @@ def test_a_cut_name_ends_with_an_ellipsis_and_details_have_it_whole() -> None:
     assert graph_draw.ellipsize("abcdef", 4) == "abc…" and graph_draw.ellipsize("abc", 4) == "abc"
 
 
+def test_boxes_show_whole_names_wider_where_the_pane_has_room_or_on_focus() -> None:
+    _, state = final_state("reentrant-deep")
+    node = next(n for n, i in state.nodes.items() if i.name == "ReentrantBackward")
+
+    def top(b: graph_draw.Block, n: int) -> str:
+        y, x, _ = b.where[n]
+        return b.lines[y].plain[x:].split("╮")[0]
+
+    assert "ReentrantBackw…" in top(graph_draw.draw(state), node)  # 20 wide: cut
+    wide = graph_draw.draw(state, fill=120)  # room: every box as wide as the longest name
+    assert "ReentrantBackward " in top(wide, node) and "…" not in top(wide, node)
+    assert {len(top(wide, n)) for n in state.nodes} == {len("╭ · ReentrantBackward ")}
+    focused = graph_draw.draw(state, node)  # no room: the focused box drops its badge
+    assert top(focused, node) == "╭ ReentrantBackward"
+    custom = graph_state_with_name(state, node, "MyVeryOwnCustomBackward")
+    assert "MyVeryOwnCustomBackward " in top(graph_draw.draw(custom, fill=120), node)
+    # a layer too wide for the pane at that width keeps BOX_WIDTH (and the pane scrolls)
+    tight = graph_draw.draw(custom, fill=30)
+    assert len(top(tight, node)) == graph_draw.BOX_WIDTH - 1
+
+
 def graph_state_with_name(state: EngineState, n: int, name: str) -> EngineState:
     s = state.copy()
     s.nodes[n] = s.nodes[n]._replace(name=name)

@@ -99,7 +99,7 @@ def _walk(name: str, every: int) -> None:
         found: list[str] = []
         checked = stuck = 0
         while not s.finished and len(found) < 20 and stuck < 5:
-            await press(pilot, "n")
+            await press(pilot, "full_stop")
             k = shown(app)[0]
             stuck = stuck + 1 if k == folded else 0
             for e in s.events(folded, k):

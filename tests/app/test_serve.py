@@ -214,12 +214,16 @@ class Cdp:
                              + "\n".join(screen))
 
     async def press(self, key: str) -> None:
-        """One key, as a person types it (keyDown with its text, keyUp)."""
-        code = f"Key{key.upper()}"
+        """One key, as a person types it (keyDown with its text, keyUp): a letter, or
+        ``full_stop`` (the one-event step)."""
+        if key == "full_stop":
+            key, code, vk = ".", "Period", 190
+        else:
+            code, vk = f"Key{key.upper()}", ord(key.upper())
         await self.call("Input.dispatchKeyEvent", type="keyDown", key=key, code=code,
-                        text=key, windowsVirtualKeyCode=ord(key.upper()))
+                        text=key, windowsVirtualKeyCode=vk)
         await self.call("Input.dispatchKeyEvent", type="keyUp", key=key, code=code,
-                        windowsVirtualKeyCode=ord(key.upper()))
+                        windowsVirtualKeyCode=vk)
 
 
 def shown(screen: list[str]) -> tuple[int, int] | None:
@@ -227,10 +231,10 @@ def shown(screen: list[str]) -> tuple[int, int] | None:
 
 
 async def step(cdp: Cdp) -> list[str]:
-    """``n`` once, and the screen once the header shows one more event."""
+    """``.`` once (one event), and the screen once the header shows one more event."""
     before = shown(await cdp.screen())
     assert before is not None
-    await cdp.press("n")
+    await cdp.press("full_stop")
     want = before[1] + 1
     return await cdp.wait_screen(lambda s: shown(s) == (want, want), f"event {want}/{want}",
                                  timeout=30)

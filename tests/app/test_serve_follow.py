@@ -174,20 +174,20 @@ def test_a_follower_shows_the_leaders_step_and_comes_back_with_L(tmp_path: Path)
                     for _ in range(4):
                         now = shown(await leader.screen())
                         assert now is not None
-                        await leader.press("n")
+                        await leader.press("full_stop")
                         assert await at(leader, now[1] + 1, 30)
                         assert await at(follower, now[1] + 1, 1.0), (
                             "the follower did not reach the leader's event within 1 s:\n"
                             + "\n".join(await follower.screen()))
                     mine = shown(await follower.screen())
                     assert mine is not None
-                    await follower.press("n")  # away, on its own
+                    await follower.press("full_stop")  # away, on its own
                     assert await at(follower, mine[0] + 1, 30)
                     await asyncio.sleep(0.5)  # its app sees it stepped away
-                    await leader.press("n")
+                    await leader.press("full_stop")
                     want = mine[0] + 1
                     assert await at(leader, want, 30)
-                    await leader.press("n")
+                    await leader.press("full_stop")
                     assert await at(leader, want + 1, 30)
                     assert not await at(follower, want + 1, 1.0)  # stayed away
                     await follower.press("L")

@@ -353,14 +353,14 @@ def test_the_terminal_app_asks_before_replacing_a_file(tmp_path: Path) -> None:
         assert "mine.dot exists: replace it?" in app.screen.question
 
     async def script(pilot: Pilot[Any]) -> None:
-        await press(pilot, *["n"] * 12)
+        await press(pilot, *["full_stop"] * 12)
         await export(pilot)
         await pilot.press("enter")  # the focused button is Cancel
         await settle(pilot)
         assert not isinstance(app.screen, ConfirmScreen)
         assert out.read_text() == "keep me\n"
         await export(pilot)
-        await pilot.press("n")
+        await pilot.press("n")  # the dialog's No
         await settle(pilot)
         assert out.read_text() == "keep me\n"
         await export(pilot)

@@ -116,7 +116,7 @@ def start(session: str, status_file: Path, width: int, height: int) -> str:
 def step(session: str, screen: str) -> str:
     """``n``, and the screen once the timeline has moved."""
     before = timeline(screen)
-    tmux("send-keys", "-t", session, "n")
+    tmux("send-keys", "-t", session, ".")
     return wait_for(session, lambda s: timeline(s) not in (None, before), timeout=10)
 
 
@@ -170,7 +170,7 @@ def test_linear_relu_to_completion_in_a_real_terminal(session: str, tmp_path: Pa
 
     # the footer shows the keys that used to be cut off at 120 columns
     footer = screen.splitlines()[-1]
-    for key in ("n Step", "space Run/Pause", "← Back", "→ Fwd", "s Scenarios", "e Export",
+    for key in ("n Node", "space Run/Pause", "← Back", "→ Fwd", "s Scenarios", "e Export",
                 "t Notes", "? Help", "q Quit"):
         assert key in footer, footer
     quit_app(session, status_file)
@@ -179,7 +179,7 @@ def test_linear_relu_to_completion_in_a_real_terminal(session: str, tmp_path: Pa
 # the side panes at 80x24: (key, the pane's title, what it shows with Linear1 in not_ready)
 PANE_KEYS = [("T", "threads (1-9 step, p pause)", "cpu (owner)"),
              ("Q", "ready queues (pop order)", "ReluBackward0#4"),
-             ("N", "not_ready", "LinearBackward0#6 GT1 deps 1"),
+             ("R", "not_ready", "LinearBackward0#6 GT1 deps 1"),
              ("G", "GraphTasks", "GT1 owner cpu (owner)")]
 
 
@@ -195,7 +195,7 @@ def test_80x24_every_pane_one_key_away(session: str, tmp_path: Path) -> None:
         screen = step(session, screen)
     assert "not_ready += LinearBackward0#6" in screen, screen
     footer = screen.splitlines()[-1]
-    for key in ("n Step", "space Run/Pause", "← Back", "→ Fwd", "w Pane", "? Help", "q Quit"):
+    for key in ("n Node", "space Run/Pause", "← Back", "→ Fwd", "w Pane", "? Help", "q Quit"):
         assert key in footer, footer
 
     def shown(title: str) -> list[str]:

@@ -104,6 +104,9 @@ QUERIES = [
     ("multi-device", "dependency_decrement thread=CUDA:1"),
     ("multi-device", "pop queue=cuda:0"),
     ("anomaly-nan", "nonfinite"),
+    ("torch-attention", "node_start blocks.0.attn"),  # a module and the modules inside it
+    ("torch-attention", "blocks.0.mlp.fc1.weight"),  # a parameter: its AccumulateGrad
+    ("torch-attention", "node_end module=blocks.0.ln1"),
 ]
 
 
@@ -123,9 +126,10 @@ def _breakpoint_hits(scenario: str, text: str) -> tuple[list[int], list[str]]:
 def _jump_hits(session: Session, text: str) -> list[int]:
     """Every event the app's jump (``/`` then ``]``) shows, as ``ReplayView`` does it."""
     names = node_names(session.events(0, session.count()))
-    q = parse_query(text, names)
+    meta = session.state_at(session.count()).node_meta
+    q = parse_query(text, names, meta)
     hits, at = [], 0
-    while (k := find_event(session, q, at, True, names=names)) is not None:
+    while (k := find_event(session, q, at, True, names=names, meta=meta)) is not None:
         hits.append(k)
         at = k
     return hits
@@ -155,3 +159,42 @@ def test_a_breakpoint_a_jump_and_stop_at_match_the_same_events(scenario: str, te
 def test_stop_at_refuses_a_query_it_cannot_read(capsys: Any) -> None:
     assert main(["run", "linear-relu", "--headless", "--stop-at", "push pop"]) == 2
     assert "--stop-at: one event kind at a time (push or pop)" in capsys.readouterr().err
+
+
+# --- a PyTorch graph: module paths and parameter names -----------------------------------------
+def test_module_paths_and_parameter_names_match_by_whole_parts() -> None:
+    events = _events("torch-attention")
+    meta = {e.node: e.data for e in events if e.kind == "node_meta"}
+    names = node_names(events)
+    attn = {n for n, m in meta.items()
+            if m["module"] and (m["module"] + ".").startswith("blocks.0.attn.")}
+    assert {meta[n]["module"] for n in attn} == {"blocks.0.attn", "blocks.0.attn.proj",
+                                                 "blocks.0.attn.qkv"}
+    want = [e.seq for e in events if e.node in attn and e.kind != "node_meta"]
+    assert want
+    for text in ("blocks.0.attn", "BLOCKS.0.Attn", "module=blocks.0.attn"):
+        m = parse_query(text, names, meta).matcher()  # the graph knows it: a jump takes it
+        assert [e.seq for e in events if m(e)] == want, text
+    # learnt from the node_meta events, or given (a breakpoint set mid-run)
+    late = [e for e in events if e.kind not in ("node_meta", "dependencies_computed")]
+    m = parse_query("blocks.0.attn").matcher(names, meta)
+    assert [e.seq for e in late if m(e)] == want
+    weight = [n for n, x in meta.items() if x["tensor"] == "blocks.0.attn.qkv.weight"]
+    assert len(weight) == 1 and names[weight[0]] == "AccumulateGrad"
+    for text in ("blocks.0.attn.qkv.weight", "param=blocks.0.attn.qkv.weight"):
+        m = parse_query(text).matcher()
+        assert {e.node for e in events if m(e)} == set(weight)
+    # a parameter's name inside a module: the module's own path matches it too
+    m = parse_query("blocks.0.attn.qkv").matcher()
+    assert set(weight) <= {e.node for e in events if m(e)}
+    # whole parts only, and only paths of this graph
+    for bad in ("blocks.0.att", "blocks.00", "locks.0.attn", "module=blocks.1",
+                "param=blocks.0.attn.qkv.w"):
+        with pytest.raises(QueryError):
+            parse_query(bad, names, meta)
+    assert not any(map(parse_query("blocks.0.att").matcher(), events))
+    # node_meta itself only when asked for: the description of the graph, at its making
+    m = parse_query("kind=node_meta blocks.0.ln1").matcher()
+    got = [e.node for e in events if m(e)]
+    assert got and set(got) == {n for n, x in meta.items() if x["module"] == "blocks.0.ln1"}
+    assert Breakpoint(module="Blocks.0.LN1").describe() == "module=blocks.0.ln1"

@@ -22,6 +22,7 @@ from autograd_tui.app.screens import (
     ScenarioScreen,
     TextScreen,
 )
+from autograd_tui.control.query import graph_words
 from autograd_tui.session import Breakpoint, builtin_scenarios
 from autograd_tui.words import plain
 
@@ -48,7 +49,9 @@ class Dialogs:
             if bps is not None:
                 s.breakpoints = bps
 
-        self.shown.app.push_screen(BreakpointsScreen(s.breakpoints), done)
+        state = s.state_at(self.shown.seen)
+        words = graph_words({n: i.name for n, i in state.nodes.items()}, state.node_meta)
+        self.shown.app.push_screen(BreakpointsScreen(s.breakpoints, words), done)
 
     def scenarios(self, chosen: Callable[[str], None]) -> None:
         """The picker; ``chosen`` opens the scenario picked."""

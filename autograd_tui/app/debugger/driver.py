@@ -9,12 +9,14 @@ time, and hands the result back to ``Driver.done``.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from autograd_tui.app import render
 from autograd_tui.app.debugger.play import Playback
 from autograd_tui.app.debugger.shown import Shown
 from autograd_tui.control import StepResult
 from autograd_tui.control.nonfinite import explain, first_nonfinite
+from autograd_tui.engine.events import Event
 from autograd_tui.session import Session
 
 
@@ -31,6 +33,8 @@ class Driver:
         self.running = False  # space's run is under way (set on the UI thread)
         self._stepped_thread = False  # the last request stepped one thread (1-9)
         self.pausing = False  # P was pressed: the next 1-9 pauses (or resumes) that thread
+        self.until: Callable[[Event], bool] | None = None  # run_to's predicate, and its words
+        self.until_what = ""
 
     # --- the keys (on the UI thread) ------------------------------------------------------
     def live(self, *, forward_in_replay: bool = False) -> Session | None:
@@ -123,12 +127,21 @@ class Driver:
         self.shown.notify(f"{name} {'paused' if paused else 'resumed'}", timeout=2)
         self.shown.redraw()
 
-    def _start_run(self, s: Session) -> None:
+    def run_to(self, until: Callable[[Event], bool], what: str) -> None:
+        """Run the engine until ``until`` holds (a move: ``moves.py``), a breakpoint or
+        the end; space stops it."""
+        s = self.live()
+        if s is None:
+            return
+        self.until, self.until_what = until, what
+        self._start_run(s, "until")
+
+    def _start_run(self, s: Session, what: str = "run") -> None:
         # Set on the UI thread, so that space pressed again before the worker starts stops it.
         s.arm()
         self.running = True
         self._follow_engine()
-        self.shown.drive("run")
+        self.shown.drive(what)
 
     def _follow_engine(self) -> None:
         self.playback.stop()  # the view follows the engine again
@@ -141,11 +154,12 @@ class Driver:
     # --- the requests (on the worker thread) ----------------------------------------------
     def request(self, s: Session, what: str, thread: str | None = None) -> StepResult | None:
         """Blocking: ``step``, ``thread`` (step ``thread``), ``schedule`` (the policy's
-        steps) or ``run`` (to a breakpoint or the end).  None if ``s`` is no longer the
-        shown session (restarted, switched or quit while the request waited) or finished."""
+        steps), ``run`` (to a breakpoint or the end) or ``until`` (``run_to``).  None if
+        ``s`` is no longer the shown session (restarted, switched or quit while the request
+        waited) or finished."""
         with self._lock:
             if self.shown.session is not s or s.finished:
-                if what == "run" and self.shown.session is s:
+                if what in ("run", "until") and self.shown.session is s:
                     self.running = False
                 return None
             self._stepped_thread = what == "thread"
@@ -157,9 +171,10 @@ class Driver:
                     return s.step_thread(thread)
                 if what == "schedule":
                     return s.run_schedule()
-                return s.run_until_breakpoint(arm=False)
+                return s.run_until_breakpoint(
+                    arm=False, until=self.until if what == "until" else None)
             finally:
-                if what == "run":
+                if what in ("run", "until"):
                     self.running = False
 
     def done(self, r: StepResult) -> None:
@@ -172,6 +187,8 @@ class Driver:
                 v.notify(explain(found[0], s.history), title="breakpoint", timeout=15)
             else:
                 v.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
+        elif r.status == "reached":  # a move (n, m, u) got where it went
+            v.notify(f"at {self.until_what}", timeout=2)
         elif r.status == "paused" and r.report is not None:
             v.notify(r.report.explanation, title="paused", timeout=6)
         elif r.status == "stuck" and r.report is not None:

@@ -27,7 +27,25 @@ BINDINGS = [
     Binding("space", "toggle_run", "Run/Pause",
             tooltip="Run the engine to a breakpoint or the end, or pause it; in a replay "
                     "or behind the newest event, play or pause the history"),
-    Binding("n", "step", "Step", tooltip="The scheduler picks a thread; it moves one event"),
+    Binding("full_stop", "step", "Step", key_display=".",
+            tooltip="One event: the scheduler picks a thread and it moves one event (in a "
+                    "replay: the next event)"),
+    # --- moves by what a person knows (moves.py): a node, a module, a GraphTask
+    Binding("n", "move('node')", "Node",
+            tooltip="Step over a node: to the end of the node being evaluated (between "
+                    "nodes: of the next one); live, the engine runs there"),
+    Binding("N", "move('node', False)", "Back node", show=False,
+            tooltip="Back to the start of the node (again: of the one before)"),
+    Binding("m", "move('module')", "Finish module", show=False,
+            tooltip="To the end of the current nn.Module's last node in this backward "
+                    "(again: of the module that holds it)"),
+    Binding("M", "move('module', False)", "Back module", show=False,
+            tooltip="Back to the start of the current nn.Module in this backward"),
+    Binding("u", "move('task')", "Out of GraphTask", show=False,
+            tooltip="Out of this GraphTask: to its completion (from a reentrant backward, "
+                    "back into the outer one)"),
+    Binding("U", "move('task', False)", "Back GraphTask", show=False,
+            tooltip="Back to the creation of this GraphTask (again: of the one that made it)"),
     Binding("left", "back", "Back", tooltip="Step back one event in the history"),
     Binding("right", "forward", "Fwd", tooltip="Step forward one event in the history"),
     Binding("c", "continue", "Continue", tooltip="Run to the next breakpoint"),
@@ -44,6 +62,13 @@ BINDINGS = [
     Binding("end", "last", "Last", show=False, priority=True, tooltip="The newest event"),
     Binding("v", "toggle_view", "View", tooltip="Graph view, grouped view, list view"),
     Binding("d", "details", "Details", tooltip="Show or hide the node details"),
+    Binding("F", "frames", "Frames", show=False,
+            tooltip="Node details: every frame of the forward op that made the node, "
+                    "library frames too (again: the program's own frame only)"),
+    Binding("J", "scroll_details(4)", "Details down", show=False,
+            tooltip="Scroll the node details down (the mouse wheel scrolls them too)"),
+    Binding("K", "scroll_details(-4)", "Details up", show=False,
+            tooltip="Scroll the node details up"),
     Binding("r", "restart", "Restart", tooltip="Run the scenario again from the start"),
     Binding("s", "scenarios", "Scenarios", tooltip="Open another scenario (a filtered list)"),
     Binding("e", "export", "Export", tooltip="Export a Graphviz snapshot of the shown state"),
@@ -65,7 +90,8 @@ BINDINGS = [
     Binding("minus", "slower", "Slower", key_display="-", show=False,
             tooltip="Play slower (fewer events per second)"),
     Binding("slash", "jump", "Jump", key_display="/",
-            tooltip="Jump to the next event of a kind or a node (push, #5, MulBackward0)"),
+            tooltip="Jump to the next event of a kind, a node, a module or a parameter "
+                    "(push, #5, MulBackward0, encoder.layers.0, fc1.weight)"),
     Binding("right_square_bracket", "jump_next", "Next match", key_display="]",
             show=False, tooltip="Repeat the last jump: the next matching event"),
     Binding("left_square_bracket", "jump_prev", "Prev match", key_display="[",

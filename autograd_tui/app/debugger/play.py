@@ -10,13 +10,14 @@ cursor is behind the newest event); they read the ``Session`` only.  ``Player`` 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from textual.timer import Timer
 
 from autograd_tui.app.debugger.shown import Shown
 from autograd_tui.app.playback import Player, find_event
 from autograd_tui.app.screens import JumpScreen
-from autograd_tui.control.query import EventQuery, parse_query
+from autograd_tui.control.query import EventQuery, graph_words, parse_query
 
 REFRESH_HZ = 30  # the screen's refresh rate: play never ticks faster
 
@@ -98,7 +99,7 @@ class Playback:
         """A dialog for the kind or node to jump to, then the jump."""
         if self.shown.session is None:
             return
-        names = self.shown.names()
+        names, meta = self.graph()
 
         def done(q: EventQuery | None) -> None:
             if q is not None:
@@ -106,10 +107,19 @@ class Playback:
                 self.jump(forward)
 
         def parse(text: str) -> EventQuery:
-            return parse_query(text, names)
+            return parse_query(text, names, meta)
 
         last = self.query.text if self.query is not None else ""
-        self.shown.app.push_screen(JumpScreen(parse, forward, last), done)
+        self.shown.app.push_screen(JumpScreen(parse, forward, last,
+                                              graph_words(names, meta)), done)
+
+    def graph(self) -> tuple[dict[int, str], dict[int, dict[str, Any]]]:
+        """Node id -> name, and -> ``node_meta`` (modules, parameters), of the graph so far."""
+        s = self.shown.session
+        if s is None:
+            return {}, {}
+        state = s.state_at(self.shown.seen)
+        return {n: info.name for n, info in state.nodes.items()}, state.node_meta
 
     def repeat_jump(self, forward: bool) -> None:
         """``]`` / ``[``: the last jump again; before any, the dialog."""
@@ -124,7 +134,8 @@ class Playback:
         if s is None or q is None:
             return
         self.stop()
-        k = find_event(s, q, v.cursor, forward, end=v.seen, names=v.names())
+        names, meta = self.graph()
+        k = find_event(s, q, v.cursor, forward, end=v.seen, names=names, meta=meta)
         if k is None:
             where = "after" if forward else "before"
             v.notify(f"no {q.text} event {where} event {v.cursor}", timeout=3)

@@ -25,6 +25,7 @@ from textual.widgets import Static
 from autograd_tui.app.debugger import copy, keys
 from autograd_tui.app.debugger.dialogs import Dialogs
 from autograd_tui.app.debugger.driver import Driver
+from autograd_tui.app.debugger.moves import Moves
 from autograd_tui.app.debugger.panes import Panes
 from autograd_tui.app.debugger.play import REFRESH_HZ, Playback
 from autograd_tui.app.palette import BindingCommands
@@ -67,6 +68,7 @@ class DebuggerScreen(Screen[None]):
         self.playback = Playback(self)
         self.driver = Driver(self, self.playback)
         self.dialogs = Dialogs(self)
+        self.moves = Moves(self, self.driver)  # n, m, u and back: a node, a module, a task
         self._panes: Panes | None = None
         self.follow = True  # the shown index follows the newest event
         self.seen = -1  # the newest event drawn
@@ -116,12 +118,12 @@ class DebuggerScreen(Screen[None]):
         s = self.session
         if s is not None and s.live and (steps := s.schedule_steps()):
             # --policy schedule:... (explore prints such commands): open where it leads
-            self.notify(f"running the schedule's {steps} steps; then n steps on, left walks "
+            self.notify(f"running the schedule's {steps} steps; then . steps on, left walks "
                         "back", timeout=4)
             self.follow = True
             self.drive("schedule")
         elif s is not None and s.live:
-            self.notify("n steps, space runs, ? shows every key", timeout=4)
+            self.notify("n steps a node, . an event, ? shows every key", timeout=4)
 
     def _reset(self) -> None:
         """Before another session: nothing of the last one stays on screen."""
@@ -300,9 +302,18 @@ class DebuggerScreen(Screen[None]):
     def action_pan(self, dx: int, dy: int) -> None:
         self.query_one(GraphPane).pan(dx, dy)
 
+    def action_frames(self) -> None:
+        self.query_one(GraphPane).toggle_frames()
+
+    def action_scroll_details(self, dy: int) -> None:
+        self.query_one(GraphPane).scroll_details(dy)
+
     # --- actions: the engine (driver.py) ------------------------------------------------------
     def action_step(self) -> None:
         self.driver.step()
+
+    def action_move(self, what: str, forward: bool = True) -> None:
+        self.moves.move(what, forward)
 
     def action_step_thread(self, k: int) -> None:
         self.driver.step_thread(k)

@@ -1,12 +1,16 @@
-"""The breakpoints dialog (``b``): add breakpoints on an event's kind, node, queue or
+"""The breakpoints dialog (``b``): add breakpoints on an event's kind, node (a node's name
+or id, an nn.Module path, a parameter's name: completed from the graph's), queue or
 thread, or on the first non-finite gradient, or clear them."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
+from autograd_tui.app.screens.jump import WordSuggester
 from autograd_tui.app.screens.modal import Modal
 from autograd_tui.control.query import QueryError
 from autograd_tui.session import Breakpoint
@@ -18,16 +22,18 @@ HINT = ("tab moves between the fields, space ticks the box, enter in a field add
 class BreakpointsScreen(Modal):
     """Add breakpoints (every given field must match) or clear them."""
 
-    def __init__(self, existing: list[Breakpoint]) -> None:
+    def __init__(self, existing: list[Breakpoint], words: Sequence[str] = ()) -> None:
         super().__init__()
         self.existing = list(existing)
+        self.words = words  # the graph's names, for completion
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label("Breakpoints: stop when an event matches", classes="dialog-title")
             yield Static(self._listing(), id="bp-list")
             yield Input(placeholder="event kind, e.g. not_ready_insert", id="bp-kind")
-            yield Input(placeholder="node name or id, e.g. ReluBackward0", id="bp-node")
+            yield Input(placeholder="node, module or parameter, e.g. ReluBackward0, "
+                        "encoder.layers.0", id="bp-node", suggester=WordSuggester(self.words))
             yield Input(placeholder="queue, e.g. cpu or cuda:0", id="bp-queue")
             yield Input(placeholder="thread, e.g. cuda:0", id="bp-thread")
             yield Checkbox("the first NaN or Inf gradient", id="bp-nonfinite")

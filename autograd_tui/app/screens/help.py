@@ -11,27 +11,32 @@ HELP = f"""\
 | key | what it does |
 |---|---|
 | `space` | run / pause all threads (runs to the next breakpoint or the end) |
-| `n` | step: the scheduler picks the next thread and it moves one event |
+| `.` | step one event: the scheduler picks the next thread and it moves one event |
+| `n` / `N` | over a node: to its end (live: the engine runs there) / back to its start |
+| `m` / `M` | to the end of this nn.Module in this backward (again: the outer) / its start |
+| `u` / `U` | out of this GraphTask (a reentrant one: into the outer) / back to its creation |
 | `1`-`9` | step thread k (the number in the threads pane) |
 | `p` | pause / resume the thread selected in the threads pane |
 | `P` then `1`-`9` | pause / resume thread k (the number in the threads pane) |
 | `c` | continue to the next breakpoint |
-| `b` | breakpoints: an event kind, node, queue or thread, or the first NaN/Inf gradient |
+| `b` | breakpoints: a kind, node, module, parameter, queue, thread, or the first NaN/Inf |
 | `left` / `right` | step back / forward through the history |
 | `home` / `end` | first / last event |
 | `g` | go to an event index |
 | `space` | in a replay, or behind the newest event: play / pause the history (stops at the end) |
 | `+` / `-` | play faster / slower (events per second, shown in the title while playing) |
-| `/` | jump to the next event of a kind or node: `push`, `#5`, `MulBackward0`, `push #5` |
+| `/` | jump to an event of a kind, node, module or parameter: `push`, `#5`, `h.0.attn` |
 | `]` / `[` | repeat the last jump: the next / previous matching event |
 | `y` | copy the shown event's line to the clipboard |
 | `Y` | copy the node details (`d`) to the clipboard |
 | `ctrl+p` | command palette: every key's command, by name |
 | `v` | graph view / compact list view |
 | `d` | node details (of the node the shown event touched, or the selected row) |
+| `J` / `K` | scroll the node details down / up (or the mouse wheel) |
+| `F` | node details: every frame of the forward op, library ones too (else the program's own) |
 | `shift+arrows` | pan the graph |
 | `w` | the next side pane, where they are tabs (a terminal under {TALL_HEIGHT} rows) |
-| `T` / `Q` / `N` / `G` | show the threads / ready queues / not_ready / GraphTasks pane |
+| `T` / `Q` / `R` / `G` | show the threads / ready queues / not_ready / GraphTasks pane |
 | `T` | also focuses the threads pane: `up` / `down` choose a thread, `p` pauses it |
 | `enter` / click | grouped view (PyTorch nodes by nn.Module; `v`): open / close a group |
 | `f` | grouped view: open the groups holding the shown event's node, select its row |
@@ -57,7 +62,7 @@ the keys that fit its width, the most used first.  Every key is in this list.
 in the footer or the palette, and pressed they say which keys walk it.
 
 **Live runs keep their history**: step back with `left` while the engine waits;
-`n` moves the engine on and jumps back to the newest event; `space` plays the
+`.` moves the engine on and jumps back to the newest event; `space` plays the
 history up to the newest event, and there runs the engine.
 """
 

@@ -15,7 +15,6 @@ from textual.containers import Vertical
 from textual.geometry import Region
 from textual.message import Message
 from textual.theme import Theme
-from textual.widgets import Static
 
 from autograd_tui.app import graph_draw, render
 from autograd_tui.app.theme import ANSI, Palette
@@ -60,6 +59,7 @@ class GraphPane(Vertical):
         self._shown: tuple[EngineState, int | None] | None = None
         self._scrolled_to: int | None = None  # the node the boxes view last scrolled to
         self._details_of: int | None = None  # the node whose details the pane shows
+        self.frames = False  # F: the details list every frame of the forward op
 
     def on_mount(self) -> None:
         self._theme_changed(self.app.current_theme)
@@ -83,7 +83,7 @@ class GraphPane(Vertical):
         yield TextView(id="graph")
         yield LineTable(NODE_COLUMNS, zebra=True, grow_only=True, id="node-list")
         yield GroupTable(id="group-list")
-        yield Static("", id="details")
+        yield TextView(id="details")  # scrolls: a node's saved tensors can be many
 
     def reset(self) -> None:
         """A new run: nothing of the last one's graph is kept."""
@@ -95,6 +95,16 @@ class GraphPane(Vertical):
 
     def toggle_details(self) -> None:
         self.query_one("#details").toggle_class("shown")
+
+    def toggle_frames(self) -> None:
+        """F: the node's whole forward stack in its details, or its program frame only."""
+        self.frames = not self.frames
+        self.query_one("#details").add_class("shown")
+        if self._shown is not None:
+            self.show(*self._shown)
+
+    def scroll_details(self, dy: int) -> None:
+        self.query_one("#details", TextView).scroll_relative(0, dy, animate=False)
 
     def pan(self, dx: int, dy: int) -> None:
         self.query_one("#graph", TextView).scroll_relative(dx, dy, animate=False)
@@ -149,10 +159,13 @@ class GraphPane(Vertical):
         node = self.details_node if self.details_node is not None else highlight
         if node is None:  # an event of no node (the last, at the end of play): the details
             node = self._details_of  # shown stay of their node, at this event (not stale)
-        details = self.query_one("#details", Static)
+        details = self.query_one("#details", TextView)
         if details.has_class("shown") and node is not None:
+            if node != self._details_of:
+                details.scroll_to(0, 0, animate=False, immediate=True)  # another node: its top
             self._details_of = node
-            details.update(render.node_details(state, node, forward=self.forward))
+            details.update(render.node_details(state, node, forward=self.forward,
+                                               frames=self.frames))
 
     def drawing(self, state: EngineState, highlight: int | None) -> graph_draw.Block:
         """The boxes view of ``state`` as this pane draws it: its palette, the scenario's

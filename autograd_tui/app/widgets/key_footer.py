@@ -20,13 +20,14 @@ from textual.widgets._footer import FooterKey
 # shrinks.  A key shows only if every more important key does; a binding whose action is
 # not here is never in the footer (it stays in the help screen and the command palette).
 FOOTER_KEYS: tuple[tuple[str, int], ...] = (
-    ("step", 1),
+    ("move('node')", 1),  # n: over a node
     ("toggle_run", 1),
     ("back", 1),
     ("forward", 1),
     ("next_pane", 1),  # only while the side panes are tabs (a short terminal)
     ("continue", 3),
     ("breakpoints", 3),
+    ("step", 3),  # .: one event (n, a node, is the first key)
     ("pause_thread", 4),
     # not pause_prefix (P then a thread's number): at 200 columns the footer holds every
     # key of this table and no more; P is in the help (?) and the palette (ctrl+p)
@@ -35,7 +36,7 @@ FOOTER_KEYS: tuple[tuple[str, int], ...] = (
     ("details", 5),
     ("restart", 5),
     ("jump", 6),  # replay: / finds the next event of a kind or a node
-    ("copy_event", 6),
+    # not copy_event (y): n's room at 200 columns; y is in the help (?) and the palette
     ("scenarios", 2),
     ("export", 2),
     ("notes", 2),

@@ -32,7 +32,7 @@ class Pane:
 PANES = (
     Pane("threads", "threads", "threads", "T", "threads-pane"),
     Pane("queues", "ready queues", "queues", "Q", "queues"),
-    Pane("not_ready", "not_ready", "not_ready", "N", "not-ready"),
+    Pane("not_ready", "not_ready", "not_ready", "R", "not-ready"),  # N: back a node
     Pane("graph_tasks", "GraphTasks", "tasks", "G", "graph-tasks"),
 )
 PANE_NAMES = tuple(p.name for p in PANES)

@@ -1,0 +1,64 @@
+"""``Moves``: the keys that move by what a person knows: over a node (``n`` / ``N``), to
+the end of a module (``m`` / ``M``), out of a GraphTask (``u`` / ``U``).
+
+Where each move ends is ``history/navigation.py``'s; this says what the screen does with
+it.  Forward, a move that ends inside the history shows that event (a recording, or a
+live run's history behind the newest event); one that ends beyond it in a live run runs
+the engine there (``Driver.run_to``: a breakpoint on the way stops it first, space
+stops it).  Backward, a move only walks the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from autograd_tui.app.debugger.driver import Driver
+from autograd_tui.app.debugger.shown import Shown
+from autograd_tui.history import navigation
+from autograd_tui.session import Session
+
+FORWARD: dict[str, Callable[[Session, int], navigation.Move]] = {
+    "node": navigation.over_node,
+    "module": navigation.finish_module,
+    "task": navigation.out_of_task,
+}
+BACK: dict[str, Callable[[Session, int], int | None]] = {
+    "node": navigation.back_node,
+    "module": navigation.back_module,
+    "task": navigation.back_task,
+}
+#: what a backward move goes to the start of, for the message when there is none
+BACK_WORDS = {"node": "the start of a node", "module": "the start of a module",
+              "task": "the start of a GraphTask"}
+
+
+class Moves:
+    """The moves over what ``shown`` shows: a member of the debugger screen."""
+
+    def __init__(self, shown: Shown, driver: Driver) -> None:
+        self.shown = shown
+        self.driver = driver
+
+    def move(self, what: str, forward: bool = True) -> None:
+        v = self.shown
+        s = v.session
+        if s is None or what not in FORWARD or self.driver.running:
+            return
+        self.driver.playback.stop()
+        if not forward:
+            k = BACK[what](s, v.cursor)
+            if k is None:
+                v.notify(f"no {BACK_WORDS[what]} before event {v.cursor}", timeout=3)
+            else:
+                v.show_event(k)
+            return
+        m = FORWARD[what](s, v.cursor)
+        if m.k is not None:
+            v.show_event(m.k)
+        elif m.until is None:
+            v.notify(f"nothing to step to: {m.what}", timeout=3)
+        elif not s.live or s.finished:
+            where = "recording" if not s.live else "run"
+            v.notify(f"this {where} never gets to {m.what}", timeout=3)
+        else:
+            self.driver.run_to(m.until, m.what)
