@@ -4,23 +4,37 @@
 keeps out of Python's reach: the hooks a program puts on non-leaf tensors
 (``Tensor.register_hook``, ``retain_grad``), which arguments of a custom
 ``Function`` were tensors (``is_variable_input`` in ``python_function.cpp``),
-the ``nn.Module`` that created each node (module forward hooks) and, under
-anomaly mode, where each node was created (``AnomalyMetadata``'s traceback).
+the ``nn.Module`` that created each node (module forward hooks) and where each
+node was created (what anomaly mode's ``AnomalyMetadata`` keeps as a traceback).
 ``current_registry()`` hands that to ``bridge.from_torch``.  Imports nothing of
 the bridge: ``bridge`` reads the registry, ``program`` runs a forward under it.
+
+Departs from anomaly mode, for speed (it formats a whole stack per op, ~100 us): a
+``TorchFunctionMode`` (``SiteMode``) keeps, per torch call that made a node, the
+newest node's ``sequence_nr`` and the call's frames as interned ``(code, line)``
+pairs; a node's site is the call whose range of sequence numbers holds its own.
+Each code location is classified and formatted once (``Sites``).  A call handled
+in Python (``F.multi_head_attention_forward``) is one call: its inner nodes share
+its site.  Nodes made on another thread than the forward's get none.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import linecache
 import os
-import re
+import sys
+import sysconfig
 import threading
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
 from . import saved as saved_hooks
+from .saved import saved_summaries
+
+__all__ = ["Registry", "capture", "current_registry", "saved_summaries", "Sites"]
 
 _lock = threading.Lock()
 
@@ -37,6 +51,8 @@ class Registry:
         self._params: dict[int, tuple[Any, str, str, str]] = {}  # param -> (p, path, type, name)
         # param -> (p, id of the root module, the root's name, named_parameters()' name)
         self._qual: dict[int, tuple[Any, int, str, str]] = {}
+        self._roots: set[int] = set()  # the roots named in _qual (one: no prefix)
+        self.sites = Sites()
 
     # --- recorded during the forward ----------------------------------------------------
     def add_tensor_hooks(self, fn: Any, nr: int, hooks: Any) -> None:
@@ -66,7 +82,9 @@ class Registry:
                 self._params.setdefault(id(p), (p, mpath, type(m).__name__, pname))
         label = root_label(root)
         for qname, p in root.named_parameters():
-            self._qual.setdefault(id(p), (p, id(root), label, qname))
+            if id(p) not in self._qual:
+                self._qual[id(p)] = (p, id(root), label, qname)
+                self._roots.add(id(root))
         return names
 
     def param_name(self, p: Any) -> str | None:
@@ -76,7 +94,7 @@ class Registry:
         q = self._qual.get(id(p))
         if q is None:
             return None
-        if len({r for _, r, _, _ in self._qual.values()}) == 1:
+        if len(self._roots) == 1:
             return q[3]
         return f"{q[2]}.{q[3]}"
 
@@ -104,22 +122,24 @@ class Registry:
             tensor = self.param_name(var) or (f"{module}.{pname}" if module else pname)
         elif id(fn) in self._module:
             _, module, typ = self._module[id(fn)]
-        created, source = creation_site(fn)
+        created, source, stack = self.sites.of(fn)
         return {"module": module, "module_type": typ, "tensor": tensor, "created": created,
-                "source": source, "saved": [f"{k}: {v}" for k, v in saved_summaries(fn)]}
-
-
-_current = Registry()
+                "source": source, "saved": [f"{k}: {v}" for k, v in saved_summaries(fn)],
+                "stack": stack}
 
 
 def current_registry() -> Registry:
     return _current
 
 
+_current: Registry  # set at the end of the module (Sites is defined below)
+
+
 # --- the forward pass -----------------------------------------------------------------------
 @contextlib.contextmanager
-def capture(anomaly: bool = True) -> Iterator[Registry]:
-    """Record, while a program's forward pass runs, what ``from_torch`` needs."""
+def capture() -> Iterator[Registry]:
+    """Record, while a program's forward pass runs, what ``from_torch`` needs.  Anomaly
+    mode is left as the program sets it (its checks still run; its traceback is unused)."""
     global _current
     import torch
     from torch.autograd import function as F
@@ -149,6 +169,7 @@ def capture(anomaly: bool = True) -> Iterator[Registry]:
         for t in _flatten(out):
             if t.grad_fn is not None and isinstance(t.grad_fn, F.BackwardCFunction):
                 reg.add_var_inputs(t.grad_fn, flags)
+        reg.sites.note(out)  # not a torch function: the mode does not see it
         return out
 
     stack: list[tuple[str, int]] = []  # (module path, watermark sequence_nr)
@@ -171,19 +192,21 @@ def capture(anomaly: bool = True) -> Iterator[Registry]:
         path, mark = stack.pop()
         _claim(reg, _flatten(output), path, type(module).__name__, mark)
 
-    prev_anomaly = (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled())
+    reg.sites.stop = sys._getframe(2)  # the frame with `with capture()`: outermost kept
+    mode = site_mode(reg.sites)
     with _lock:
         T.register_hook = register_hook
         T.retain_grad = retain_grad
         F.Function.apply = classmethod(apply)
         handles = [M.register_module_forward_pre_hook(pre),
                    M.register_module_forward_hook(post)]
-        if anomaly:
-            torch.autograd.set_detect_anomaly(True, check_nan=False)
     saved_hooks.install()  # saved-tensor hooks entered now are guarded (saved.py)
+    mode.__enter__()
     try:
         yield reg
     finally:
+        mode.__exit__(None, None, None)
+        reg.sites.stop = None
         saved_hooks.uninstall()
         with _lock:
             T.register_hook = orig_hook
@@ -194,7 +217,6 @@ def capture(anomaly: bool = True) -> Iterator[Registry]:
             F.Function.apply = orig_apply
             for h in handles:
                 h.remove()
-            torch.autograd.set_detect_anomaly(*prev_anomaly)
 
 
 def _claim(reg: Registry, outs: list[Any], path: str, typ: str, mark: int) -> None:
@@ -225,45 +247,136 @@ def _flatten(x: Any) -> list[Any]:
     return []
 
 
-# --- node facts -------------------------------------------------------------------------------
-_FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)'
-                    r'(?:\n\s*(?P<src>[^\n]*))?')
+# --- where each node was created ---------------------------------------------------------
+STACK_MAX = 40  # frames kept in node_meta's stack: the innermost
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # engine/
+_TOOL = (_HERE + os.sep, os.path.join(os.path.dirname(_HERE), "autograd_tui") + os.sep)
+_kind: dict[str, int] = {}  # filename -> PROGRAM, LIBRARY, TORCH or OURS
+PROGRAM, LIBRARY, TORCH, OURS = 0, 1, 2, 3
 
 
-def creation_site(fn: Any) -> tuple[str | None, str | None]:
-    """Where the forward op of ``fn`` ran (anomaly mode's traceback): the innermost frame
-    outside torch and this package, as ``file:line in func`` and its source line."""
-    try:
-        tb = fn.metadata.get("traceback_")
-    except Exception:  # noqa: BLE001 - a node without metadata
-        return None, None
-    if not tb:
-        return None, None
-    frames = tb if isinstance(tb, list) else [tb]
-    import sysconfig
-
-    # engine/ (this package is in it), and the debugger beside it
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    skip = (_package_dir("torch") + os.sep, here + os.sep,
-            os.path.join(os.path.dirname(here), "autograd_tui") + os.sep,
-            os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep)
-    for text in reversed(frames):
-        m = _FRAME.match(str(text))
-        if m is None:
-            continue
-        path = os.path.abspath(m["file"])
-        if path.startswith(skip) or m["file"].startswith("<frozen"):
-            continue
-        return f"{m['file']}:{m['line']} in {m['func']}", (m["src"] or "").strip() or None
-    return None, None
+def file_kind(filename: str) -> int:
+    """``PROGRAM``: the program's own file; ``LIBRARY``: site-packages, dist-packages,
+    the standard library, ``<frozen ...>``; ``TORCH``; ``OURS``: the engine's or the
+    debugger's."""
+    k = _kind.get(filename)
+    if k is None:
+        path = os.path.abspath(filename)
+        if path.startswith(_TOOL):
+            k = OURS
+        elif path.startswith(_package_dir("torch") + os.sep):
+            k = TORCH
+        elif (filename.startswith("<frozen") or path.startswith(_stdlib())
+              or any(p in ("site-packages", "dist-packages") for p in path.split(os.sep))):
+            k = LIBRARY
+        else:
+            k = PROGRAM
+        _kind[filename] = k
+    return k
 
 
 def is_tool_file(filename: str) -> bool:
     """Whether ``filename`` is torch's, the engine's or the debugger's (not the program's)."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    skip = (_package_dir("torch") + os.sep, here + os.sep,
-            os.path.join(os.path.dirname(here), "autograd_tui") + os.sep)
-    return os.path.abspath(filename).startswith(skip)
+    return file_kind(filename) >= TORCH
+
+
+def _stdlib() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple({os.path.abspath(paths[k]) + os.sep for k in ("stdlib", "platstdlib")})
+
+
+class Sites:
+    """Where the forward ops ran: per torch call that made nodes, the newest node's
+    ``sequence_nr`` and an interned key of the call's frames (innermost first, up to the
+    frame that entered ``capture()``); each ``(code, line)`` formatted once."""
+
+    def __init__(self) -> None:
+        self.stop: Any = None  # the frame that entered capture(): the walk ends there
+        self.seqs: list[int] = []
+        self.keys: list[tuple[Any, ...]] = []
+        self._interned: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._resolved: dict[tuple[Any, ...], tuple[str | None, str | None, list[str]]] = {}
+        self._frames: dict[tuple[Any, int], str] = {}
+        self.resolves = 0  # how many keys were resolved (each once)
+
+    def note(self, out: Any, depth: int = 2) -> None:
+        """A torch call returned ``out``: keep its site if it made a newer node."""
+        try:  # a view made under no_grad and changed in place refuses .grad_fn
+            if isinstance(out, (tuple, list)):  # (values, indices): the first with a node
+                out = next((t for t in out if getattr(t, "grad_fn", None) is not None), None)
+            fn = getattr(out, "grad_fn", None)
+        except RuntimeError:
+            return
+        if fn is None:
+            return
+        seq = fn._sequence_nr()
+        if self.seqs and seq <= self.seqs[-1]:
+            return  # an older node (an op that returned its input): nothing new
+        f, stop, key = sys._getframe(depth), self.stop, []
+        while f is not None:
+            key.append(f.f_code)
+            key.append(f.f_lineno)
+            if f is stop:
+                break
+            f = f.f_back
+        k = tuple(key)
+        self.seqs.append(seq)
+        self.keys.append(self._interned.setdefault(k, k))
+
+    def key(self, fn: Any) -> tuple[Any, ...] | None:
+        try:
+            seq = fn._sequence_nr()
+        except Exception:  # noqa: BLE001 - not a node
+            return None
+        i = bisect.bisect_left(self.seqs, seq)
+        return self.keys[i] if i < len(self.keys) else None
+
+    def of(self, fn: Any) -> tuple[str | None, str | None, list[str]]:
+        """``created`` (the innermost frame of the program's own), its ``source`` line and
+        the ``stack`` (outermost first, the ``STACK_MAX`` innermost) of ``fn``'s op."""
+        key = self.key(fn)
+        if key is None:
+            return None, None, []
+        hit = self._resolved.get(key)
+        if hit is None:
+            hit = self._resolved[key] = self._resolve(key)
+        return hit
+
+    def _resolve(self, key: tuple[Any, ...]) -> tuple[str | None, str | None, list[str]]:
+        self.resolves += 1
+        # our own frames (the runner, the modes) are no part of the program's stack
+        pairs = [(c, ln) for c, ln in zip(key[0::2], key[1::2])
+                 if file_kind(c.co_filename) != OURS]
+        created = source = None
+        for code, line in pairs:
+            if file_kind(code.co_filename) == PROGRAM:
+                created = self.frame(code, line)
+                source = linecache.getline(code.co_filename, line).strip() or None
+                break
+        stack = [self.frame(c, ln) for c, ln in reversed(pairs[:STACK_MAX])]
+        return created, source, stack
+
+    def frame(self, code: Any, line: int) -> str:
+        text = self._frames.get((code, line))
+        if text is None:
+            text = self._frames[(code, line)] = f"{code.co_filename}:{line} in {code.co_name}"
+        return text
+
+
+def site_mode(sites: Sites) -> Any:
+    """A ``TorchFunctionMode`` that notes each call's site (``Sites.note``)."""
+    from torch import is_grad_enabled as grad_enabled
+    from torch.overrides import TorchFunctionMode
+
+    class SiteMode(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            if grad_enabled():  # no node is made under no_grad
+                sites.note(out)
+            return out
+
+    return SiteMode()
 
 
 def root_label(module: Any) -> str:
@@ -289,50 +402,4 @@ def _package_dir(name: str) -> str:
     return os.path.dirname(os.path.abspath(importlib.import_module(name).__file__ or ""))
 
 
-def saved_summaries(fn: Any) -> list[tuple[str, str]]:
-    """A node's saved tensors (``_saved_*``; a custom Function's ``saved_tensors``):
-    name and a summary (shape, dtype, norm)."""
-    out = []
-    names = [a for a in dir(fn) if a.startswith("_saved_")]
-    pairs: list[tuple[str, Any]] = []
-    with saved_hooks.looking():  # never run an unpack hook before PyTorch does
-        for a in names:
-            try:
-                pairs.append((a[len("_saved_"):], getattr(fn, a)))
-            except Exception as e:  # noqa: BLE001 - freed, or not unpackable: say so
-                pairs.append((a[len("_saved_"):], _Unavailable(e)))
-        if hasattr(fn, "saved_tensors") and not names:
-            try:
-                pairs.extend((f"saved_tensors[{i}]", t) for i, t in enumerate(fn.saved_tensors))
-            except Exception as e:  # noqa: BLE001
-                pairs.append(("saved_tensors", _Unavailable(e)))
-    for k, v in pairs:
-        out.append((k, _summary(v)))
-    return out
-
-
-class _Unavailable:
-    def __init__(self, e: BaseException) -> None:
-        if isinstance(e, saved_hooks.NotReadYet):
-            self.text = "(saved-tensor hooks: read when the node runs)"
-            return
-        self.text = f"(unavailable: {str(e).splitlines()[0][:80] if str(e) else type(e).__name__})"
-
-
-def _summary(v: Any) -> str:
-    import torch
-
-    if isinstance(v, _Unavailable):
-        return v.text
-    if isinstance(v, torch.Tensor):
-        if v.layout != torch.strided or v.is_nested:
-            return f"Tensor{list(v.shape)} {str(v.dtype).replace('torch.', '')} {v.layout}"
-        d = v.detach()
-        norm = float(d.double().norm()) if d.is_floating_point() and d.numel() else None
-        tail = f" |x|={norm:.4g}" if norm is not None else ""
-        return f"Tensor{list(v.shape)} {str(v.dtype).replace('torch.', '')}{tail}"
-    if isinstance(v, (tuple, list)) and v and all(isinstance(t, torch.Tensor) for t in v):
-        return f"{len(v)} tensors: " + ", ".join(_summary(t) for t in v[:3]) + (
-            ", ..." if len(v) > 3 else "")
-    text = repr(v)
-    return text if len(text) <= 60 else text[:57] + "..."
+_current = Registry()
