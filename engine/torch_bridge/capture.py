@@ -132,6 +132,17 @@ def current_registry() -> Registry:
     return _current
 
 
+def captured_nodes() -> int | None:
+    """About how many nodes the forward pass under ``capture()`` has made so far (the
+    span of their sequence numbers), or None when no capture runs: for a progress line,
+    read from another thread."""
+    sites = _current.sites
+    if sites.stop is None:
+        return None
+    seqs = sites.seqs
+    return seqs[-1] - sites.first + 1 if seqs else 0
+
+
 _current: Registry  # set at the end of the module (Sites is defined below)
 
 
@@ -293,6 +304,7 @@ class Sites:
     def __init__(self) -> None:
         self.stop: Any = None  # the frame that entered capture(): the walk ends there
         self.seqs: list[int] = []
+        self.first = 0  # the first call's newest sequence_nr, less its nodes (unknown): 0
         self.keys: list[tuple[Any, ...]] = []
         self._interned: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._resolved: dict[tuple[Any, ...], tuple[str | None, str | None, list[str]]] = {}
@@ -320,6 +332,8 @@ class Sites:
                 break
             f = f.f_back
         k = tuple(key)
+        if not self.seqs:
+            self.first = seq
         self.seqs.append(seq)
         self.keys.append(self._interned.setdefault(k, k))
 

@@ -19,6 +19,7 @@ the hook; PyTorch has no event for it.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -139,10 +140,18 @@ def saved_summaries(fn: Any) -> list[tuple[str, str]]:
     return [(k, _summary(v)) for k, v in pairs]
 
 
+_VERSION = re.compile(r"is at version (?P<now>\d+); expected version (?P<saved>\d+)")
+
+
 class _Unavailable:
     def __init__(self, e: BaseException) -> None:
         if isinstance(e, NotReadYet):
             self.text = "(saved-tensor hooks: read when the node runs)"
+            return
+        m = _VERSION.search(str(e))
+        if m is not None:  # SavedVariable::unpack's version check
+            self.text = (f"(modified in place: saved at version {m['saved']}, now version "
+                         f"{m['now']}; the backward will fail here)")
             return
         self.text = f"(unavailable: {str(e).splitlines()[0][:80] if str(e) else type(e).__name__})"
 
