@@ -305,9 +305,10 @@ class Sites:
         self.stop: Any = None  # the frame that entered capture(): the walk ends there
         self.seqs: list[int] = []
         self.first = 0  # the first call's newest sequence_nr, less its nodes (unknown): 0
-        self.keys: list[tuple[Any, ...]] = []
-        self._interned: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self._resolved: dict[tuple[Any, ...], tuple[str | None, str | None, list[str]]] = {}
+        self.keys: list[int] = []  # per call: an index into _uniq (no tuple hashed twice)
+        self._interned: dict[tuple[Any, ...], int] = {}
+        self._uniq: list[tuple[Any, ...]] = []
+        self._resolved: list[tuple[str | None, str | None, list[str]] | None] = []
         self._frames: dict[tuple[Any, int], str] = {}
         self.resolves = 0  # how many keys were resolved (each once)
 
@@ -335,25 +336,27 @@ class Sites:
         if not self.seqs:
             self.first = seq
         self.seqs.append(seq)
-        self.keys.append(self._interned.setdefault(k, k))
-
-    def key(self, fn: Any) -> tuple[Any, ...] | None:
-        try:
-            seq = fn._sequence_nr()
-        except Exception:  # noqa: BLE001 - not a node
-            return None
-        i = bisect.bisect_left(self.seqs, seq)
-        return self.keys[i] if i < len(self.keys) else None
+        i = self._interned.get(k)
+        if i is None:
+            i = self._interned[k] = len(self._uniq)
+            self._uniq.append(k)
+            self._resolved.append(None)
+        self.keys.append(i)
 
     def of(self, fn: Any) -> tuple[str | None, str | None, list[str]]:
         """``created`` (the innermost frame of the program's own), its ``source`` line and
         the ``stack`` (outermost first, the ``STACK_MAX`` innermost) of ``fn``'s op."""
-        key = self.key(fn)
-        if key is None:
+        try:
+            seq = fn._sequence_nr()
+        except Exception:  # noqa: BLE001 - not a node
             return None, None, []
-        hit = self._resolved.get(key)
+        i = bisect.bisect_left(self.seqs, seq)
+        if i == len(self.seqs):
+            return None, None, []
+        k = self.keys[i]
+        hit = self._resolved[k]
         if hit is None:
-            hit = self._resolved[key] = self._resolve(key)
+            hit = self._resolved[k] = self._resolve(self._uniq[k])
         return hit
 
     def _resolve(self, key: tuple[Any, ...]) -> tuple[str | None, str | None, list[str]]:
