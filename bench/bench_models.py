@@ -7,11 +7,12 @@ pinned to one thread. For each size, in one process, best of a few repetitions:
 
 - ``forward``: the plain forward (and the loss);
 - ``backward``: plain ``loss.backward()``;
-- ``capture``: the same forward under ``capture()`` (what ``autograd-tui torch`` runs),
-  then ``from_torch`` (our graph, each node's ``node_meta``): ``capture fwd`` and
-  ``from_torch`` are its two parts;
+- ``capture``: the same forward as ``autograd-tui torch`` runs it (``forward_capture``:
+  ``capture()``, the in-place log, the backward-call and compile watches), then
+  ``from_torch`` (our graph): ``capture fwd`` and ``from_torch`` are its two parts;
 - ``ours``: our engine's backward over that graph, unobserved; ``observed``: the same
-  with a ``ListObserver`` on the engine (every event built and kept);
+  with a ``ListObserver`` on the engine (every event built and kept, each node's
+  ``node_meta`` made);
 
 and the ratios capture / forward (goal <= 10x) and ours / backward (goal <= 5x).
 Then ``autograd-tui torch --headless --quiet --record FILE`` on a generated script of
@@ -25,6 +26,7 @@ run that takes longer.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -32,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,12 +103,32 @@ def best(fn: Any, reps: int) -> float:
     return out
 
 
+def forward_capture() -> Any:
+    """The context ``autograd-tui torch`` runs the forward pass under."""
+    try:
+        from autograd_tui.engine.torch_bridge.program import forward_capture as fc
+    except ImportError:  # before it had a name: run_program's contexts, spelled out
+        return _spelled_out()
+    return fc()
+
+
+@contextlib.contextmanager
+def _spelled_out() -> Iterator[None]:
+    from autograd_tui.engine.torch_bridge import capture
+    from autograd_tui.engine.torch_bridge.compiled import watch_compile
+    from autograd_tui.engine.torch_bridge.inplace import inplace_log
+    from autograd_tui.engine.torch_bridge.program import backward_calls
+
+    with watch_compile(eager=True), capture(), backward_calls(), inplace_log():
+        yield
+
+
 def in_process(layers: int, reps: int) -> dict[str, float]:
     """Every in-process figure for one depth (seconds; ``nodes``)."""
     import torch
 
     from autograd_tui import engine
-    from autograd_tui.engine.torch_bridge import capture, from_torch
+    from autograd_tui.engine.torch_bridge import from_torch
 
     model, x = build(layers)
     res: dict[str, float] = {"layers": layers, "nodes": count_nodes(forward(model, x))}
@@ -126,7 +149,7 @@ def in_process(layers: int, reps: int) -> dict[str, float]:
         model.zero_grad(set_to_none=True)
         gc.collect()
         t0 = time.perf_counter()
-        with capture():
+        with forward_capture():
             loss = forward(model, x)
         t1 = time.perf_counter()
         g = from_torch(loss)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..tensor import Tensor
 from .bridge import TorchAccumulateGrad, TorchGraph, from_torch
-from .capture import capture, is_tool_file
+from .capture import Registry, capture, is_tool_file
 from .compiled import watch_compile
 from .convert import TorchBridgeError, device_str, torch_module
 from .inplace import inplace_log
@@ -51,6 +51,16 @@ def leaf_names(graph: TorchGraph) -> dict[str, TorchAccumulateGrad]:
     return out
 
 
+@contextlib.contextmanager
+def forward_capture() -> Iterator[tuple[Registry, dict[int, tuple[Any, str]], Any]]:
+    """What ``run_program`` runs the forward pass under: ``capture()``, the program's own
+    backward calls watched, in-place ops logged, a compiled model run eagerly (its eager
+    graph is what we step).  Yields the registry, the calls and the in-place log."""
+    log = inplace_log()
+    with watch_compile(eager=True), capture() as reg, backward_calls() as calls, log:
+        yield reg, calls, log
+
+
 class ProgramResult(dict[str, Tensor]):
     """Each leaf's ``.grad`` by name; ``no_grad``: each parameter of the models the forward
     pass called that got no gradient, and why."""
@@ -68,9 +78,7 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
     gradient a nested GraphTask wrote (a reentrant checkpoint's); ``no_grad`` names the
     parameters left without one."""
     torch_module()
-    log = inplace_log()
-    # a compiled model runs its eager graph
-    with watch_compile(eager=True), capture() as reg, backward_calls() as calls, log:
+    with forward_capture() as (reg, calls, log):
         out = entry(*args, **kwargs)
     loss, grad_outputs, inputs = split_result(out)
     refuse_backwarded(entry, loss, calls)
