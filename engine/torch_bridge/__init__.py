@@ -44,7 +44,8 @@ ours                                PyTorch
 ``RetainGrad``                      ``VariableHooks::retain_grad`` (``variable.cpp``)
 ``node_hook_dicts``                 ``registerFunctionHook`` (``python_hook.cpp``)
 ``Registry.var_inputs``             ``is_variable_input`` (``python_function.cpp``)
-``creation_site``                   ``AnomalyMetadata``'s traceback (anomaly mode)
+``capture.Sites``                   ``AnomalyMetadata``'s traceback (anomaly mode),
+                                    kept per torch call by a ``TorchFunctionMode``
 ``queries``                         ``get_current_graph_task_id`` and friends
                                     (``engine.cpp``), ``THPModule_willEngineExecuteNode``
 ``saved``                           (new): ``SavedVariable::unpack`` runs the hook
