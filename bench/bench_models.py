@@ -3,7 +3,8 @@
 A ``torch.nn.TransformerEncoder`` (d_model 16, 2 heads, feed-forward 32, sequence 4,
 batch 2, dropout 0) of growing depth, so that its graph has about 1k / 5k / 20k / 100k
 autograd nodes (counted by walking ``grad_fn.next_functions``, printed). PyTorch is
-pinned to one thread. For each size, in one process, best of a few repetitions:
+pinned to one thread. For each size, in one process, best of a few repetitions (each
+repetition takes every figure in turn, so a passing load weighs on all alike):
 
 - ``forward``: the plain forward (and the loss);
 - ``backward``: plain ``loss.backward()``;
@@ -93,16 +94,6 @@ def layers_for(nodes: int) -> int:
     return max(1, round((nodes - (a - (b - a))) / (b - a)))
 
 
-def best(fn: Any, reps: int) -> float:
-    out = float("inf")
-    for _ in range(reps):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        out = min(out, time.perf_counter() - t0)
-    return out
-
-
 def forward_capture() -> Any:
     """The context ``autograd-tui torch`` runs the forward pass under."""
     try:
@@ -132,47 +123,50 @@ def in_process(layers: int, reps: int) -> dict[str, float]:
 
     model, x = build(layers)
     res: dict[str, float] = {"layers": layers, "nodes": count_nodes(forward(model, x))}
-    res["forward"] = best(lambda: forward(model, x), reps)
-
-    def plain_backward() -> float:
-        model.zero_grad(set_to_none=True)
-        loss = forward(model, x)
-        t0 = time.perf_counter()
-        loss.backward()
-        return time.perf_counter() - t0
-
-    res["backward"] = min(plain_backward() for _ in range(reps))
-
-    parts: dict[str, list[float]] = {"capture_fwd": [], "from_torch": [], "ours": [],
-                                     "observed": []}
-    for observed in [False] * reps + [True] * reps:
-        model.zero_grad(set_to_none=True)
-        gc.collect()
-        t0 = time.perf_counter()
-        with forward_capture():
+    parts: dict[str, list[float]] = {k: [] for k in (
+        "forward", "backward", "capture_fwd", "from_torch", "ours", "observed")}
+    # each repetition takes every figure in turn, so that a load that comes and goes
+    # (a shared machine) weighs on all of them alike
+    for _ in range(reps):
+        for observed in (False, True):
+            gc.collect()
+            t0 = time.perf_counter()
             loss = forward(model, x)
-        t1 = time.perf_counter()
-        g = from_torch(loss)
-        t2 = time.perf_counter()
-        eng = engine.Engine()
-        obs = engine.ListObserver()
-        if observed:
-            eng.add_observer(obs)
-        try:
-            with engine.use_engine(eng):
-                t3 = time.perf_counter()
-                g.backward()
-                t4 = time.perf_counter()
-        finally:
-            eng.close()
-        if observed:
-            parts["observed"].append(t4 - t3)
-            res["events"] = len(obs.events)
-        else:
-            parts["capture_fwd"].append(t1 - t0)
-            parts["from_torch"].append(t2 - t1)
-            parts["ours"].append(t4 - t3)
-        del g, loss, obs
+            t1 = time.perf_counter()
+            loss.backward()
+            t2 = time.perf_counter()
+            if not observed:
+                parts["forward"].append(t1 - t0)
+                parts["backward"].append(t2 - t1)
+            model.zero_grad(set_to_none=True)
+            del loss
+            gc.collect()
+            t0 = time.perf_counter()
+            with forward_capture():
+                loss = forward(model, x)
+            t1 = time.perf_counter()
+            g = from_torch(loss)
+            t2 = time.perf_counter()
+            eng = engine.Engine()
+            obs = engine.ListObserver()
+            if observed:
+                eng.add_observer(obs)
+            try:
+                with engine.use_engine(eng):
+                    t3 = time.perf_counter()
+                    g.backward()
+                    t4 = time.perf_counter()
+            finally:
+                eng.close()
+            if observed:
+                parts["observed"].append(t4 - t3)
+                res["events"] = len(obs.events)
+            else:
+                parts["capture_fwd"].append(t1 - t0)
+                parts["from_torch"].append(t2 - t1)
+                parts["ours"].append(t4 - t3)
+            model.zero_grad(set_to_none=True)
+            del g, loss, obs
     for k, v in parts.items():
         res[k] = min(v)
     res["capture"] = res["capture_fwd"] + res["from_torch"]
@@ -234,6 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'nodes':>7} {'layers':>6} {'forward':>8} {'backward':>8} {'capt fwd':>8} "
           f"{'from_trc':>8} {'ours':>8} {'observed':>8} {'events':>8} {'capture/fwd':>12} "
           f"{'ours/bwd':>9} {'obs/bwd':>8}", flush=True)
+    in_process(1, 1)  # first-time costs (imports, the modes' set-up) out of the figures
     for size in (int(s) for s in a.sizes.split(",") if s.strip()):
         layers = layers_for(size)
         reps = a.reps if size <= 20_000 else 1
