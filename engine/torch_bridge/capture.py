@@ -203,7 +203,7 @@ def capture() -> Iterator[Registry]:
         path, mark = stack.pop()
         _claim(reg, _flatten(output), path, type(module).__name__, mark)
 
-    reg.sites.stop = sys._getframe(2)  # the frame with `with capture()`: outermost kept
+    reg.sites.stop = _entering_frame()  # the frame with `with capture()`: outermost kept
     mode = site_mode(reg.sites)
     with _lock:
         T.register_hook = register_hook
@@ -228,6 +228,20 @@ def capture() -> Iterator[Registry]:
             F.Function.apply = orig_apply
             for h in handles:
                 h.remove()
+
+
+def _entering_frame() -> Any:
+    """The frame whose ``with`` entered ``capture()``, through any context managers made
+    of generators around it (``program.forward_capture``): their frames are suspended,
+    never on an op's stack."""
+    f = sys._getframe(2)
+    while f is not None and (f.f_code.co_flags & _CO_GENERATOR
+                             or f.f_code.co_filename == contextlib.__file__):
+        f = f.f_back
+    return f
+
+
+_CO_GENERATOR = 0x20  # inspect.CO_GENERATOR
 
 
 def _claim(reg: Registry, outs: list[Any], path: str, typ: str, mark: int) -> None:

@@ -100,7 +100,8 @@ def node_hook_dicts(fn: Any) -> tuple[dict[Any, Any], dict[Any, Any]]:
 
     ``registerFunctionHook`` (python_hook.cpp) passes the node's existing dict to
     ``Function._register_hook``, looked up at call time: register a probe with that
-    lookup patched, keep the dict, remove the probe."""
+    lookup patched to keep the dict and raise, so that nothing is registered (no empty
+    hook left on the node, no handle to remove)."""
     torch = torch_module()
     mixin = torch.autograd.function._HookMixin
     orig = mixin.__dict__["_register_hook"]
@@ -108,20 +109,25 @@ def node_hook_dicts(fn: Any) -> tuple[dict[Any, Any], dict[Any, Any]]:
 
     def spy(d: Any, hook: Any) -> Any:
         found.append(d)
-        return orig.__func__(d, hook)
+        raise _Found
 
     out: list[dict[Any, Any]] = []
-    for register in ("register_prehook", "register_hook"):
-        found.clear()
-        mixin._register_hook = staticmethod(spy)
-        try:
-            handle = getattr(fn, register)(_probe)
-        finally:
-            mixin._register_hook = orig
-        handle.remove()
-        d = found[0] if found and found[0] is not None else {}
-        out.append(d if found else {})
+    mixin._register_hook = staticmethod(spy)
+    try:
+        for register in (fn.register_prehook, fn.register_hook):
+            found.clear()
+            try:
+                register(_probe)
+            except _Found:
+                pass
+            out.append(found[0] if found and found[0] is not None else {})
+    finally:
+        mixin._register_hook = orig
     return out[0], out[1]
+
+
+class _Found(Exception):
+    """Raised by the probe once it has the dict."""
 
 
 def _probe(*args: Any) -> None:

@@ -69,6 +69,7 @@ def test_created_is_the_programs_frame_not_the_librarys(library: Any) -> None:
     lib = library.__file__
     stack = tanh["stack"]
     assert file_kind(lib) == 1 and file_kind(__file__) == 0
+    assert stack[0] == tanh["created"]  # the frame that entered capture() is the outermost
     mine = stack.index(tanh["created"])
     assert any(f.startswith(f"{lib}:") and f.endswith("in forward") for f in stack[mine + 1:])
     assert any("/torch/" in f for f in stack)  # torch's frames kept too
@@ -78,6 +79,24 @@ def test_created_is_the_programs_frame_not_the_librarys(library: Any) -> None:
     addmm = m["AddmmBackward0"]
     assert addmm["created"] == tanh["created"] and addmm["module"] == "lin"
     assert m["SumBackward0"]["source"] == "loss = y.sum()"
+
+
+def test_the_stack_ends_at_the_frame_that_entered_the_capture() -> None:
+    """Through run_program's contexts (generators, suspended): nothing above the runner
+    (pytest's frames, a thread's bootstrap) is in the stack, so a recording re-executes
+    identically however the program was started."""
+    from autograd_tui.engine.torch_bridge.program import forward_capture
+
+    def entry() -> Any:
+        x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+        return x.exp().sum()
+
+    def runner() -> Any:
+        with forward_capture():
+            return entry()
+
+    stack = metas(runner())["ExpBackward0"]["stack"]
+    assert stack[0].endswith(" in runner") and stack[1].endswith(" in entry"), stack
 
 
 def test_each_code_location_is_resolved_once() -> None:
