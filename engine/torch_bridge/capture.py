@@ -52,6 +52,7 @@ class Registry:
         # param -> (p, id of the root module, the root's name, named_parameters()' name)
         self._qual: dict[int, tuple[Any, int, str, str]] = {}
         self._roots: set[int] = set()  # the roots named in _qual (one: no prefix)
+        self.frontier: dict[int, list[Any]] = {}  # claimed node -> its call's frontier
         self.sites = Sites()
 
     # --- recorded during the forward ----------------------------------------------------
@@ -218,6 +219,7 @@ def capture() -> Iterator[Registry]:
     finally:
         mode.__exit__(None, None, None)
         reg.sites.stop = None
+        reg.frontier.clear()  # only the forward's module calls need it
         saved_hooks.uninstall()
         with _lock:
             T.register_hook = orig_hook
@@ -246,17 +248,29 @@ _CO_GENERATOR = 0x20  # inspect.CO_GENERATOR
 
 def _claim(reg: Registry, outs: list[Any], path: str, typ: str, mark: int) -> None:
     """Give ``path`` the nodes its forward made: those reachable from its outputs that
-    are newer than its inputs and that no module inside it claimed."""
+    are newer than its inputs and that no module inside it claimed.  A node a module
+    inside claimed is gone round, through that call's frontier (the older nodes its
+    nodes lead to), not walked again: each node is walked once, not once per module
+    around it."""
     todo = [t.grad_fn for t in outs if t.grad_fn is not None]
     seen: set[int] = set()
+    frontier: list[Any] = []  # this call's: the nodes at or below mark its nodes reach
     while todo:
         fn = todo.pop()
-        if id(fn) in seen or fn._sequence_nr() <= mark or not hasattr(fn, "next_functions"):
+        if id(fn) in seen:
             continue
         seen.add(id(fn))
-        if type(fn).__name__ == "AccumulateGrad":
+        if fn._sequence_nr() <= mark:
+            frontier.append(fn)
+            continue
+        if not hasattr(fn, "next_functions") or type(fn).__name__ == "AccumulateGrad":
+            continue
+        inner = reg.frontier.get(id(fn))
+        if inner is not None:  # a module inside made it
+            todo.extend(inner)
             continue
         reg.claim(fn, path, typ)
+        reg.frontier[id(fn)] = frontier
         todo.extend(n for n, _ in fn.next_functions if n is not None)
 
 
