@@ -119,7 +119,10 @@ def in_process(layers: int, reps: int) -> dict[str, float]:
     import torch
 
     from autograd_tui import engine
-    from autograd_tui.engine.torch_bridge import from_torch
+    try:  # what run_program builds the graph with
+        from autograd_tui.engine.torch_bridge.program import build_graph as from_torch
+    except ImportError:  # before it had a name
+        from autograd_tui.engine.torch_bridge import from_torch
 
     model, x = build(layers)
     res: dict[str, float] = {"layers": layers, "nodes": count_nodes(forward(model, x))}
