@@ -9,23 +9,13 @@ node was created (what anomaly mode's ``AnomalyMetadata`` keeps as a traceback).
 ``current_registry()`` hands that to ``bridge.from_torch``.  Imports nothing of
 the bridge: ``bridge`` reads the registry, ``program`` runs a forward under it.
 
-Departs from anomaly mode, for speed (it formats a whole stack per op, ~100 us): a
-``TorchFunctionMode`` (``SiteMode``) keeps, per torch call that made a node, the
-newest node's ``sequence_nr`` and the call's frames as interned ``(code, line)``
-pairs; a node's site is the call whose range of sequence numbers holds its own.
-Each code location is classified and formatted once (``Sites``).  A call handled
-in Python (``F.multi_head_attention_forward``) is one call: its inner nodes share
-its site.  Nodes made on another thread than the forward's get none.
+Creation sites are kept without anomaly mode (``sites.py`` says how, and why).
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
-import linecache
-import os
 import sys
-import sysconfig
 import threading
 import weakref
 from collections.abc import Iterator
@@ -33,8 +23,9 @@ from typing import Any
 
 from . import saved as saved_hooks
 from .saved import saved_summaries
+from .sites import Sites, is_tool_file, site_mode
 
-__all__ = ["Registry", "capture", "current_registry", "saved_summaries", "Sites"]
+__all__ = ["Registry", "capture", "current_registry", "is_tool_file", "saved_summaries"]
 
 _lock = threading.Lock()
 
@@ -129,6 +120,9 @@ class Registry:
                 "stack": stack}
 
 
+_current = Registry()
+
+
 def current_registry() -> Registry:
     return _current
 
@@ -142,9 +136,6 @@ def captured_nodes() -> int | None:
         return None
     seqs = sites.seqs
     return seqs[-1] - sites.first + 1 if seqs else 0
-
-
-_current: Registry  # set at the end of the module (Sites is defined below)
 
 
 # --- the forward pass -----------------------------------------------------------------------
@@ -286,144 +277,6 @@ def _flatten(x: Any) -> list[Any]:
     return []
 
 
-# --- where each node was created ---------------------------------------------------------
-STACK_MAX = 40  # frames kept in node_meta's stack: the innermost
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # engine/
-_TOOL = (_HERE + os.sep, os.path.join(os.path.dirname(_HERE), "autograd_tui") + os.sep)
-_kind: dict[str, int] = {}  # filename -> PROGRAM, LIBRARY, TORCH or OURS
-PROGRAM, LIBRARY, TORCH, OURS = 0, 1, 2, 3
-
-
-def file_kind(filename: str) -> int:
-    """``PROGRAM``: the program's own file; ``LIBRARY``: site-packages, dist-packages,
-    the standard library, ``<frozen ...>``; ``TORCH``; ``OURS``: the engine's or the
-    debugger's."""
-    k = _kind.get(filename)
-    if k is None:
-        path = os.path.abspath(filename)
-        if path.startswith(_TOOL):
-            k = OURS
-        elif path.startswith(_package_dir("torch") + os.sep):
-            k = TORCH
-        elif (filename.startswith("<frozen") or path.startswith(_stdlib())
-              or any(p in ("site-packages", "dist-packages") for p in path.split(os.sep))):
-            k = LIBRARY
-        else:
-            k = PROGRAM
-        _kind[filename] = k
-    return k
-
-
-def is_tool_file(filename: str) -> bool:
-    """Whether ``filename`` is torch's, the engine's or the debugger's (not the program's)."""
-    return file_kind(filename) >= TORCH
-
-
-def _stdlib() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    return tuple({os.path.abspath(paths[k]) + os.sep for k in ("stdlib", "platstdlib")})
-
-
-class Sites:
-    """Where the forward ops ran: per torch call that made nodes, the newest node's
-    ``sequence_nr`` and an interned key of the call's frames (innermost first, up to the
-    frame that entered ``capture()``); each ``(code, line)`` formatted once."""
-
-    def __init__(self) -> None:
-        self.stop: Any = None  # the frame that entered capture(): the walk ends there
-        self.seqs: list[int] = []
-        self.first = 0  # the first call's newest sequence_nr, less its nodes (unknown): 0
-        self.keys: list[int] = []  # per call: an index into _uniq (no tuple hashed twice)
-        self._interned: dict[tuple[Any, ...], int] = {}
-        self._uniq: list[tuple[Any, ...]] = []
-        self._resolved: list[tuple[str | None, str | None, list[str]] | None] = []
-        self._frames: dict[tuple[Any, int], str] = {}
-        self.resolves = 0  # how many keys were resolved (each once)
-
-    def note(self, out: Any, depth: int = 2) -> None:
-        """A torch call returned ``out``: keep its site if it made a newer node."""
-        try:  # a view made under no_grad and changed in place refuses .grad_fn
-            if isinstance(out, (tuple, list)):  # (values, indices): the first with a node
-                out = next((t for t in out if getattr(t, "grad_fn", None) is not None), None)
-            fn = getattr(out, "grad_fn", None)
-        except RuntimeError:
-            return
-        if fn is None:
-            return
-        seq = fn._sequence_nr()
-        if self.seqs and seq <= self.seqs[-1]:
-            return  # an older node (an op that returned its input): nothing new
-        f, stop, key = sys._getframe(depth), self.stop, []
-        while f is not None:
-            key.append(f.f_code)
-            key.append(f.f_lineno)
-            if f is stop:
-                break
-            f = f.f_back
-        k = tuple(key)
-        if not self.seqs:
-            self.first = seq
-        self.seqs.append(seq)
-        i = self._interned.get(k)
-        if i is None:
-            i = self._interned[k] = len(self._uniq)
-            self._uniq.append(k)
-            self._resolved.append(None)
-        self.keys.append(i)
-
-    def of(self, fn: Any) -> tuple[str | None, str | None, list[str]]:
-        """``created`` (the innermost frame of the program's own), its ``source`` line and
-        the ``stack`` (outermost first, the ``STACK_MAX`` innermost) of ``fn``'s op."""
-        try:
-            seq = fn._sequence_nr()
-        except Exception:  # noqa: BLE001 - not a node
-            return None, None, []
-        i = bisect.bisect_left(self.seqs, seq)
-        if i == len(self.seqs):
-            return None, None, []
-        k = self.keys[i]
-        hit = self._resolved[k]
-        if hit is None:
-            hit = self._resolved[k] = self._resolve(self._uniq[k])
-        return hit
-
-    def _resolve(self, key: tuple[Any, ...]) -> tuple[str | None, str | None, list[str]]:
-        self.resolves += 1
-        # our own frames (the runner, the modes) are no part of the program's stack
-        pairs = [(c, ln) for c, ln in zip(key[0::2], key[1::2])
-                 if file_kind(c.co_filename) != OURS]
-        created = source = None
-        for code, line in pairs:
-            if file_kind(code.co_filename) == PROGRAM:
-                created = self.frame(code, line)
-                source = linecache.getline(code.co_filename, line).strip() or None
-                break
-        stack = [self.frame(c, ln) for c, ln in reversed(pairs[:STACK_MAX])]
-        return created, source, stack
-
-    def frame(self, code: Any, line: int) -> str:
-        text = self._frames.get((code, line))
-        if text is None:
-            text = self._frames[(code, line)] = f"{code.co_filename}:{line} in {code.co_name}"
-        return text
-
-
-def site_mode(sites: Sites) -> Any:
-    """A ``TorchFunctionMode`` that notes each call's site (``Sites.note``)."""
-    from torch import is_grad_enabled as grad_enabled
-    from torch.overrides import TorchFunctionMode
-
-    class SiteMode(TorchFunctionMode):
-        def __torch_function__(self, func: Any, types: Any, args: Any = (),
-                               kwargs: Any = None) -> Any:
-            out = func(*args, **(kwargs or {}))
-            if grad_enabled():  # no node is made under no_grad
-                sites.note(out)
-            return out
-
-    return SiteMode()
-
-
 def root_label(module: Any) -> str:
     """What the program calls a model it called at the top: the variable (a local of
     the innermost frame outside torch and this package, else a global there) that holds
@@ -440,11 +293,3 @@ def root_label(module: Any) -> str:
         f = f.f_back
     return type(module).__name__
 
-
-def _package_dir(name: str) -> str:
-    import importlib
-
-    return os.path.dirname(os.path.abspath(importlib.import_module(name).__file__ or ""))
-
-
-_current = Registry()

@@ -1,5 +1,5 @@
 """Where a bridged node was created, without anomaly mode: the program's own frame, each
-code location resolved once; saved tensors with version and size (capture.py, saved.py)."""
+code location resolved once; saved tensors with version and size (sites.py, saved.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autograd_tui.engine.torch_bridge import capture, from_torch  # noqa: E402
-from autograd_tui.engine.torch_bridge.capture import STACK_MAX, file_kind  # noqa: E402
 from autograd_tui.engine.torch_bridge.saved import nbytes  # noqa: E402
+from autograd_tui.engine.torch_bridge.sites import STACK_MAX, file_kind  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 LIB = '''
