@@ -140,9 +140,11 @@ def captured_nodes() -> int | None:
 
 # --- the forward pass -----------------------------------------------------------------------
 @contextlib.contextmanager
-def capture() -> Iterator[Registry]:
+def capture(inner: Any = None) -> Iterator[Registry]:
     """Record, while a program's forward pass runs, what ``from_torch`` needs.  Anomaly
-    mode is left as the program sets it (its checks still run; its traceback is unused)."""
+    mode is left as the program sets it (its checks still run; its traceback is unused).
+    ``inner``: another ``TorchFunctionMode``'s ``__torch_function__``, each torch call
+    run through it (``site_mode``)."""
     global _current
     import torch
     from torch.autograd import function as F
@@ -196,7 +198,7 @@ def capture() -> Iterator[Registry]:
         _claim(reg, _flatten(output), path, type(module).__name__, mark)
 
     reg.sites.stop = _entering_frame()  # the frame with `with capture()`: outermost kept
-    mode = site_mode(reg.sites)
+    mode = site_mode(reg.sites, inner)
     with _lock:
         T.register_hook = register_hook
         T.retain_grad = retain_grad

@@ -57,8 +57,9 @@ def forward_capture() -> Iterator[tuple[Registry, dict[int, tuple[Any, str]], An
     """What ``run_program`` runs the forward pass under: ``capture()``, the program's own
     backward calls watched, in-place ops logged, a compiled model run eagerly (its eager
     graph is what we step).  Yields the registry, the calls and the in-place log."""
-    log = inplace_log()
-    with watch_compile(eager=True), capture() as reg, backward_calls() as calls, log:
+    log = inplace_log()  # run inside capture's own mode: one Python dispatch per op
+    with watch_compile(eager=True), capture(log.__torch_function__) as reg, \
+            backward_calls() as calls:
         yield reg, calls, log
 
 

@@ -140,15 +140,20 @@ class Sites:
         return text
 
 
-def site_mode(sites: Sites) -> Any:
-    """A ``TorchFunctionMode`` that notes each call's site (``Sites.note``)."""
+def site_mode(sites: Sites, inner: Any = None) -> Any:
+    """A ``TorchFunctionMode`` that notes each call's site (``Sites.note``).  ``inner``:
+    another mode's ``__torch_function__`` to run the call through (``program`` passes
+    the in-place log's), one Python dispatch per op instead of one per mode."""
     from torch import is_grad_enabled as grad_enabled
     from torch.overrides import TorchFunctionMode
 
     class SiteMode(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
-            out = func(*args, **(kwargs or {}))
+            if inner is None:
+                out = func(*args, **(kwargs or {}))
+            else:
+                out = inner(func, types, args, kwargs)
             if grad_enabled():  # no node is made under no_grad
                 sites.note(out)
             return out
