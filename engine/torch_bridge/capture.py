@@ -211,7 +211,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         yield reg
     finally:
         mode.__exit__(None, None, None)
-        reg.sites.stop = None
+        reg.sites.done()
         reg.frontier.clear()  # only the forward's module calls need it
         saved_hooks.uninstall()
         with _lock:

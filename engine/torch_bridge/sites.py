@@ -71,6 +71,13 @@ class Sites:
         self._resolved: list[tuple[str | None, str | None, list[str]] | None] = []
         self._frames: dict[tuple[Any, int], str] = {}
         self.resolves = 0  # how many keys were resolved (each once)
+        self._frames_last: list[Any] = []  # the last call's frames and key (note)
+        self._key_last: list[Any] = []
+
+    def done(self) -> None:
+        """The forward is over: no frame kept (their locals with them)."""
+        self.stop = None
+        self._frames_last, self._key_last = [], []
 
     def note(self, out: Any, depth: int = 2) -> None:
         """A torch call returned ``out``: keep its site if it made a newer node."""
@@ -85,13 +92,24 @@ class Sites:
         seq = fn._sequence_nr()
         if self.seqs and seq <= self.seqs[-1]:
             return  # an older node (an op that returned its input): nothing new
-        f, stop, key = sys._getframe(depth), self.stop, []
+        # The frames above the innermost one the last call shared are suspended in the
+        # same calls, at the same lines: reuse their part of the key (kept innermost
+        # first), walk only the new ones.
+        f, stop, frames, key = sys._getframe(depth), self.stop, [], []
+        last, head = self._frames_last, self._frames_last[:6]
         while f is not None:
+            frames.append(f)
             key.append(f.f_code)
             key.append(f.f_lineno)
+            if f in head:  # identity: frames compare by it
+                j = last.index(f)
+                frames += last[j + 1:]
+                key += self._key_last[2 * j + 2:]
+                break
             if f is stop:
                 break
             f = f.f_back
+        self._frames_last, self._key_last = frames, key
         k = tuple(key)
         if not self.seqs:
             self.first = seq
