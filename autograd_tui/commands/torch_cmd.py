@@ -98,6 +98,7 @@ def capture_progress(stream: IO[str] | None = None, every: float = 0.5,
 
     def watch() -> None:
         bar: Any = None
+        shown = 0
         with contextlib.ExitStack() as stack:
             start = last = None
             while not done.wait(every):
@@ -108,10 +109,13 @@ def capture_progress(stream: IO[str] | None = None, every: float = 0.5,
                     continue
                 now = time.monotonic()
                 start = now if start is None else start
-                if tty:
+                if tty:  # the bar counts the nodes (its n/? column) and the time
                     if bar is None:
-                        bar = stack.enter_context(progress(None, say(n, 0), stream=out))
-                    bar.update(description=say(n, now - start))
+                        bar = stack.enter_context(progress(
+                            None, "capturing the forward pass: nodes", stream=out))
+                        shown = 0
+                    bar.advance(n - shown)
+                    shown = n
                 elif now - start >= pipe_every and (last is None or now - last >= pipe_every):
                     last = now
                     print(say(n, now - start), file=out, flush=True)
