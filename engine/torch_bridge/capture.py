@@ -9,11 +9,15 @@ node was created (what anomaly mode's ``AnomalyMetadata`` keeps as a traceback).
 ``current_registry()`` hands that to ``bridge.from_torch``.  Imports nothing of
 the bridge: ``bridge`` reads the registry, ``program`` runs a forward under it.
 
-Creation sites are kept without anomaly mode (``sites.py`` says how, and why).
+Creation sites are kept without anomaly mode (``sites.py`` says how, and why).  The
+module of a node: the module calls are ranges of sequence numbers (a node is made
+by the innermost call running when it was made; ``Registry.owner``), read when a
+node's meta is made, with no walk of the graph during the forward.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import sys
 import threading
@@ -38,13 +42,15 @@ class Registry:
         self._hooks: dict[int, tuple[Any, list[tuple[int, Any]]]] = {}
         self._retained: dict[int, tuple[Any, dict[int, Any]]] = {}
         self._var_inputs: dict[int, tuple[Any, tuple[bool, ...]]] = {}
-        self._module: dict[int, tuple[Any, str, str]] = {}  # node -> (node, path, type)
         self._params: dict[int, tuple[Any, str, str, str]] = {}  # param -> (p, path, type, name)
         # param -> (p, id of the root module, the root's name, named_parameters()' name)
         self._qual: dict[int, tuple[Any, int, str, str]] = {}
         self._roots: set[int] = set()  # the roots named in _qual (one: no prefix)
-        self.frontier: dict[int, list[Any]] = {}  # claimed node -> its call's frontier
         self.sites = Sites()
+        # the module calls as ranges of sequence numbers: from each boundary on (a node
+        # newer than it), the owner (path, type) of the call then innermost, or None
+        self._bounds: list[int] = []
+        self._owners: list[tuple[str, str] | None] = []
 
     # --- recorded during the forward ----------------------------------------------------
     def add_tensor_hooks(self, fn: Any, nr: int, hooks: Any) -> None:
@@ -58,11 +64,22 @@ class Registry:
     def add_var_inputs(self, fn: Any, flags: tuple[bool, ...]) -> None:
         self._var_inputs[id(fn)] = (fn, flags)
 
-    def claim(self, fn: Any, path: str, typ: str) -> bool:
-        if id(fn) in self._module:
-            return False
-        self._module[id(fn)] = (fn, path, typ)
-        return True
+    def owner(self, owner: tuple[str, str] | None) -> None:
+        """Nodes made from now on belong to ``owner`` (a module call entered or left)."""
+        seqs = self.sites.seqs
+        now = seqs[-1] if seqs else -1
+        if self._bounds and self._bounds[-1] == now:
+            self._owners[-1] = owner  # no node made since the last boundary
+        else:
+            self._bounds.append(now)
+            self._owners.append(owner)
+
+    def module_of(self, fn: Any) -> tuple[str, str] | None:
+        """The innermost module call whose range of sequence numbers holds ``fn``'s."""
+        if type(fn).__name__ == "AccumulateGrad":  # a leaf: made by no call
+            return None
+        i = bisect.bisect_left(self._bounds, fn._sequence_nr()) - 1
+        return self._owners[i] if i >= 0 else None
 
     def add_params(self, root: Any) -> dict[int, str]:
         # The model itself is named by its type (a script may call several roots).
@@ -112,8 +129,8 @@ class Registry:
         if var is not None and id(var) in self._params:
             _, module, typ, pname = self._params[id(var)]
             tensor = self.param_name(var) or (f"{module}.{pname}" if module else pname)
-        elif id(fn) in self._module:
-            _, module, typ = self._module[id(fn)]
+        elif (owner := self.module_of(fn)) is not None:
+            module, typ = owner
         created, source, stack = self.sites.of(fn)
         return {"module": module, "module_type": typ, "tensor": tensor, "created": created,
                 "source": source, "saved": [f"{k}: {v}" for k, v in saved_summaries(fn)],
@@ -177,7 +194,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         reg.sites.note(out)  # not a torch function: the mode does not see it
         return out
 
-    stack: list[tuple[str, int]] = []  # (module path, watermark sequence_nr)
+    stack: list[tuple[str, str]] = []  # the module calls entered: (path, type)
     names: dict[int, str] = {}
 
     def pre(module: Any, args: Any) -> None:
@@ -187,15 +204,15 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         if path is None:
             parent = stack[-1][0] if stack else ""
             path = f"{parent}.{type(module).__name__}".lstrip(".")
-        mark = max((t.grad_fn._sequence_nr() for t in _flatten(args)
-                    if t.grad_fn is not None), default=-1)
-        stack.append((path, mark))
+        owner = (path, type(module).__name__)
+        stack.append(owner)
+        reg.owner(owner)
 
     def post(module: Any, args: Any, output: Any) -> None:
         if not stack:
             return
-        path, mark = stack.pop()
-        _claim(reg, _flatten(output), path, type(module).__name__, mark)
+        stack.pop()
+        reg.owner(stack[-1] if stack else None)
 
     reg.sites.stop = _entering_frame()  # the frame with `with capture()`: outermost kept
     mode = site_mode(reg.sites, inner)
@@ -212,7 +229,6 @@ def capture(inner: Any = None) -> Iterator[Registry]:
     finally:
         mode.__exit__(None, None, None)
         reg.sites.done()
-        reg.frontier.clear()  # only the forward's module calls need it
         saved_hooks.uninstall()
         with _lock:
             T.register_hook = orig_hook
@@ -237,34 +253,6 @@ def _entering_frame() -> Any:
 
 
 _CO_GENERATOR = 0x20  # inspect.CO_GENERATOR
-
-
-def _claim(reg: Registry, outs: list[Any], path: str, typ: str, mark: int) -> None:
-    """Give ``path`` the nodes its forward made: those reachable from its outputs that
-    are newer than its inputs and that no module inside it claimed.  A node a module
-    inside claimed is gone round, through that call's frontier (the older nodes its
-    nodes lead to), not walked again: each node is walked once, not once per module
-    around it."""
-    todo = [t.grad_fn for t in outs if t.grad_fn is not None]
-    seen: set[int] = set()
-    frontier: list[Any] = []  # this call's: the nodes at or below mark its nodes reach
-    while todo:
-        fn = todo.pop()
-        if id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        if fn._sequence_nr() <= mark:
-            frontier.append(fn)
-            continue
-        if not hasattr(fn, "next_functions") or type(fn).__name__ == "AccumulateGrad":
-            continue
-        inner = reg.frontier.get(id(fn))
-        if inner is not None:  # a module inside made it
-            todo.extend(inner)
-            continue
-        reg.claim(fn, path, typ)
-        reg.frontier[id(fn)] = frontier
-        todo.extend(n for n, _ in fn.next_functions if n is not None)
 
 
 def _flatten(x: Any) -> list[Any]:
