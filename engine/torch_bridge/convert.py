@@ -41,11 +41,18 @@ def node_label(fn: Any) -> str:
         return type(fn).__name__
 
 
+_np_dtypes: dict[Any, np.dtype] = {}  # torch dtype -> NumPy's (a tensor made once each)
+
+
 def numpy_dtype(torch: Any, dtype: Any, fn: Any) -> np.dtype:
     """The NumPy dtype our engine sees: the same, or float32 (complex64) for a dtype NumPy
     cannot hold (bfloat16), whose gradients travel as ``HeldTensor``."""
+    hit = _np_dtypes.get(dtype)
+    if hit is not None:
+        return hit
     try:
-        return torch.empty((), dtype=dtype).numpy().dtype
+        hit = _np_dtypes[dtype] = torch.empty((), dtype=dtype).numpy().dtype
+        return hit
     except TypeError:
         if dtype.is_floating_point or dtype.is_complex:
             return np.dtype(np.complex64 if dtype.is_complex else np.float32)
