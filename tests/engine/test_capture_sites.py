@@ -169,3 +169,35 @@ def test_a_view_changed_in_place_under_no_grad_is_no_error() -> None:
         emb = torch.nn.Embedding(4, 2, padding_idx=0)
         loss = emb(torch.tensor([0, 1])).sum()
     assert "EmbeddingBackward0" in metas(loss)
+
+
+def test_a_node_belongs_to_the_innermost_module_running_when_it_was_made() -> None:
+    """Module calls are ranges of sequence numbers: a node made inside a call is that
+    call's (the innermost one), also one its outputs do not reach; one made after the
+    call returned is its caller's, or no module's at the top."""
+
+    class Inner(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            self.side = x.exp()  # not reached from the output
+            return x.sin()
+
+    class Outer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x: Any) -> Any:
+            a = x.cos()
+            return self.inner(a) * 2
+
+    model = Outer()
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    with capture() as reg:
+        y = model(x)
+        loss = y.sum()
+    m = metas(loss)
+    assert (m["CosBackward0"]["module"], m["CosBackward0"]["module_type"]) == ("Outer", "Outer")
+    assert (m["SinBackward0"]["module"], m["SinBackward0"]["module_type"]) == ("inner", "Inner")
+    assert m["MulBackward0"]["module"] == "Outer"
+    assert m["SumBackward0"]["module"] is None
+    assert reg.meta(model.inner.side.grad_fn)["module"] == "inner"
