@@ -5,13 +5,19 @@ runs the forward pass and returns the loss; its backward runs on our engine
 under the controller, each node computed by PyTorch (``engine/torch_bridge/``).
 Without ``--headless`` the app opens on it; with it, the trace and a summary
 are printed, as ``run --headless`` does.  Without PyTorch installed, one
-message says how to install it.
+message says how to install it.  While a big forward pass is captured, standard
+error says how many nodes it has made so far (``capture_progress``).
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import IO, Any
 
 from autograd_tui.commands.common import (
     EXIT_ERROR,
@@ -66,10 +72,61 @@ def run(args: argparse.Namespace) -> int:
         return open_app(scenario)
     r = Run(scenario)
     try:
-        result = run_to_end(r, args.stop_at)
+        with capture_progress():
+            result = run_to_end(r, args.stop_at)
         return report_headless(console(), r, result, args, record, _summary)
     finally:
         r.close()
+
+
+@contextlib.contextmanager
+def capture_progress(stream: IO[str] | None = None, every: float = 0.5,
+                     pipe_every: float = 5.0) -> Iterator[None]:
+    """While the block runs, how many nodes the forward pass under ``capture()`` has made:
+    on a terminal a line redrawn every ``every`` s while it runs; elsewhere (a pipe, a log)
+    a line every ``pipe_every`` s once it has taken that long, so a short forward prints
+    nothing.  The watching thread ends with the block."""
+    from autograd_tui.commands.progress import is_terminal, progress
+    from autograd_tui.engine.torch_bridge.capture import captured_nodes
+
+    out = sys.stderr if stream is None else stream
+    tty = is_terminal(out)
+    done = threading.Event()
+
+    def say(n: int, seconds: float) -> str:
+        return f"capturing the forward pass: {n:,} nodes so far ({seconds:.0f} s)"
+
+    def watch() -> None:
+        bar: Any = None
+        shown = 0
+        with contextlib.ExitStack() as stack:
+            start = last = None
+            while not done.wait(every):
+                n = captured_nodes()
+                if n is None:
+                    if start is not None:
+                        return  # the forward is over (the backward has its own output)
+                    continue
+                now = time.monotonic()
+                start = now if start is None else start
+                if tty:  # the bar counts the nodes (its n/? column) and the time
+                    if bar is None:
+                        bar = stack.enter_context(progress(
+                            None, "capturing the forward pass: nodes", stream=out))
+                        shown = 0
+                    bar.advance(n - shown)
+                    shown = n
+                elif now - start >= pipe_every and (last is None or now - last >= pipe_every):
+                    last = now
+                    print(say(n, now - start), file=out, flush=True)
+
+    t = threading.Thread(target=watch, name="capture progress", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
+        t.join()
 
 
 def _summary(con: Any, run: Any, result: Any) -> int:

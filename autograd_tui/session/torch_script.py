@@ -136,8 +136,9 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     with a second, compiled run's (``compiled_grads``)."""
     torch = need_torch()
     from autograd_tui import engine
-    from autograd_tui.engine.torch_bridge import capture, from_torch, leaf_names, split_result
+    from autograd_tui.engine.torch_bridge import capture, leaf_names, split_result
     from autograd_tui.engine.torch_bridge.compiled import watch_compile
+    from autograd_tui.engine.torch_bridge.program import build_graph as from_torch
 
     with watch_compile(eager=True, namespace=namespace) as watch, capture() as reg:
         out = entry()

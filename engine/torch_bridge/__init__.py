@@ -15,6 +15,7 @@ Layers (each imports only those below it, lazily or not; no cycle):
 ``bridge``     ``TorchNode``, ``TorchAccumulateGrad``, ``from_torch``, ``TorchGraph``,
                the reentrant entry points (``reentrant_calls``)
 ``capture``    ``capture()`` and its ``Registry``: what the forward pass leaves
+``sites``      where each node was created (the program's frame, the stack)
 ``hooks``      the program's hooks as hooks of our nodes
 ``compiled``   ``torch.compile``: what was compiled; its eager graph is what runs
 ``queries``    PyTorch's graph-task queries answered by our engine
@@ -44,7 +45,8 @@ ours                                PyTorch
 ``RetainGrad``                      ``VariableHooks::retain_grad`` (``variable.cpp``)
 ``node_hook_dicts``                 ``registerFunctionHook`` (``python_hook.cpp``)
 ``Registry.var_inputs``             ``is_variable_input`` (``python_function.cpp``)
-``creation_site``                   ``AnomalyMetadata``'s traceback (anomaly mode)
+``sites.Sites``                     ``AnomalyMetadata``'s traceback (anomaly mode),
+                                    kept per torch call by a ``TorchFunctionMode``
 ``queries``                         ``get_current_graph_task_id`` and friends
                                     (``engine.cpp``), ``THPModule_willEngineExecuteNode``
 ``saved``                           (new): ``SavedVariable::unpack`` runs the hook

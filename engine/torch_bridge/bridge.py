@@ -40,7 +40,27 @@ from .hooks import LeafView, RetainGrad, install_hooks, probing
 _local = threading.local()  # .active: a bridged backward runs on this thread
 
 
-class TorchNode(Node):
+class LazyMeta:
+    """``meta`` (the ``node_meta`` fields) made from the registry when first read (an
+    observed backward's ``dependencies_computed``, a leaf's name): a backward nobody
+    watches never pays for the summaries."""
+
+    fn: Any
+    _meta: dict[str, Any] | None = None
+    _registry: Any = None  # capture.Registry, until meta is made
+
+    @property
+    def meta(self) -> dict[str, Any] | None:
+        if self._meta is None and self._registry is not None:
+            self._meta, self._registry = self._registry.meta(self.fn), None
+        return self._meta
+
+    @meta.setter
+    def meta(self, value: dict[str, Any] | None) -> None:
+        self._meta, self._registry = value, None
+
+
+class TorchNode(LazyMeta, Node):
     """One PyTorch node: our engine schedules it, ``apply`` calls the real one."""
 
     def __init__(self, fn: Any, is_var_input: tuple[bool, ...] | None = None) -> None:
@@ -125,7 +145,7 @@ class TorchNode(Node):
         return [o for o, v in zip(outs, is_var) if v]
 
 
-class TorchAccumulateGrad(AccumulateGrad):
+class TorchAccumulateGrad(LazyMeta, AccumulateGrad):
     """PyTorch's ``AccumulateGrad``: the real node writes the real ``.grad``.
 
     ``variable`` is a view for the engine and the events: ``_grad`` as NumPy, and the
@@ -251,7 +271,7 @@ def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> To
         ours.set_next_edges([Edge(nodes[id(n)], nr) if n is not None else Edge(None, 0)
                              for n, nr in fn.next_functions])
         install_hooks(ours, fn, reg)
-        ours.meta = reg.meta(fn)
+        ours._registry = reg  # meta made when first read (LazyMeta)
         nodes[id(fn)] = ours
 
     grads: list[Tensor | None] = []

@@ -4,23 +4,32 @@
 keeps out of Python's reach: the hooks a program puts on non-leaf tensors
 (``Tensor.register_hook``, ``retain_grad``), which arguments of a custom
 ``Function`` were tensors (``is_variable_input`` in ``python_function.cpp``),
-the ``nn.Module`` that created each node (module forward hooks) and, under
-anomaly mode, where each node was created (``AnomalyMetadata``'s traceback).
+the ``nn.Module`` that created each node (module forward hooks) and where each
+node was created (what anomaly mode's ``AnomalyMetadata`` keeps as a traceback).
 ``current_registry()`` hands that to ``bridge.from_torch``.  Imports nothing of
 the bridge: ``bridge`` reads the registry, ``program`` runs a forward under it.
+
+Creation sites are kept without anomaly mode (``sites.py`` says how, and why).  The
+module of a node: the module calls are ranges of sequence numbers (a node is made
+by the innermost call running when it was made; ``Registry.owner``), read when a
+node's meta is made, with no walk of the graph during the forward.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
-import os
-import re
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
 from . import saved as saved_hooks
+from .saved import saved_summaries
+from .sites import Sites, is_tool_file, site_mode
+
+__all__ = ["Registry", "capture", "current_registry", "is_tool_file", "saved_summaries"]
 
 _lock = threading.Lock()
 
@@ -33,10 +42,15 @@ class Registry:
         self._hooks: dict[int, tuple[Any, list[tuple[int, Any]]]] = {}
         self._retained: dict[int, tuple[Any, dict[int, Any]]] = {}
         self._var_inputs: dict[int, tuple[Any, tuple[bool, ...]]] = {}
-        self._module: dict[int, tuple[Any, str, str]] = {}  # node -> (node, path, type)
         self._params: dict[int, tuple[Any, str, str, str]] = {}  # param -> (p, path, type, name)
         # param -> (p, id of the root module, the root's name, named_parameters()' name)
         self._qual: dict[int, tuple[Any, int, str, str]] = {}
+        self._roots: set[int] = set()  # the roots named in _qual (one: no prefix)
+        self.sites = Sites()
+        # the module calls as ranges of sequence numbers: from each boundary on (a node
+        # newer than it), the owner (path, type) of the call then innermost, or None
+        self._bounds: list[int] = []
+        self._owners: list[tuple[str, str] | None] = []
 
     # --- recorded during the forward ----------------------------------------------------
     def add_tensor_hooks(self, fn: Any, nr: int, hooks: Any) -> None:
@@ -50,11 +64,22 @@ class Registry:
     def add_var_inputs(self, fn: Any, flags: tuple[bool, ...]) -> None:
         self._var_inputs[id(fn)] = (fn, flags)
 
-    def claim(self, fn: Any, path: str, typ: str) -> bool:
-        if id(fn) in self._module:
-            return False
-        self._module[id(fn)] = (fn, path, typ)
-        return True
+    def owner(self, owner: tuple[str, str] | None) -> None:
+        """Nodes made from now on belong to ``owner`` (a module call entered or left)."""
+        seqs = self.sites.seqs
+        now = seqs[-1] if seqs else -1
+        if self._bounds and self._bounds[-1] == now:
+            self._owners[-1] = owner  # no node made since the last boundary
+        else:
+            self._bounds.append(now)
+            self._owners.append(owner)
+
+    def module_of(self, fn: Any) -> tuple[str, str] | None:
+        """The innermost module call whose range of sequence numbers holds ``fn``'s."""
+        if type(fn).__name__ == "AccumulateGrad":  # a leaf: made by no call
+            return None
+        i = bisect.bisect_left(self._bounds, fn._sequence_nr()) - 1
+        return self._owners[i] if i >= 0 else None
 
     def add_params(self, root: Any) -> dict[int, str]:
         # The model itself is named by its type (a script may call several roots).
@@ -66,7 +91,9 @@ class Registry:
                 self._params.setdefault(id(p), (p, mpath, type(m).__name__, pname))
         label = root_label(root)
         for qname, p in root.named_parameters():
-            self._qual.setdefault(id(p), (p, id(root), label, qname))
+            if id(p) not in self._qual:
+                self._qual[id(p)] = (p, id(root), label, qname)
+                self._roots.add(id(root))
         return names
 
     def param_name(self, p: Any) -> str | None:
@@ -76,7 +103,7 @@ class Registry:
         q = self._qual.get(id(p))
         if q is None:
             return None
-        if len({r for _, r, _, _ in self._qual.values()}) == 1:
+        if len(self._roots) == 1:
             return q[3]
         return f"{q[2]}.{q[3]}"
 
@@ -102,11 +129,12 @@ class Registry:
         if var is not None and id(var) in self._params:
             _, module, typ, pname = self._params[id(var)]
             tensor = self.param_name(var) or (f"{module}.{pname}" if module else pname)
-        elif id(fn) in self._module:
-            _, module, typ = self._module[id(fn)]
-        created, source = creation_site(fn)
+        elif (owner := self.module_of(fn)) is not None:
+            module, typ = owner
+        created, source, stack = self.sites.of(fn)
         return {"module": module, "module_type": typ, "tensor": tensor, "created": created,
-                "source": source, "saved": [f"{k}: {v}" for k, v in saved_summaries(fn)]}
+                "source": source, "saved": [f"{k}: {v}" for k, v in saved_summaries(fn)],
+                "stack": stack}
 
 
 _current = Registry()
@@ -116,10 +144,24 @@ def current_registry() -> Registry:
     return _current
 
 
+def captured_nodes() -> int | None:
+    """About how many nodes the forward pass under ``capture()`` has made so far (the
+    span of their sequence numbers), or None when no capture runs: for a progress line,
+    read from another thread."""
+    sites = _current.sites
+    if sites.stop is None:
+        return None
+    seqs = sites.seqs
+    return seqs[-1] - sites.first + 1 if seqs else 0
+
+
 # --- the forward pass -----------------------------------------------------------------------
 @contextlib.contextmanager
-def capture(anomaly: bool = True) -> Iterator[Registry]:
-    """Record, while a program's forward pass runs, what ``from_torch`` needs."""
+def capture(inner: Any = None) -> Iterator[Registry]:
+    """Record, while a program's forward pass runs, what ``from_torch`` needs.  Anomaly
+    mode is left as the program sets it (its checks still run; its traceback is unused).
+    ``inner``: another ``TorchFunctionMode``'s ``__torch_function__``, each torch call
+    run through it (``site_mode``)."""
     global _current
     import torch
     from torch.autograd import function as F
@@ -149,9 +191,10 @@ def capture(anomaly: bool = True) -> Iterator[Registry]:
         for t in _flatten(out):
             if t.grad_fn is not None and isinstance(t.grad_fn, F.BackwardCFunction):
                 reg.add_var_inputs(t.grad_fn, flags)
+        reg.sites.note(out)  # not a torch function: the mode does not see it
         return out
 
-    stack: list[tuple[str, int]] = []  # (module path, watermark sequence_nr)
+    stack: list[tuple[str, str]] = []  # the module calls entered: (path, type)
     names: dict[int, str] = {}
 
     def pre(module: Any, args: Any) -> None:
@@ -161,29 +204,31 @@ def capture(anomaly: bool = True) -> Iterator[Registry]:
         if path is None:
             parent = stack[-1][0] if stack else ""
             path = f"{parent}.{type(module).__name__}".lstrip(".")
-        mark = max((t.grad_fn._sequence_nr() for t in _flatten(args)
-                    if t.grad_fn is not None), default=-1)
-        stack.append((path, mark))
+        owner = (path, type(module).__name__)
+        stack.append(owner)
+        reg.owner(owner)
 
     def post(module: Any, args: Any, output: Any) -> None:
         if not stack:
             return
-        path, mark = stack.pop()
-        _claim(reg, _flatten(output), path, type(module).__name__, mark)
+        stack.pop()
+        reg.owner(stack[-1] if stack else None)
 
-    prev_anomaly = (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled())
+    reg.sites.stop = _entering_frame()  # the frame with `with capture()`: outermost kept
+    mode = site_mode(reg.sites, inner)
     with _lock:
         T.register_hook = register_hook
         T.retain_grad = retain_grad
         F.Function.apply = classmethod(apply)
         handles = [M.register_module_forward_pre_hook(pre),
                    M.register_module_forward_hook(post)]
-        if anomaly:
-            torch.autograd.set_detect_anomaly(True, check_nan=False)
     saved_hooks.install()  # saved-tensor hooks entered now are guarded (saved.py)
+    mode.__enter__()
     try:
         yield reg
     finally:
+        mode.__exit__(None, None, None)
+        reg.sites.done()
         saved_hooks.uninstall()
         with _lock:
             T.register_hook = orig_hook
@@ -194,23 +239,20 @@ def capture(anomaly: bool = True) -> Iterator[Registry]:
             F.Function.apply = orig_apply
             for h in handles:
                 h.remove()
-            torch.autograd.set_detect_anomaly(*prev_anomaly)
 
 
-def _claim(reg: Registry, outs: list[Any], path: str, typ: str, mark: int) -> None:
-    """Give ``path`` the nodes its forward made: those reachable from its outputs that
-    are newer than its inputs and that no module inside it claimed."""
-    todo = [t.grad_fn for t in outs if t.grad_fn is not None]
-    seen: set[int] = set()
-    while todo:
-        fn = todo.pop()
-        if id(fn) in seen or fn._sequence_nr() <= mark or not hasattr(fn, "next_functions"):
-            continue
-        seen.add(id(fn))
-        if type(fn).__name__ == "AccumulateGrad":
-            continue
-        reg.claim(fn, path, typ)
-        todo.extend(n for n, _ in fn.next_functions if n is not None)
+def _entering_frame() -> Any:
+    """The frame whose ``with`` entered ``capture()``, through any context managers made
+    of generators around it (``program.forward_capture``): their frames are suspended,
+    never on an op's stack."""
+    f = sys._getframe(2)
+    while f is not None and (f.f_code.co_flags & _CO_GENERATOR
+                             or f.f_code.co_filename == contextlib.__file__):
+        f = f.f_back
+    return f
+
+
+_CO_GENERATOR = 0x20  # inspect.CO_GENERATOR
 
 
 def _flatten(x: Any) -> list[Any]:
@@ -223,47 +265,6 @@ def _flatten(x: Any) -> list[Any]:
     if isinstance(x, dict):
         return [t for v in x.values() for t in _flatten(v)]
     return []
-
-
-# --- node facts -------------------------------------------------------------------------------
-_FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)'
-                    r'(?:\n\s*(?P<src>[^\n]*))?')
-
-
-def creation_site(fn: Any) -> tuple[str | None, str | None]:
-    """Where the forward op of ``fn`` ran (anomaly mode's traceback): the innermost frame
-    outside torch and this package, as ``file:line in func`` and its source line."""
-    try:
-        tb = fn.metadata.get("traceback_")
-    except Exception:  # noqa: BLE001 - a node without metadata
-        return None, None
-    if not tb:
-        return None, None
-    frames = tb if isinstance(tb, list) else [tb]
-    import sysconfig
-
-    # engine/ (this package is in it), and the debugger beside it
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    skip = (_package_dir("torch") + os.sep, here + os.sep,
-            os.path.join(os.path.dirname(here), "autograd_tui") + os.sep,
-            os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep)
-    for text in reversed(frames):
-        m = _FRAME.match(str(text))
-        if m is None:
-            continue
-        path = os.path.abspath(m["file"])
-        if path.startswith(skip) or m["file"].startswith("<frozen"):
-            continue
-        return f"{m['file']}:{m['line']} in {m['func']}", (m["src"] or "").strip() or None
-    return None, None
-
-
-def is_tool_file(filename: str) -> bool:
-    """Whether ``filename`` is torch's, the engine's or the debugger's (not the program's)."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    skip = (_package_dir("torch") + os.sep, here + os.sep,
-            os.path.join(os.path.dirname(here), "autograd_tui") + os.sep)
-    return os.path.abspath(filename).startswith(skip)
 
 
 def root_label(module: Any) -> str:
@@ -282,57 +283,3 @@ def root_label(module: Any) -> str:
         f = f.f_back
     return type(module).__name__
 
-
-def _package_dir(name: str) -> str:
-    import importlib
-
-    return os.path.dirname(os.path.abspath(importlib.import_module(name).__file__ or ""))
-
-
-def saved_summaries(fn: Any) -> list[tuple[str, str]]:
-    """A node's saved tensors (``_saved_*``; a custom Function's ``saved_tensors``):
-    name and a summary (shape, dtype, norm)."""
-    out = []
-    names = [a for a in dir(fn) if a.startswith("_saved_")]
-    pairs: list[tuple[str, Any]] = []
-    with saved_hooks.looking():  # never run an unpack hook before PyTorch does
-        for a in names:
-            try:
-                pairs.append((a[len("_saved_"):], getattr(fn, a)))
-            except Exception as e:  # noqa: BLE001 - freed, or not unpackable: say so
-                pairs.append((a[len("_saved_"):], _Unavailable(e)))
-        if hasattr(fn, "saved_tensors") and not names:
-            try:
-                pairs.extend((f"saved_tensors[{i}]", t) for i, t in enumerate(fn.saved_tensors))
-            except Exception as e:  # noqa: BLE001
-                pairs.append(("saved_tensors", _Unavailable(e)))
-    for k, v in pairs:
-        out.append((k, _summary(v)))
-    return out
-
-
-class _Unavailable:
-    def __init__(self, e: BaseException) -> None:
-        if isinstance(e, saved_hooks.NotReadYet):
-            self.text = "(saved-tensor hooks: read when the node runs)"
-            return
-        self.text = f"(unavailable: {str(e).splitlines()[0][:80] if str(e) else type(e).__name__})"
-
-
-def _summary(v: Any) -> str:
-    import torch
-
-    if isinstance(v, _Unavailable):
-        return v.text
-    if isinstance(v, torch.Tensor):
-        if v.layout != torch.strided or v.is_nested:
-            return f"Tensor{list(v.shape)} {str(v.dtype).replace('torch.', '')} {v.layout}"
-        d = v.detach()
-        norm = float(d.double().norm()) if d.is_floating_point() and d.numel() else None
-        tail = f" |x|={norm:.4g}" if norm is not None else ""
-        return f"Tensor{list(v.shape)} {str(v.dtype).replace('torch.', '')}{tail}"
-    if isinstance(v, (tuple, list)) and v and all(isinstance(t, torch.Tensor) for t in v):
-        return f"{len(v)} tensors: " + ", ".join(_summary(t) for t in v[:3]) + (
-            ", ..." if len(v) > 3 else "")
-    text = repr(v)
-    return text if len(text) <= 60 else text[:57] + "..."

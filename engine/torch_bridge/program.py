@@ -8,13 +8,14 @@ rule that names a leaf (``check-order`` names them the same way).
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 from ..tensor import Tensor
 from .bridge import TorchAccumulateGrad, TorchGraph, from_torch
-from .capture import capture, is_tool_file
+from .capture import Registry, capture, is_tool_file
 from .compiled import watch_compile
 from .convert import TorchBridgeError, device_str, torch_module
 from .inplace import inplace_log
@@ -51,6 +52,30 @@ def leaf_names(graph: TorchGraph) -> dict[str, TorchAccumulateGrad]:
     return out
 
 
+@contextlib.contextmanager
+def forward_capture() -> Iterator[tuple[Registry, dict[int, tuple[Any, str]], Any]]:
+    """What ``run_program`` runs the forward pass under: ``capture()``, the program's own
+    backward calls watched, in-place ops logged, a compiled model run eagerly (its eager
+    graph is what we step).  Yields the registry, the calls and the in-place log."""
+    log = inplace_log()  # run inside capture's own mode: one Python dispatch per op
+    with watch_compile(eager=True), capture(log.__torch_function__) as reg, \
+            backward_calls() as calls:
+        yield reg, calls, log
+
+
+def build_graph(loss: Any, grad_outputs: Any = None, inputs: Any = None) -> TorchGraph:
+    """``from_torch`` with Python's cyclic garbage collector paused: it makes a few
+    objects per node, all kept, and each full collection on the way walks every object
+    the program holds (at 20,000 nodes the collections doubled its time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return from_torch(loss, grad_outputs, inputs)
+    finally:
+        if was:
+            gc.enable()
+
+
 class ProgramResult(dict[str, Tensor]):
     """Each leaf's ``.grad`` by name; ``no_grad``: each parameter of the models the forward
     pass called that got no gradient, and why."""
@@ -68,13 +93,11 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
     gradient a nested GraphTask wrote (a reentrant checkpoint's); ``no_grad`` names the
     parameters left without one."""
     torch_module()
-    log = inplace_log()
-    # a compiled model runs its eager graph
-    with watch_compile(eager=True), capture() as reg, backward_calls() as calls, log:
+    with forward_capture() as (reg, calls, log):
         out = entry(*args, **kwargs)
     loss, grad_outputs, inputs = split_result(out)
     refuse_backwarded(entry, loss, calls)
-    g = from_torch(loss, grad_outputs, inputs)
+    g = build_graph(loss, grad_outputs, inputs)
     try:
         g.backward()
     except RuntimeError as e:  # a saved tensor changed in place: name the op

@@ -19,6 +19,7 @@ the hook; PyTorch has no event for it.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -111,3 +112,80 @@ def installed() -> Iterator[None]:
         yield
     finally:
         uninstall()
+
+
+# --- what node_meta says of a node's saved tensors --------------------------------------
+_names: dict[type, list[str]] = {}  # a node class's ``_saved_*`` getters (dir() is slow)
+NORM_MAX = 1 << 16  # elements: a norm costs a pass over the tensor, so only small ones
+
+
+def saved_summaries(fn: Any) -> list[tuple[str, str]]:
+    """A node's saved tensors (``_saved_*``; a custom Function's ``saved_tensors``):
+    name and a summary (shape, dtype, version, size in bytes, norm of a small one)."""
+    names = _names.get(type(fn))
+    if names is None:
+        names = _names[type(fn)] = [a for a in dir(type(fn)) if a.startswith("_saved_")]
+    pairs: list[tuple[str, Any]] = []
+    with looking():  # never run an unpack hook before PyTorch does
+        for a in names:
+            try:
+                pairs.append((a[len("_saved_"):], getattr(fn, a)))
+            except Exception as e:  # noqa: BLE001 - freed, or not unpackable: say so
+                pairs.append((a[len("_saved_"):], _Unavailable(e)))
+        if not names and hasattr(fn, "saved_tensors"):
+            try:
+                pairs.extend((f"saved_tensors[{i}]", t) for i, t in enumerate(fn.saved_tensors))
+            except Exception as e:  # noqa: BLE001
+                pairs.append(("saved_tensors", _Unavailable(e)))
+    return [(k, _summary(v)) for k, v in pairs]
+
+
+_VERSION = re.compile(r"is at version (?P<now>\d+); expected version (?P<saved>\d+)")
+
+
+class _Unavailable:
+    def __init__(self, e: BaseException) -> None:
+        if isinstance(e, NotReadYet):
+            self.text = "(saved-tensor hooks: read when the node runs)"
+            return
+        m = _VERSION.search(str(e))
+        if m is not None:  # SavedVariable::unpack's version check
+            self.text = (f"(modified in place: saved at version {m['saved']}, now version "
+                         f"{m['now']}; the backward will fail here)")
+            return
+        self.text = f"(unavailable: {str(e).splitlines()[0][:80] if str(e) else type(e).__name__})"
+
+
+def nbytes(n: int) -> str:
+    """``48 B``, ``1.5 KiB``, ``3 MiB``."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.3g} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _summary(v: Any) -> str:
+    torch = torch_module()
+    if isinstance(v, _Unavailable):
+        return v.text
+    if isinstance(v, torch.Tensor):
+        head = f"Tensor{list(v.shape)} {str(v.dtype).replace('torch.', '')}"
+        try:
+            version = f", version {v._version}"
+        except Exception:  # noqa: BLE001 - a tensor without a version counter
+            version = ""
+        if v.layout != torch.strided or v.is_nested:
+            return f"{head} {v.layout}{version}"
+        n = v.numel()
+        size = f", {nbytes(n * v.element_size())}"
+        norm = ""
+        if n and n <= NORM_MAX and v.is_floating_point() and v.device.type == "cpu":
+            norm = f", |x|={float(torch.linalg.vector_norm(v.detach(), dtype=torch.float64)):.4g}"
+        return head + version + size + norm
+    if isinstance(v, (tuple, list)) and v and all(isinstance(t, torch.Tensor) for t in v):
+        return f"{len(v)} tensors: " + ", ".join(_summary(t) for t in v[:3]) + (
+            ", ..." if len(v) > 3 else "")
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
