@@ -98,7 +98,7 @@ from .graph_task import _current as current_tls
 from .input_buffer import InputBuffer
 from .python_hook import check_result, check_single_result
 from .ready_queue import NodeTask, ReadyQueue
-from .sync import ThreadAborted, Waitable, set_tracker_lookup
+from .sync import ThreadAborted, Waitable, set_tracker_lookup, start_thread
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -908,7 +908,7 @@ class Engine:
             self._threads.append(t)
         if self.waits is not None:
             self.waits.register_thread(name)  # before it runs, so a step waits for it
-        t.start()
+        start_thread(t)  # a deep stack: it may free a program's PyTorch graph (sync.py)
 
     def _thread_body(self, name: str, target: Callable[..., None], *args: Any) -> None:
         self._tls.name = name

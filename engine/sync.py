@@ -204,3 +204,31 @@ class Signal(Waitable):
                 waits.after_wait("signal", self)
             waits.emit_wait("thread_wake", "signal", self)
         return True
+
+
+# --- thread stacks ----------------------------------------------------------------------------
+#: The stack of every thread the engine or the debugger starts (not PyTorch's: its worker
+#: threads have the platform's default).  Freeing a PyTorch graph whose nodes Python has
+#: wrapped (as ``torch_bridge.from_torch`` must, to walk it) recurses once per node along
+#: a chain: PyTorch 2.13 destroys such a node through its wrapper (``THPCppFunction_dealloc``
+#: -> ``~Node`` -> the next node's wrapper), not through ``deleteNode``'s iterative loop.
+#: At about 200 bytes a level the 8 MiB default overflows (SIGSEGV) near 40,000 nodes deep;
+#: 512 MiB holds millions.  Address space only: a page is used when it is touched.
+THREAD_STACK_BYTES = 512 << 20
+_stack_lock = threading.Lock()
+
+
+def start_thread(thread: threading.Thread) -> None:
+    """``thread.start()`` on a stack of ``THREAD_STACK_BYTES`` (``threading.stack_size``
+    is process-wide and read when a thread starts: set it around this start only)."""
+    with _stack_lock:
+        old = threading.stack_size()
+        try:
+            threading.stack_size(THREAD_STACK_BYTES)
+        except (ValueError, RuntimeError):  # a platform that cannot: its default
+            thread.start()
+            return
+        try:
+            thread.start()
+        finally:
+            threading.stack_size(old)

@@ -52,7 +52,7 @@ from autograd_tui.control.threads import (
 )
 from autograd_tui.engine.engine import Engine, use_engine
 from autograd_tui.engine.events import Event, make_event
-from autograd_tui.engine.sync import ThreadAborted
+from autograd_tui.engine.sync import ThreadAborted, start_thread
 from autograd_tui.history import History
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ class Controller:
                 self.gates.thread_end(name)
 
         self._program = threading.Thread(target=body, name=f"autograd {name}", daemon=True)
-        self._program.start()
+        start_thread(self._program)  # a deep stack: it frees the program's graph (sync.py)
         if self.serialized:
             self.gates.wait_quiescent()  # it is parked at its first gate
 

@@ -79,3 +79,46 @@ def test_a_100k_node_chain_is_freed_on_a_256kb_stack(link):
     """256 KB is about 2.6 bytes a node: only a teardown of bounded depth fits."""
     out = run(100_000, link == "mul", link, stack_kb=256)
     assert out.split()[0] == "freed" and int(out.split()[1]) >= 100_000
+
+
+TORCH_PROGRAM = textwrap.dedent("""
+    import sys, threading
+    import torch
+    from autograd_tui.engine.sync import start_thread
+    from autograd_tui.engine.torch_bridge import from_torch
+
+    n, how = int(sys.argv[1]), sys.argv[2]
+
+    def body():
+        w = torch.ones(2, requires_grad=True)
+        x = w
+        for _ in range(n):
+            x = x * 1.0001
+        graph = from_torch(x.sum())  # the bridge walks it: every node gets its wrapper
+        del graph, x  # the last references: the chain goes here
+        print("freed", flush=True)
+
+    t = threading.Thread(target=body)
+    if how == "default":
+        threading.stack_size(8 << 20)  # the platform's usual default
+        t.start()
+    else:
+        start_thread(t)  # how the engine and the controller start theirs
+    t.join()
+""")
+
+
+def run_torch(n: int, how: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", TORCH_PROGRAM, str(n), how],
+                          capture_output=True, text=True, timeout=110)
+
+
+def test_a_walked_100k_node_torch_chain_is_freed_on_the_threads_we_start():
+    """PyTorch frees a node that Python has wrapped through the wrapper, once per node
+    along a chain (not by ``deleteNode``'s loop): on an 8 MiB stack a 100,000-node chain
+    that the bridge walked kills the process (SIGSEGV); the threads the engine and the
+    controller start (``sync.start_thread``) free it and the process exits 0."""
+    crashed = run_torch(100_000, "default")
+    assert crashed.returncode != 0 and "freed" not in crashed.stdout, crashed.returncode
+    ours = run_torch(100_000, "ours")
+    assert ours.returncode == 0 and ours.stdout.split() == ["freed"], ours.stderr[-2000:]
