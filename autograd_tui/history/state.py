@@ -330,7 +330,9 @@ class EngineState:
 
     def topological_order(self) -> list[int]:
         """Nodes from the roots to the leaves (higher topological number first)."""
-        return sorted(self.nodes, key=lambda n: (-self.nodes[n].topo, -self.nodes[n].seq, n))
+        # one tuple per node, compared as tuples (a key that looked each node up twice
+        # took 0.17 s for 117,390 nodes)
+        return [t[2] for t in sorted([(-i.topo, -i.seq, n) for n, i in self.nodes.items()])]
 
 
 def copy_heaps(heaps: dict[str, list[QueuedTask]]
