@@ -30,8 +30,10 @@ each step); the same goal applies.
 Then a **big recording** (``--recording-events``, default 1,000,000; 0 skips it):
 the recording ``bench.bench_trace`` generates (a real run replicated: 21 graphs of
 5,590 nodes, 117,390 nodes in all), saved, then, in a fresh process each (so that its
-resident memory is the recording's), loaded (``trace.load``, default settings) and
-opened (``AutogradApp(recording=...)``): the time to the first frame, then ``STEPS // 4``
+resident memory is the recording's), loaded (``trace.load``, default settings, with
+``background=True`` as ``autograd-tui replay`` does where the tree has it) and opened
+(``AutogradApp(recording=...)``): the time to the first frame (the title drawn, then two
+compositor passes), to every event checked and the end shown, then ``STEPS // 4``
 steps back (``left``, from the end) and the jumps ``home`` and ``end``, each until
 the title shows the new index and the screen is rendered, and the RSS.  Before (the
 sources at ``bench_trace.BASE_COMMIT``, with the cap raised: they refused the file by
@@ -46,7 +48,8 @@ a median under ``GOAL_MS`` on the large graph.  On a failure (or with
 functions by cumulative time are printed.
 
 Run: ``.venv/bin/python -m bench.bench_app`` (``--steps N``, ``--profile``,
-``--recording-events N``).
+``--recording-events N``; ``--only-recording`` with ``--base COMMIT``: only the big
+recording, before at that commit).
 """
 
 from __future__ import annotations

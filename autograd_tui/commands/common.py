@@ -153,8 +153,9 @@ def load_recording(path: str, background: bool = False) -> Recording:
     size = os.path.getsize(path) if os.path.isfile(path) else 0
     if size < BIG_RECORDING:
         return recordings.load(path, background=background)
-    print(f"loading {path} ({size / 2**20:.0f} MiB): reading, checking and folding every "
-          "event...", file=sys.stderr, flush=True)
+    what = "reading and checking every event (the app checks the fold as it shows them)" \
+        if background else "reading, checking and folding every event"
+    print(f"loading {path} ({size / 2**20:.0f} MiB): {what}...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     stages = recordings.LOAD_STAGES
     name = os.path.basename(path)
