@@ -369,8 +369,8 @@ class History:
         """The head folded as far as it goes: an event that contradicts the state (a
         case the fold does not model) stops it there instead of raising (do not mutate)."""
         with self._lock:
-            try:
-                self._catch_up()
+            try:  # (a recording left to the background check: only what it checked)
+                self._catch_up(upto=self._folded if self._deferred else None)
             except StateError:
                 pass
             return self._head

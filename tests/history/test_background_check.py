@@ -137,3 +137,17 @@ def test_the_session_counts_all_events_once_checked(recorded):
     assert [e.kind for e in s.events(0, 3)] == [e.kind for e in events[:3]]
     assert type(s.event(len(events) - 1)) is EVENT_TYPES[events[-1].kind]
     s.close()
+
+
+def test_latest_is_what_the_check_has_folded(recorded):
+    """The breakpoints' node names come from ``latest()``: it must not fold (unchecked)
+    in the app's thread what the background check has not reached."""
+    p, events = recorded
+    rec = trace.load(p, background=True)
+    assert rec.history.latest().index == 0 and rec.history.folded == 0
+    s = Session(recording=rec)
+    assert s._node_names() == {}
+    s.start_check()
+    assert rec.history.wait_checked(60)
+    assert rec.history.latest().index == len(events) and s._node_names()
+    s.close()
