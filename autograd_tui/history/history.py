@@ -311,7 +311,8 @@ class History:
         """Fold (and so check) the stored events in a thread, ``every`` at a time, the lock
         let go between: the app shows a big recording before it is checked.  ``available``
         says how far it got; an error stops it, ``check_error`` = ``describe(err)``."""
-        if self._checker is None and self._folded < len(self.events):
+        if not self.checking and self._folded < len(self.events) and not self.check_error:
+            self._stop_check.clear()  # (stopped by a closed session: the next one goes on)
             self._checker = threading.Thread(target=self._check, args=(describe,),
                                              name="recording-check", daemon=True)
             self._checker.start()

@@ -126,6 +126,11 @@ def test_the_session_shows_what_is_checked_and_stops_the_check(recorded, monkeyp
     assert 0 < h.folded < len(events) and s.count() == h.folded
     s.start_check()  # closed: never again
     assert not h.checking
+    again = Session(recording=rec)  # the app's r: the recording opened again goes on
+    again.start_check()
+    assert h.wait_checked(60) and again.count() == len(events) and h.check_error is None
+    assert h.state_at(len(events)) == History(events).state_at(len(events))
+    again.close()
 
 
 def test_the_session_counts_all_events_once_checked(recorded):
