@@ -253,7 +253,8 @@ class History:
                 raise
             self._folded = done + len(chunk)
             if self._folded % self.every == 0:
-                self._snapshot(src, base)
+                mine = src is None  # the chunk just folded: not decoded a second time
+                self._snapshot(chunk if mine else src, done if mine else base)
         if self.events.appended() >= COMPACT_AT:  # a long live run: keep it as lines
             self.events.compact()
 

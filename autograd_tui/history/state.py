@@ -131,6 +131,9 @@ class Slots:
 
     def set(self, i: int, value: Any) -> Slots:
         """A new buffer with slot ``i`` (``0 <= i < len``) holding ``value``."""
+        if self.n <= self.CHUNK:  # one chunk (nearly every node): no table to copy
+            old = self.chunks.get(0) or (None,) * self.n
+            return Slots(self.n, {0: old[:i] + (value,) + old[i + 1:]})
         c, j, size = divmod(i, self.CHUNK) + (self.CHUNK,)
         old = self.chunks.get(c) or (None,) * min(size, self.n - c * size)
         chunks = self.chunks.copy()
