@@ -81,3 +81,41 @@ def test_an_event_the_check_refuses_closes_the_recording_with_its_message(
     assert app.return_code == 1 and app.debugger.session is None
     said = " ".join(capsys.readouterr().err.split())  # printed on exit, wrapped
     assert " ".join(str(err.value).split()) in said
+
+
+def test_while_checking_the_header_says_so_and_no_key_passes_the_checked_event(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autograd_tui.history import History
+
+    path, total = _record(tmp_path)
+    real = History._catch_up
+
+    def slow(self: History, *a: Any, **kw: Any) -> None:  # an event at a time, slowly
+        time.sleep(0.06)
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(History, "_catch_up", slow)
+    rec = trace.load(path, background=True)
+    assert rec.history is not None
+    rec.history.every = 1
+    app = App(recording=rec)
+
+    async def main() -> None:
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
+            await until(pilot, lambda: "checking the recording" in str(app.debugger.sub_title)
+                        and shown(app)[1] > 0)
+            assert f" of {total} events (" in str(app.debugger.sub_title)
+            await pilot.press("end")
+            await pilot.pause()
+            at, seen = shown(app)
+            assert at == seen <= rec.history.folded < total  # never past the check
+            await pilot.press("left")
+            await until(pilot, lambda: shown(app)[0] == at - 1 or shown(app)[1] > seen)
+            await until(pilot, lambda: shown(app)[1] == total, timeout=60)
+            await pilot.pause()
+            assert "checking" not in str(app.debugger.sub_title)
+            await pilot.press("end")
+            await until(pilot, lambda: shown(app) == (total, total))
+            await pilot.press("q")
+
+    asyncio.run(main())
