@@ -318,8 +318,9 @@ def _big_recording(n_events: int, steps: int, base_commit: str | None = None) ->
                   f"nodes: trace.load {r['load']:.2f} s + first frame {r['frame']:.2f} s = "
                   f"{first:.2f} s; RSS {r['rss_mb']:,.0f} MB (peak {r['peak_mb']:,.0f})")
             if "checked" in r:  # the fold checked in the background (not before it)
-                print(f"{'':<20} the first frame shows event {r['first_shown']:,}; every "
-                      f"event checked and the end shown at {r['load'] + r['checked']:.2f} s")
+                print(f"{'':<20} once the first frame is drawn the title shows event "
+                      f"{r['first_shown']:,} (a check under way follows it); every event "
+                      f"checked and the end shown at {r['load'] + r['checked']:.2f} s")
             med = statistics.median(ms)
             print(f"{'':<20} {len(ms)} steps back from the end: median {med:6.2f} ms, max "
                   f"{max(ms):7.2f} ms; home {r['home'] * 1000:.0f} ms, end "
