@@ -156,3 +156,20 @@ def test_latest_is_what_the_check_has_folded(recorded):
     assert rec.history.wait_checked(60)
     assert rec.history.latest().index == len(events) and s._node_names()
     s.close()
+
+
+def test_the_memory_budget_stops_the_check_with_its_message(recorded):
+    """The load's budget is checked at each snapshot of the background fold too."""
+    p, events = recorded
+    rec = trace.load(p, background=True)
+    h = rec.history
+    h.every = 8
+
+    def over() -> None:
+        raise trace.TraceError(f"{p}: {trace.budget_words()}")
+
+    h.on_snapshot = over
+    rec.start_check()
+    assert h.wait_checked(60)
+    assert h.check_error == f"{p}: {trace.budget_words()}"
+    assert h.available == h.folded < len(events)
