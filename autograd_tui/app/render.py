@@ -14,6 +14,7 @@ from rich.text import Text
 
 from autograd_tui.app import graph_draw
 from autograd_tui.app.theme import ANSI, BADGES, Palette
+from autograd_tui.engine.graph import UINT64_MAX
 from autograd_tui.history.state import EngineState, shown
 from autograd_tui.words import (
     node_label,
@@ -75,14 +76,22 @@ def list_row(state: EngineState, n: int) -> tuple[str, ...]:
 
 def list_widths(state: EngineState) -> list[int]:
     """Column widths that fit every row of ``list_rows`` without making the rows: for a
-    graph too large to show all at once (its rows are made as they scroll into view)."""
+    graph too large to show all at once (its rows are made as they scroll into view).
+    No string is made per node (a 117,390-node graph's widths took 0.27 s that way): an
+    int's sequence number is as wide as the largest or the smallest of them."""
     nodes = state.nodes.values()
-    names = max((len(x.name) for x in nodes), default=0)
-    devices = max((len(x.device) for x in nodes), default=0)
-    seqs = max((len(seq_text(x.seq)) for x in nodes), default=0)
-    ids = max((len(str(n)) for n in state.nodes), default=0)
+    names = max(map(len, [x.name for x in nodes]), default=0)
+    devices = max(map(len, {x.device for x in nodes}), default=0)
+    ints = [x.seq for x in nodes if type(x.seq) is int and x.seq < UINT64_MAX]
+    others = {x.seq for x in nodes if type(x.seq) is not int or x.seq >= UINT64_MAX}
+    seqs = max([len(str(max(ints))), len(str(min(ints)))] if ints else [0])
+    seqs = max([seqs, *map(len, map(seq_text, others))])
+    ids = max((len(str(n)) for n in (max(state.nodes), min(state.nodes))), default=0) \
+        if state.nodes else 0
     wheres = max((len(w) for w in (*state.heaps, *state.threads)), default=0)
-    deps = max((len(str(v)) for v in state.dependencies.values()), default=1)
+    deps = max((len(str(v)) for v in (max(state.dependencies.values()),
+                                      min(state.dependencies.values()))), default=1) \
+        if state.dependencies else 1
     return [max(2, ids), 2 + names, max(6, devices), len("not reached"), max(4, deps),
             max(3, seqs), max(5, wheres)]
 

@@ -143,17 +143,19 @@ def is_recording(source: str) -> bool:
     return os.path.exists(source) and not source.endswith(".py")
 
 
-def load_recording(path: str) -> Recording:
+def load_recording(path: str, background: bool = False) -> Recording:
     """``recordings.load``, with a line on stderr before and after a big file (a
-    million events take a few seconds) and, on a terminal, a progress bar between."""
+    million events take a few seconds) and, on a terminal, a progress bar between.
+    ``background``: for the app, which checks the fold as it shows the recording."""
     from autograd_tui.commands.progress import progress
     from autograd_tui.history import recordings
 
     size = os.path.getsize(path) if os.path.isfile(path) else 0
     if size < BIG_RECORDING:
-        return recordings.load(path)
-    print(f"loading {path} ({size / 2**20:.0f} MiB): reading, checking and folding every "
-          "event...", file=sys.stderr, flush=True)
+        return recordings.load(path, background=background)
+    what = "reading and checking every event (the app checks the fold as it shows them)" \
+        if background else "reading, checking and folding every event"
+    print(f"loading {path} ({size / 2**20:.0f} MiB): {what}...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     stages = recordings.LOAD_STAGES
     name = os.path.basename(path)
@@ -164,7 +166,7 @@ def load_recording(path: str) -> Recording:
             if stage != stages[0]:
                 bar.advance()
 
-        rec = recordings.load(path, on_stage=on_stage)
+        rec = recordings.load(path, on_stage=on_stage, background=background)
         bar.advance()
     print(f"loaded {len(rec.events):,} events in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr, flush=True)

@@ -51,7 +51,8 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.scenario is not None and not args.reexecute:
         raise UsageError("--scenario goes with --reexecute (it names the scenario to run)")
-    rec = load_recording(args.file)
+    # the app checks the fold in the background, as it shows the recording
+    rec = load_recording(args.file, background=not (args.headless or args.reexecute))
     if args.reexecute:
         return _reexecute(rec, args.scenario)
     if not args.headless:

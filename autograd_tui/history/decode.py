@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ import numpy as np
 
 from autograd_tui.engine.events import EVENT_TYPES, SCHEMA, Event
 from autograd_tui.history.history import History
-from autograd_tui.history.lines import TraceError, json_line
+from autograd_tui.history.lines import TraceError, budget_words, json_line
 from autograd_tui.history.older_versions import V3_EVENT_TYPES
 from autograd_tui.history.state import StateError
 from autograd_tui.history.store import EventStore
@@ -88,6 +88,17 @@ def fold_error(p: Path, err: Exception, event: Event) -> TraceError:
         what = f"missing field {err}" if isinstance(err, KeyError) else str(err)
         return TraceError(f"{p}, line {lineno}: malformed {event.kind} event ({what})")
     return TraceError(f"{p}, line {lineno}: the event contradicts the state: {err}")
+
+
+def describe(p: Path, events: Sequence[Event], err: Exception) -> str:
+    """The message of what the background check refused: as ``load`` would raise it."""
+    if isinstance(err, TraceError):  # the memory budget
+        return str(err)
+    if isinstance(err, MemoryError):
+        return f"{p}: {budget_words()}"
+    if hasattr(err, "index"):
+        return str(fold_error(p, err, events[err.index]))  # type: ignore[attr-defined]
+    return f"{p}: the recording cannot be checked: {type(err).__name__}: {err}"
 
 
 @dataclass

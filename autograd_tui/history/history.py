@@ -11,8 +11,9 @@ own copy of the events.  ``state_at(k)`` is "at k": the state after events 1..k.
 from __future__ import annotations
 
 import bisect
+import gc
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -153,7 +154,8 @@ class History:
     """
 
     def __init__(self, events: Sequence[Event] = (), every: int = 1024,
-                 min_checkpoint: int = 20_000, on_snapshot: Any = None) -> None:
+                 min_checkpoint: int = 20_000, on_snapshot: Any = None,
+                 fold_now: bool = True) -> None:
         if every < 1:
             raise ValueError("every must be >= 1")
         self.every = every
@@ -174,9 +176,15 @@ class History:
         self._queued: tuple[int, np.ndarray, list[Event], int] = (-1, np.zeros(0, np.int64),
                                                                   [], 0)
         self.on_snapshot = on_snapshot  # called at each snapshot (a load's memory budget)
+        # check_in_background's thread, the message of what it refused, its stop flag
+        self._checker: threading.Thread | None = None
+        self.check_error: str | None = None
+        self._stop_check = threading.Event()
+        self._deferred = not fold_now  # a recording left to the background check
         if isinstance(events, EventStore):  # a recording's store: folded, not copied
             self.events = events
-            self._catch_up()
+            if fold_now:
+                self._catch_up()
         else:
             self.extend(events)
 
@@ -224,10 +232,12 @@ class History:
             return list(src[a - base:b - base])
         return self.events[a:b]
 
-    def _catch_up(self, src: Sequence[Event] | None = None, base: int = 0) -> None:
+    def _catch_up(self, src: Sequence[Event] | None = None, base: int = 0,
+                  upto: int | None = None) -> None:
         """Fold the stored events not yet folded (a snapshot at every ``every``-th).
-        ``src``: the events from ``base`` on, already decoded (a recording's block)."""
-        n = len(self.events)
+        ``src``: the events from ``base`` on, already decoded (a recording's block);
+        ``upto``: fold only so far."""
+        n = len(self.events) if upto is None else min(upto, len(self.events))
         while self._folded < n:
             done = self._folded
             chunk = self._between(done, min(n, done + self.every - done % self.every),
@@ -243,7 +253,8 @@ class History:
                 raise
             self._folded = done + len(chunk)
             if self._folded % self.every == 0:
-                self._snapshot(src, base)
+                mine = src is None  # the chunk just folded: not decoded a second time
+                self._snapshot(chunk if mine else src, done if mine else base)
         if self.events.appended() >= COMPACT_AT:  # a long live run: keep it as lines
             self.events.compact()
 
@@ -296,6 +307,54 @@ class History:
         self._queued = (a, at, have, end)
         return have[:int(np.searchsorted(at, b))]
 
+    # --- a recording checked in the background ----------------------------------------------
+    def check_in_background(self, describe: Callable[[Exception], str]) -> None:
+        """Fold (and so check) the stored events in a thread, ``every`` at a time, the lock
+        let go between: the app shows a big recording before it is checked.  ``available``
+        says how far it got; an error stops it, ``check_error`` = ``describe(err)``."""
+        if not self.checking and self._folded < len(self.events) and not self.check_error:
+            self._stop_check.clear()  # (stopped by a closed session: the next one goes on)
+            self._checker = threading.Thread(target=self._check, args=(describe,),
+                                             name="recording-check", daemon=True)
+            self._checker.start()
+
+    def _check(self, describe: Callable[[Exception], str]) -> None:
+        # The state built is long-lived and acyclic: the cyclic collector would only rescan
+        # it (as in recordings.load): off until the check ends, what was built frozen after
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            while not self._stop_check.is_set() and self._folded < len(self.events):
+                with self._lock:  # readers wait one chunk at most
+                    self._catch_up(upto=self._folded + self.every)
+        except Exception as err:  # noqa: BLE001 - the one message, said by the app
+            self.check_error = describe(err)
+        finally:
+            if was_enabled:
+                gc.freeze()
+                gc.enable()
+
+    @property
+    def checking(self) -> bool:
+        return self._checker is not None and self._checker.is_alive()
+
+    @property
+    def available(self) -> int:
+        """Events that can be shown: all, but of a recording left to the background check
+        only those checked (a later state would wait for it, or fold unchecked events)."""
+        return self._folded if self._deferred else len(self.events)
+
+    def wait_checked(self, timeout: float | None = None) -> bool:
+        """Until the background check has ended (True), or ``timeout`` s."""
+        if self._checker is not None:
+            self._checker.join(timeout)
+        return not self.checking
+
+    def stop_checking(self) -> None:
+        """End the background check (the recording is closed); wait for its thread."""
+        self._stop_check.set()
+        self.wait_checked()
+
     @property
     def head(self) -> EngineState:
         """The state after every event so far (do not mutate)."""
@@ -312,8 +371,8 @@ class History:
         """The head folded as far as it goes: an event that contradicts the state (a
         case the fold does not model) stops it there instead of raising (do not mutate)."""
         with self._lock:
-            try:
-                self._catch_up()
+            try:  # (a recording left to the background check: only what it checked)
+                self._catch_up(upto=self._folded if self._deferred else None)
             except StateError:
                 pass
             return self._head

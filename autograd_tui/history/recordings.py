@@ -39,6 +39,7 @@ from autograd_tui.history.decode import (
     V3_DECODER,
     Stream,
     decode_v2,
+    describe,
     fold_error,
     stream,
 )
@@ -79,12 +80,20 @@ class Recording:
     events: Sequence[Event]  # an EventStore when loaded: the lines, decoded when read
     footer: dict[str, Any] = field(default_factory=dict)
     history: History | None = None  # filled by load(): the validated fold
+    # load(background=True): how the background check words what it refuses (else None)
+    describe: Callable[[Exception], str] | None = None
 
     @property
     def scenario(self) -> str | None:
         sc = self.header.get("scenario")  # unchecked by load: any JSON value
         name = sc.get("name") if isinstance(sc, dict) else None
         return name if isinstance(name, str) else None
+
+    def start_check(self) -> None:
+        """Loaded with ``background=True``: fold and check the events in a thread (its
+        error: the message ``load`` would have raised)."""
+        if self.history is not None and self.describe is not None:
+            self.history.check_in_background(self.describe)
 
     def state_at(self, i: int) -> Any:
         if self.history is None:
@@ -174,9 +183,10 @@ def _no_stage(name: str) -> None:
 
 
 def load(path: str | os.PathLike[str], *, validate_state: bool = True,
-         on_stage: Callable[[str], None] = _no_stage) -> Recording:
+         on_stage: Callable[[str], None] = _no_stage, background: bool = False) -> Recording:
     """Read and validate a recording; raise ``TraceError`` with one clear message.
-    ``on_stage`` is told when each of ``LOAD_STAGES`` starts (for a progress bar)."""
+    ``on_stage`` is told when each of ``LOAD_STAGES`` starts (for a progress bar).
+    ``background`` (the app's, version 4): the fold's check is left to ``start_check``."""
     p = Path(path)
     on_stage("reading")
     data = read_file(p)
@@ -196,7 +206,7 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True,
     gc.disable()
     rec: Recording | None = None
     try:
-        rec = _load(p, data, validate_state, on_stage, Budget(p))
+        rec = _load(p, data, validate_state, on_stage, Budget(p), background)
     except MemoryError:
         raise TraceError(f"{p}: {budget_words()}") from None
     finally:
@@ -209,7 +219,8 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True,
 
 
 def _load(p: Path, data: bytes | bytearray, validate_state: bool,
-          on_stage: Callable[[str], None], budget: Budget) -> Recording:
+          on_stage: Callable[[str], None], budget: Budget,
+          background: bool = False) -> Recording:
     first = data.find(b"\n")
     header = json_line(p, 1, data if first < 0 else data[:first])
     if not isinstance(header, dict) or "format" not in header:
@@ -242,9 +253,11 @@ def _load(p: Path, data: bytes | bytearray, validate_state: bool,
         on_stage("decoding")
         got: Stream | None = None
         events: Sequence[Event]
+        later = background and validate_state  # the fold left to Recording.start_check
         if version >= 4:  # decoded, checked, kept and folded a chunk at a time
             got = stream(p, data, first + 1, first + 1 + len(body),
-                         History(on_snapshot=budget) if validate_state else None, budget)
+                         History(on_snapshot=budget) if validate_state and not later
+                         else None, budget)
             events, count = got.store, got.count
         else:
             events = decode_v2(p, body, V3_DECODER) if version >= 2 else decode_v1(p, body)
@@ -270,6 +283,9 @@ def _load(p: Path, data: bytes | bytearray, validate_state: bool,
         if validate_state:
             budget()  # the events decoded
             on_stage("folding")
+        if got is not None and later:
+            h = History(got.store, on_snapshot=budget, fold_now=False)
+            return Recording(header, h.events, footer, h, lambda e: describe(p, h.events, e))
         if got is not None:
             if got.fold is not None:
                 raise got.fold

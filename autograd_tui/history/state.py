@@ -131,6 +131,9 @@ class Slots:
 
     def set(self, i: int, value: Any) -> Slots:
         """A new buffer with slot ``i`` (``0 <= i < len``) holding ``value``."""
+        if self.n <= self.CHUNK:  # one chunk (nearly every node): no table to copy
+            old = self.chunks.get(0) or (None,) * self.n
+            return Slots(self.n, {0: old[:i] + (value,) + old[i + 1:]})
         c, j, size = divmod(i, self.CHUNK) + (self.CHUNK,)
         old = self.chunks.get(c) or (None,) * min(size, self.n - c * size)
         chunks = self.chunks.copy()
@@ -330,7 +333,9 @@ class EngineState:
 
     def topological_order(self) -> list[int]:
         """Nodes from the roots to the leaves (higher topological number first)."""
-        return sorted(self.nodes, key=lambda n: (-self.nodes[n].topo, -self.nodes[n].seq, n))
+        # one tuple per node, compared as tuples (a key that looked each node up twice
+        # took 0.17 s for 117,390 nodes)
+        return [t[2] for t in sorted([(-i.topo, -i.seq, n) for n, i in self.nodes.items()])]
 
 
 def copy_heaps(heaps: dict[str, list[QueuedTask]]

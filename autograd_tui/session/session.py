@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,8 @@ from autograd_tui.history.recordings import Recording
 from autograd_tui.scenarios import Scenario
 from autograd_tui.session.run import Run
 from autograd_tui.words import plain
+
+CHECK_SHOWN_EVERY = 1.0  # s: how often the count of a recording being checked moves on
 
 #: a breakpoint is an event query (kind, node, queue, thread, non-finite): ``control/query.py``
 Breakpoint = EventQuery
@@ -47,6 +50,7 @@ class Session:
         self.breakpoints: list[Breakpoint] = []
         self.fold_error: str | None = None  # an event the fold could not apply
         self._stop = threading.Event()
+        self._shown_count = (0, 0.0)  # count() during a recording's check: (value, when)
         if run is not None:
             self.history = run.history
         elif recording is not None:
@@ -120,8 +124,22 @@ class Session:
 
     @property
     def banner(self) -> str:
-        """A live script's note for the header (what a torch.compile'd model steps)."""
-        return self.run.scenario.banner if self.run is not None else ""
+        """A live script's note for the header (what a torch.compile'd model steps); a
+        recording's check under way, and how far it has got."""
+        if self.run is not None:
+            return self.run.scenario.banner
+        n = len(self.history.events)
+        if self.history.checking and self.history.available < n:
+            return (f"checking the recording: {self.history.available:,} of {n:,} events "
+                    f"({100 * self.history.available // max(n, 1)}%)")
+        return ""
+
+    @property
+    def check_error(self) -> str | None:
+        """What the background check of a recording refused (the message ``load`` would
+        have raised, its control characters made visible): the app closes it."""
+        err = self.history.check_error
+        return plain(err) if err is not None else None
 
     @property
     def scenario_name(self) -> str:
@@ -182,8 +200,21 @@ class Session:
         return any(str(q or "").startswith("cuda") for q in events.queues()) or any(
             str(t).startswith("cuda") for t in events.thread_names())
 
+    def start_check(self) -> None:
+        """A recording loaded with ``background=True``: start checking it (the app, once
+        its first frame is drawn); until then only event 0 is shown."""
+        if self.recording is not None and not self._stop.is_set():
+            self.recording.start_check()
+
     def count(self) -> int:
-        return len(self.history)
+        """Events to show: a recording being checked grows as a live run does, but a few
+        times a second (each new count redraws the app at it, slowing the check)."""
+        if not self.history.checking:
+            return self.history.available
+        now = time.monotonic()
+        if now - self._shown_count[1] >= CHECK_SHOWN_EVERY:
+            self._shown_count = (self.history.available, now)
+        return self._shown_count[0]
 
     def event(self, i: int) -> Event:
         return self.history.events[i]
@@ -194,7 +225,7 @@ class Session:
     def state_at(self, k: int) -> EngineState:
         """The state at k (after events 1..k).  Should an event contradict the fold (a
         state it does not model), the last state before it, and ``fold_error`` says so."""
-        k = min(k, len(self.history))
+        k = min(k, self.history.available)  # (a state at k waits for no check)
         try:
             return self.history.state_at(k)
         except StateError as e:
@@ -330,6 +361,7 @@ class Session:
 
     def close(self) -> None:
         self._stop.set()
+        self.history.stop_checking()
         if self.run is not None:
             self.run.close()
 

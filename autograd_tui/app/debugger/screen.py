@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -116,6 +117,8 @@ class DebuggerScreen(Screen[None]):
         self.refresh_bindings()  # a replay has no engine keys (hidden_actions)
         self._tick(force=True)
         s = self.session
+        if s is not None:  # a big recording is checked once its first frame is drawn
+            self.call_after_refresh(s.start_check)
         if s is not None and s.live and (steps := s.schedule_steps()):
             # --policy schedule:... (explore prints such commands): open where it leads
             self.notify(f"running the schedule's {steps} steps; then . steps on, left walks "
@@ -159,6 +162,10 @@ class DebuggerScreen(Screen[None]):
     def _tick(self, force: bool = False) -> None:
         s = self.session
         if s is None or self._panes is None:
+            return
+        if s.check_error is not None:  # the recording's background check refused it
+            self.close_session()
+            self.app.exit(1, return_code=1, message=Text(s.check_error))  # never markup
             return
         n = s.count()
         if n != self.seen or force:
