@@ -165,8 +165,7 @@ class DebuggerScreen(Screen[None]):
             return
         if s.check_error is not None:  # the recording's background check refused it
             self.close_session()
-            self.app.exit(1, return_code=1, message=Text(s.check_error))  # never markup
-            return
+            return self.app.exit(1, return_code=1, message=Text(s.check_error))  # no markup
         n = s.count()
         if n != self.seen or force:
             self.seen = n
@@ -202,10 +201,8 @@ class DebuggerScreen(Screen[None]):
     def names(self) -> dict[int, str]:
         """Node id -> name, of the graph so far."""
         s = self.session
-        if s is None:
-            return {}
-        state = s.state_at(self.seen)
-        return {n: info.name for n, info in state.nodes.items()}
+        nodes = s.state_at(self.seen).nodes if s is not None else {}
+        return {n: info.name for n, info in nodes.items()}
 
     def update_title(self) -> None:
         s = self.session
@@ -297,8 +294,7 @@ class DebuggerScreen(Screen[None]):
         """The grouped view: open the groups holding the node the shown event touched."""
         s = self.session
         last = s.state_at(self.cursor).last_event if s is not None else None
-        node = last.node if last is not None else None
-        if not self.query_one(GraphPane).reveal(node):
+        if not self.query_one(GraphPane).reveal(last.node if last is not None else None):
             self.notify("f finds the shown event's node in the grouped view (a PyTorch "
                         "graph's nodes by module; v switches views)", timeout=3)
 
