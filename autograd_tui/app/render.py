@@ -287,6 +287,7 @@ def _torch_meta(t: Text, meta: Any, frames: bool = False) -> None:
 
 
 _TENSOR = re.compile(r"Tensor\[([\d, ]*)\] ([a-z]+\d*)")
+_HAS_SIZE = re.compile(r"\bsize\b|\d B\b|\d [KMG]iB\b")  # "648 B", "1.5 KiB" (the bridge's)
 _BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
           "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16}
 
@@ -296,7 +297,7 @@ def saved_line(line: object) -> str:
     its shape and dtype where the line gives them and not a size already."""
     text = str(line)
     m = _TENSOR.search(text)
-    if m is None or "size" in text or m.group(2) not in _BYTES:
+    if m is None or _HAS_SIZE.search(text) or m.group(2) not in _BYTES:
         return text
     n = 1
     for d in m.group(1).split(","):

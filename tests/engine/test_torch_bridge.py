@@ -345,7 +345,8 @@ def test_graphviz_clusters_and_details_show_modules(tmp_path: Path) -> None:
     text = node_details(state, conv[0]).plain
     assert "module: conv (Conv2d)" in text
     assert "torch_cnn.py" in text and "self.conv(" in text
-    assert "saved tensors:" in text and "weight: Tensor[3, 3, 3, 3] float64" in text
+    assert "saved tensors (" in text and "weight: Tensor[3, 3, 3, 3] float64" in text
+    assert text.count("648 B") == 1  # its size, said once (the bridge's, not again)
 
 
 def test_node_meta_events_are_no_steps() -> None:
