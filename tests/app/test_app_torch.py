@@ -122,7 +122,7 @@ def test_the_torch_command_opens_a_script_small_graph_boxes_then_groups() -> Non
         details = str(app.debugger.query_one("#details").content)
         assert "module: conv (Conv2d)" in details and "created at" in details
         assert "saved tensors (" in details  # each with its size: 81 float64s
-        assert "weight: Tensor[3, 3, 3, 3] float64 |x|=1.01, size 648 B" in details
+        assert "weight: Tensor[3, 3, 3, 3] float64, version 1, 648 B, |x|=1.01" in details
         await press(pilot, "v")
         assert pane.has_class("list")
         await press(pilot, "v")

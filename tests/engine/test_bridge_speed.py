@@ -49,6 +49,9 @@ class Spy:
     def __init__(self, fn) -> None:
         self.fn, self.args, self.outs = fn, [], []
 
+    def __getattr__(self, name):  # the rest of the node (its meta is read lazily)
+        return getattr(self.fn, name)
+
     def __call__(self, *args):
         out = self.fn(*args)
         self.args.append(args)
