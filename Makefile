@@ -42,8 +42,10 @@ run: $(STAMP)
 # make test: the whole suite, then ruff; pytest prints the ten slowest tests at the end.
 # One folder or file: make test-engine (tests/engine), make test-app, ...; or
 # make test TESTS="tests/history tests/test_docs.py" (TESTS: pytest paths, default all).
+# JOBS: pytest-xdist workers, one per core up to 4 (JOBS=0: one process, as plain pytest).
 TESTS ?=
-PYTEST := $(BIN)/python -m pytest -q --durations=10
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+PYTEST := $(BIN)/python -m pytest -q --durations=10 -n $(JOBS)
 
 test: $(STAMP)
 	$(PYTEST) $(TESTS)
