@@ -52,8 +52,6 @@ N_LEAVES = 10
 WINDOW = 64
 PROFILE_STEPS = 10_000
 PROFILE_TOP = 10
-# generous: the serialized program's first step builds the whole forward graph
-STUCK_AFTER = 60.0
 
 
 def make_program(seed: int = SEED, n_nodes: int = N_NODES,
@@ -127,7 +125,7 @@ def run_plain(program: Callable[..., dict[str, Any]], observe: bool
 
 def run_controller(program: Callable[..., dict[str, Any]], serialized: bool
                    ) -> tuple[dict[str, Any], list[engine.Event]]:
-    ctl = Controller(engine.Engine(), serialized=serialized, stuck_after=STUCK_AFTER)
+    ctl = Controller(engine.Engine(), serialized=serialized)  # a long forward: computing
     try:
         with _NoGC():
             ctl.start(program)
@@ -144,7 +142,7 @@ def profile_serialized(program: Callable[..., dict[str, Any]], steps: int
     """Profile the first ``steps`` serialized steps after the forward pass: the
     driving thread (``ctl.run``) and the engine thread (its ``backward()``)."""
     driver, worker = cProfile.Profile(), cProfile.Profile()
-    ctl = Controller(engine.Engine(), stuck_after=STUCK_AFTER)
+    ctl = Controller(engine.Engine())
     try:
         ctl.start(program, worker)
         ctl.step_any()  # step 1 builds the forward graph: not what we profile

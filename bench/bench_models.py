@@ -204,6 +204,20 @@ def on_big_stack(fn: Any, *args: Any) -> Any:
     return out[0]
 
 
+def _vm_hwm(pid: int) -> float:
+    """The process's peak RSS so far, in bytes (Linux's VmHWM; 0 where unreadable).  Not
+    wait4's ``ru_maxrss``: on Linux a child's starts at its parent's peak (kept across
+    fork and exec), so under ``make bench`` every run read as this process's peak."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return float(line.split()[1]) * 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
 def run_cli(layers: int, timeout: float) -> dict[str, Any]:
     """``autograd-tui torch --headless --quiet --record`` on a script of ``layers`` layers,
     in a fresh process: status, seconds, peak RSS (bytes), file size, its last line."""
@@ -216,8 +230,9 @@ def run_cli(layers: int, timeout: float) -> dict[str, Any]:
         with open(Path(tmp) / "out", "w+b") as out:
             t0 = time.perf_counter()
             proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
-            status = None
+            status, hwm = None, 0.0
             while status is None:
+                hwm = max(hwm, _vm_hwm(proc.pid))
                 pid, code, usage = os.wait4(proc.pid, os.WNOHANG)
                 if pid:
                     status = os.waitstatus_to_exitcode(code)
@@ -237,7 +252,7 @@ def run_cli(layers: int, timeout: float) -> dict[str, Any]:
                     lines[-1] if lines else "")
         ok = status == 0 and any(ln.startswith("completed") for ln in lines)
         return {"status": "completed" if ok else f"failed ({status}): {last[:120]}",
-                "seconds": seconds, "rss": usage.ru_maxrss * 1024.0,
+                "seconds": seconds, "rss": hwm or usage.ru_maxrss * 1024.0,
                 "bytes": rec.stat().st_size if rec.exists() else 0}
 
 
