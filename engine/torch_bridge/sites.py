@@ -13,6 +13,7 @@ Nodes made on another thread than the forward's get none.  Imports nothing of th
 from __future__ import annotations
 
 import bisect
+import functools
 import linecache
 import os
 import sys
@@ -139,9 +140,10 @@ class Sites:
 
     def _resolve(self, key: tuple[Any, ...]) -> tuple[str | None, str | None, list[str]]:
         self.resolves += 1
-        # our own frames (the runner, the modes) are no part of the program's stack
+        # our own frames (the runner, the modes) are no part of the program's stack, nor
+        # torch's dispatch to a mode (handle_torch_function: there only because ours is on)
         pairs = [(c, ln) for c, ln in zip(key[0::2], key[1::2])
-                 if file_kind(c.co_filename) != OURS]
+                 if file_kind(c.co_filename) != OURS and c is not _dispatch_code()]
         created = source = None
         for code, line in pairs:
             if file_kind(code.co_filename) == PROGRAM:
@@ -177,6 +179,17 @@ def site_mode(sites: Sites, inner: Any = None) -> Any:
             return out
 
     return SiteMode()
+
+
+@functools.cache
+def _dispatch_code() -> Any:
+    """``handle_torch_function``'s code (read when a site is first resolved: importing
+    this module must not import torch)."""
+    try:
+        from torch.overrides import handle_torch_function
+    except ImportError:  # a torch without it: nothing of it in any stack
+        return None
+    return getattr(handle_torch_function, "__code__", None)
 
 
 def _package_dir(name: str) -> str:

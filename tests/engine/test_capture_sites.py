@@ -99,6 +99,21 @@ def test_the_stack_ends_at_the_frame_that_entered_the_capture() -> None:
     assert stack[0].endswith(" in runner") and stack[1].endswith(" in entry"), stack
 
 
+def test_the_stack_has_no_frame_of_torchs_dispatch_to_our_mode() -> None:
+    """``F.dropout`` and friends reach a TorchFunctionMode through ``handle_torch_function``:
+    a frame there only because capture's mode is on, which the program's stack has not."""
+    from autograd_tui.engine.torch_bridge.program import forward_capture
+
+    def runner() -> Any:
+        with forward_capture():
+            x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+            return torch.nn.functional.dropout(x.exp(), p=0.5).sum()
+
+    stack = metas(runner())["MulBackward0"]["stack"]
+    assert any(f.endswith(" in dropout") for f in stack), stack
+    assert not any("handle_torch_function" in f for f in stack), stack
+
+
 def test_each_code_location_is_resolved_once() -> None:
     x = torch.randn(4, dtype=torch.float64, requires_grad=True)
     with capture() as reg:
