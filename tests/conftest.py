@@ -37,6 +37,16 @@ def no_leaked_engine_threads():
     assert not leaked, f"test left engine threads alive: {[t.name for t in leaked]}"
 
 
+@pytest.fixture
+def no_thread_left():
+    """Stricter, for a module that asks for it (``usefixtures``): no thread of any name
+    that the test started (a program thread, a watcher, PyTorch's) is left alive."""
+    before = set(threading.enumerate())
+    yield
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    assert not left, left
+
+
 def pytest_sessionfinish(session, exitstatus):
     engine.shutdown_default_engine()
     deadline = time.monotonic() + 5.0

@@ -21,15 +21,7 @@ from autograd_tui.engine.events import make_event, summary  # noqa: E402
 from autograd_tui.engine.torch_bridge import capture, from_torch  # noqa: E402
 from autograd_tui.engine.torch_bridge.hooks import node_hook_dicts, probing  # noqa: E402
 
-pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture(autouse=True)
-def no_thread_left():
-    before = set(threading.enumerate())
-    yield
-    left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
-    assert not left, left
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_thread_left")]
 
 
 def run(graph) -> list[engine.Event]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -21,20 +20,12 @@ from autograd_tui import engine  # noqa: E402
 from autograd_tui.engine.torch_bridge import TorchBridgeError, capture, from_torch  # noqa: E402
 from autograd_tui.session.torch_script import check_order  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_thread_left")]
 ROOT = Path(__file__).resolve().parents[2]
 EXE = str(Path(sys.executable).parent / "autograd-tui")
 ENV = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}
 EXAMPLES = ["torch_mlp", "torch_cnn", "torch_attention", "torch_checkpoint",
             "torch_checkpoint_nonreentrant"]
-
-
-@pytest.fixture(autouse=True)
-def no_thread_left():
-    before = set(threading.enumerate())
-    yield
-    left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
-    assert not left, left
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,17 +18,9 @@ torch = pytest.importorskip("torch", reason="the bridge needs PyTorch (pip insta
 from autograd_tui import engine  # noqa: E402
 from autograd_tui.engine.torch_bridge import capture, from_torch  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_thread_left")]
 EXE = str(Path(sys.executable).parent / "autograd-tui")
 ENV = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}
-
-
-@pytest.fixture(autouse=True)
-def no_thread_left():
-    before = set(threading.enumerate())
-    yield
-    left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
-    assert not left, left
 
 
 def run_ours(build: Callable[[], Any], inputs: Callable[[Any], Any] | None = None
