@@ -908,7 +908,7 @@ class Engine:
             self._threads.append(t)
         if self.waits is not None:
             self.waits.register_thread(name)  # before it runs, so a step waits for it
-        start_thread(t)  # a deep stack: it may free a program's PyTorch graph (sync.py)
+        start_thread(t, self.waits)  # a deep stack: it may free a program's PyTorch graph
 
     def _thread_body(self, name: str, target: Callable[..., None], *args: Any) -> None:
         self._tls.name = name

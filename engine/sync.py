@@ -8,6 +8,12 @@ thread blocks and after it wakes, and every wake-up tells it which waiter it
 woke.  The controller therefore never guesses from timeouts.  With no tracker
 attached these are plain condition-variable waits.
 
+A tracker may also *be* the threads (the explorer's cooperative substrate,
+``autograd_tui/control/fastrun.py``: the engine's threads as greenlets on one OS
+thread): one that has ``block``, ``ident`` and ``spawn`` is asked to block the
+calling thread (the condition released), to name it, and to start a thread,
+in place of ``Condition.wait``, ``threading.get_ident`` and ``Thread.start``.
+
 ``TrackedLock`` and ``Signal`` are the same for user code: a lock or a one-shot event a
 scenario's hook or Function holds across a backward, whose holder and waiters the tracker
 sees (with a plain ``threading.Lock`` a deadlock through it would look like a hang).  They
@@ -53,15 +59,23 @@ class Waitable:
         """Block (the condition held) until ``predicate()``; True if it had to wait."""
         if predicate():
             return False
-        me = threading.get_ident()
+        me = _ident(waits)
         self._waiters.append(me)
+        block = getattr(waits, "block", None)
         if waits is not None:
             waits.before_wait(self.wait_kind, self)
         try:
             while not predicate():
                 if waits is not None and waits.aborted:
                     raise ThreadAborted()
-                self._cond.wait()
+                if block is None:
+                    self._cond.wait()
+                    continue
+                self._cond.release()  # a cooperative thread: the others run meanwhile
+                try:
+                    block(self)
+                finally:
+                    self._cond.acquire()
         finally:
             self._waiters.remove(me)
         return True
@@ -82,6 +96,12 @@ class Waitable:
         """Used at teardown: every waiter re-checks and sees the abort."""
         with self._cond:
             self._cond.notify_all()
+
+
+def _ident(waits: WaitTracker | None) -> int:
+    """The calling thread's ident: the tracker's, when it runs the threads itself."""
+    ident = getattr(waits, "ident", None)
+    return ident() if ident is not None else threading.get_ident()
 
 
 # --- the tracker of the calling thread's engine ----------------------------------------------
@@ -126,8 +146,8 @@ class TrackedLock(Waitable):
         return self._tracker if self._tracker is not None else current_tracker()
 
     def acquire(self, blocking: bool = True) -> bool:
-        me = threading.get_ident()
         waits = self._waits()
+        me = _ident(waits)
         with self._cond:
             if self.holder is None:
                 self.holder = me
@@ -218,9 +238,14 @@ THREAD_STACK_BYTES = 512 << 20
 _stack_lock = threading.Lock()
 
 
-def start_thread(thread: threading.Thread) -> None:
+def start_thread(thread: threading.Thread, waits: Any = None) -> None:
     """``thread.start()`` on a stack of ``THREAD_STACK_BYTES`` (``threading.stack_size``
-    is process-wide and read when a thread starts: set it around this start only)."""
+    is process-wide and read when a thread starts: set it around this start only); a
+    tracker that runs the threads itself (``spawn``) starts it its own way."""
+    spawn = getattr(waits, "spawn", None)
+    if spawn is not None:
+        spawn(thread)
+        return
     with _stack_lock:
         old = threading.stack_size()
         try:

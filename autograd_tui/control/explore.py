@@ -35,10 +35,13 @@ from autograd_tui.control.dependence import Footprint, step_footprint
 from autograd_tui.control.search import PCT, BoundedDFS, Cut, Nondeterministic, RandomWalk
 
 __all__ = ["PCT", "STRATEGIES", "BoundedDFS", "Budget", "Explorer", "Nondeterministic",
-           "Outcome", "OutcomeStats", "RandomWalk", "Report", "ScheduleResult", "fingerprint",
-           "run_schedule"]
+           "Outcome", "OutcomeStats", "RandomWalk", "Report", "SUBSTRATES", "ScheduleResult",
+           "cooperative_program", "fingerprint", "run_cooperative", "run_schedule"]
 
 STRATEGIES = ("dfs", "random", "pct")
+#: where each explored run runs: real threads under the controller, or greenlets
+#: (``fastrun.py``); ``auto`` takes greenlets when it can (``cooperative_program``)
+SUBSTRATES = ("auto", "threads", "cooperative")
 
 
 # --- outcomes ------------------------------------------------------------------------------
@@ -162,6 +165,25 @@ class _Policy:
         return n
 
 
+def _result(status: str, report: Any, error: BaseException | None,
+            gradients: Callable[[], dict[str, np.ndarray]], schedule: str, policy: _Policy,
+            events: int) -> ScheduleResult:
+    """A run's outcome, from how it ended (the same for both substrates)."""
+    if status == "deadlock" and report is not None:
+        cycle = list(report.cycle)
+        return ScheduleResult(schedule, Outcome("deadlock", " -> ".join(cycle)),
+                              policy.preemptions(), events, cycle=cycle)
+    if error is not None:
+        outcome = Outcome("error", f"{type(error).__name__}: {error}")
+    elif status == "finished":
+        grads = gradients()
+        return ScheduleResult(schedule, Outcome("completed", fingerprint(grads)),
+                              policy.preemptions(), events, grads)
+    else:
+        outcome = Outcome(status, report.explanation if report is not None else "")
+    return ScheduleResult(schedule, outcome, policy.preemptions(), events)
+
+
 def run_schedule(make_run: Callable[[], Any],
                  decide: Callable[[int, tuple[int, ...], Footprint | None], int],
                  footprints: bool = True) -> tuple[ScheduleResult | None, _Policy]:
@@ -178,26 +200,53 @@ def run_schedule(make_run: Callable[[], Any],
         except Cut:
             return None, policy
         policy.end()
-        if result.status == "deadlock" and result.report is not None:
-            cycle = list(result.report.cycle)
-            return ScheduleResult(run.controller.schedule_string(),
-                                  Outcome("deadlock", " -> ".join(cycle)),
-                                  policy.preemptions(), len(run.events), cycle=cycle), policy
-        if run.error is not None:
-            outcome = Outcome("error", f"{type(run.error).__name__}: {run.error}")
-        elif result.status == "finished":
-            grads = run.gradients()
-            return ScheduleResult(run.controller.schedule_string(),
-                                  Outcome("completed", fingerprint(grads)),
-                                  policy.preemptions(), len(run.events), grads), policy
-        else:
-            why = result.report.explanation if result.report is not None else ""
-            outcome = Outcome(result.status, why)
-        return ScheduleResult(run.controller.schedule_string(), outcome,
-                              policy.preemptions(), len(run.events)), policy
+        return _result(result.status, result.report, run.error, run.gradients,
+                       run.controller.schedule_string(), policy, len(run.events)), policy
     finally:
         if not run.close():
             raise RuntimeError("an explored run's engine threads did not exit")
+
+
+def run_cooperative(program: Callable[[], Any], options: dict[str, Any],
+                    decide: Callable[[int, tuple[int, ...], Footprint | None], int],
+                    footprints: bool = True) -> tuple[ScheduleResult | None, _Policy]:
+    """``run_schedule`` on the cooperative substrate (``fastrun.py``): ``program()`` on a
+    fresh ``Engine(**options)`` whose threads are greenlets; the same steps and outcome."""
+    from autograd_tui.control.fastrun import Cooperative
+
+    run = Cooperative(program, options)
+    policy = _Policy(run, decide, footprints)
+    run.policy = policy
+    try:
+        try:
+            status = run.run()
+        except Cut:
+            return None, policy
+        policy.end()
+        return _result(status, run.report, run.program_error, run.gradients,
+                       run.schedule_string(), policy, len(run.events)), policy
+    finally:
+        if not run.close():
+            raise RuntimeError("an explored run's threads did not end")
+
+
+def cooperative_program(make_run: Any) -> tuple[Callable[[], Any], dict[str, Any]] | None:
+    """``(program, engine options)`` for ``run_cooperative`` when ``make_run`` is a recipe
+    (``session.run.RunSpec``: a scenario, its parameters, engine options) whose program
+    the substrate can run (not a torch one) and greenlet is installed; else None."""
+    scenario = getattr(make_run, "scenario", None)
+    if scenario is None or not hasattr(make_run, "engine_overrides"):
+        return None
+    if "torch" in getattr(scenario, "requires", ()):
+        return None
+    try:
+        import greenlet  # noqa: F401
+    except ImportError:
+        return None
+    probe = make_run()  # the checks a Run makes (parameters, engine options); no thread
+    probe.close()
+    params, program = probe.params, scenario.program
+    return (lambda: program(**params)), probe.options
 
 
 # --- the explorer -----------------------------------------------------------------------------
@@ -216,9 +265,13 @@ class Explorer:
     def __init__(self, make_run: Callable[[], Any], scenario: str, *,
                  budget: Budget | None = None, reduce: bool = True, seed: int = 0,
                  pct_depth: int = 3,
-                 on_schedule: Callable[[Report, ScheduleResult | None], None] | None = None
-                 ) -> None:
+                 on_schedule: Callable[[Report, ScheduleResult | None], None] | None = None,
+                 substrate: str = "auto") -> None:
+        if substrate not in SUBSTRATES:
+            raise ValueError(f"unknown substrate {substrate!r}: use {', '.join(SUBSTRATES)}")
         self.make_run, self.scenario = make_run, scenario
+        self.substrate = substrate  # auto: cooperative when make_run is a RunSpec
+        self._coop: tuple[Callable[[], Any], dict[str, Any]] | None = None
         self.budget = budget or Budget()
         self.reduce, self.seed, self.pct_depth = reduce, seed, pct_depth
         self.on_schedule = on_schedule
@@ -248,6 +301,12 @@ class Explorer:
     def run(self, strategy: str = "dfs") -> Report:
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}: use {', '.join(STRATEGIES)}")
+        self._coop = None
+        if self.substrate != "threads":
+            self._coop = cooperative_program(self.make_run)
+            if self._coop is None and self.substrate == "cooperative":
+                raise ValueError("the cooperative substrate needs a RunSpec of a program "
+                                 "without torch, and greenlet")
         report = Report(self.scenario, strategy)
         self._t0 = time.perf_counter()
         try:
@@ -256,6 +315,12 @@ class Explorer:
             report.stopped = "interrupted"
         report.seconds = time.perf_counter() - self._t0
         return report
+
+    def _one(self, decide: Callable[[int, tuple[int, ...], Footprint | None], int],
+             footprints: bool) -> tuple[ScheduleResult | None, _Policy]:
+        if self._coop is not None:
+            return run_cooperative(*self._coop, decide, footprints)
+        return run_schedule(self.make_run, decide, footprints)
 
     def _dfs(self, report: Report, seen: set[str]) -> None:
         for bound in range(self.budget.preemptions + 1):
@@ -269,7 +334,7 @@ class Explorer:
                     report.pruned += search.pruned
                     report.per_bound[bound] = report.explored - before
                     return
-                result, _ = run_schedule(self.make_run, search.decide, self.reduce)
+                result, _ = self._one(search.decide, self.reduce)
                 self._record(report, result, seen)
                 if not search.backtrack():
                     break
@@ -283,8 +348,7 @@ class Explorer:
     def _random(self, report: Report, seen: set[str]) -> None:
         walk = 0
         while (over := self._over(report)) is None:
-            result, _ = run_schedule(self.make_run, RandomWalk(self.seed + walk).decide,
-                                     False)
+            result, _ = self._one(RandomWalk(self.seed + walk).decide, False)
             walk += 1
             self._record(report, result, seen)
             if self.budget.schedules is None and walk >= 100_000:
@@ -294,8 +358,7 @@ class Explorer:
     def _pct(self, report: Report, seen: set[str]) -> None:
         k, walk = 1, 0
         while (over := self._over(report)) is None:
-            result, policy = run_schedule(
-                self.make_run, PCT(self.seed + walk, self.pct_depth, k).decide, False)
+            result, policy = self._one(PCT(self.seed + walk, self.pct_depth, k).decide, False)
             k = max(k, len(policy.steps))
             walk += 1
             self._record(report, result, seen)

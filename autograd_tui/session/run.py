@@ -143,6 +143,20 @@ class Run:
         self.close()
 
 
+@dataclass(frozen=True)
+class RunSpec:
+    """A run as a recipe: calling it gives a fresh ``Run``.  The explorer takes one as
+    its ``make_run`` and, reading the fields, may run the same program on its cooperative
+    substrate (``control/fastrun.py``) instead."""
+
+    scenario: Scenario
+    params: dict[str, Any] | None = None
+    engine_overrides: dict[str, Any] | None = None
+
+    def __call__(self) -> Run:
+        return Run(self.scenario, self.params, engine_overrides=self.engine_overrides)
+
+
 def _field(d: dict[str, Any], key: str) -> dict[str, Any]:
     """``d[key]`` if it is an object, else {}: the loader does not check the header's
     keys, and a missing or mistyped one is as good as empty."""

@@ -1,0 +1,315 @@
+"""The explorer's cooperative substrate: a serialized run whose threads are greenlets.
+
+Not in PyTorch, whose engine runs real threads; this is what loom and shuttle do to
+search interleavings fast.  The explorer runs each schedule from scratch, so a run's
+cost is a schedule's cost.  On real threads (``controller.py``) a run starts and joins
+an OS thread per engine thread and hands the turn over through a lock at every switch
+(about 28 us of futex and GIL a hand-off, 72 us a thread start and join, on the 2-core
+machine this was measured on): about 1,800 us a run of the 40-event two-device program,
+where the engine and its events take some 150 us.  Here the same engine code runs
+unchanged, its threads as greenlets on the explorer's one OS thread, one at a time:
+
+* a step is what it is under the controller: a thread runs from one gate (an event,
+  its first instruction, a wake-up) to the next, or into a wait, or to its end; the
+  threads a step may be granted to, their numbers (registration order), what each
+  waits on, and the choices (``_Policy``, ``decide``) are the controller's, so the
+  schedule strings and outcomes are the same (``tests/control/test_fastrun.py`` runs
+  both ways and replays explored schedules on real threads);
+* a gate that the policy answers with the same thread costs a function call; a switch
+  is a greenlet switch that also swaps the engine's ``threading.local`` objects
+  (``_LOCALS``: every thread-local of the engine, which would otherwise be shared by
+  the greenlets of one OS thread);
+* a blocking wait (``sync.Waitable.wait_for``) calls ``block`` instead of
+  ``Condition.wait``; a thread start (``sync.start_thread``) calls ``spawn``: the
+  tracker is the threads (``engine/sync.py``);
+* no History is folded during the run: events go to a list (the footprints read it);
+  a run that deadlocks builds one, for the controller's own analysis (``deadlock.py``)
+  and its wait-for cycle.
+
+Options weighed (measured on that machine): keeping the OS threads and one engine
+across schedules (PyTorch's engine is a singleton) still pays a futex hand-off at every
+switch and changes the run (a device thread's start is a step of the schedule); forking
+the process at a branch point copies page tables and then every page Python touches
+(refcounts), more than a whole greenlet run.  What this substrate cannot do: a scenario
+that blocks where the controller cannot see (a plain ``threading.Lock`` or ``time.sleep``
+held across a switch) would block the one OS thread: the controller on real threads
+reports those as *stuck*; ``Explorer(substrate="threads")`` is for them, and torch
+programs (``requires`` torch) always run on real threads.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+from greenlet import getcurrent, greenlet
+
+from autograd_tui import engine as engine_pkg
+from autograd_tui.control.deadlock import DeadlockReport, analyse
+from autograd_tui.control.policies import encode_schedule
+from autograd_tui.control.table import ThreadTable
+from autograd_tui.control.threads import ThreadInfo
+from autograd_tui.engine.engine import Engine, use_engine
+from autograd_tui.engine.events import EVENT_TYPES, Event, make_event
+from autograd_tui.engine.sync import ThreadAborted, TrackedLock
+
+_NODE_META = EVENT_TYPES["node_meta"]
+
+
+def _module_locals() -> list[threading.local]:
+    """Every module-level ``threading.local`` of the engine (an engine's own ``_tls`` is
+    added per run)."""
+    from autograd_tui.engine import engine as eng
+    from autograd_tui.engine import grad_mode, graph, graph_task
+
+    out: list[threading.local] = [eng._thread_engine, grad_mode._tls, graph_task._current,
+                                  graph._seq_tls]
+    for mod, attr in (("saved", "_tls"), ("bridge", "_local"), ("hooks", "_probe")):
+        m = sys.modules.get(f"autograd_tui.engine.torch_bridge.{mod}")
+        if m is not None:
+            out.append(getattr(m, attr))
+    return out
+
+
+class Cooperative:
+    """One serialized run of ``program`` on a fresh ``Engine(**options)``, its threads
+    greenlets; the engine's wait tracker and observer.  ``run()`` drives it to the end
+    (``policy.choose`` picks each step, as it does under the controller); ``close()``
+    ends the threads still parked."""
+
+    serialized = True
+
+    def __init__(self, program: Any, options: dict[str, Any]) -> None:
+        self.program = program
+        self.engine = Engine(**options)
+        self.table = ThreadTable()
+        self.events: list[Event] = []
+        self.history = SimpleNamespace(events=self.events)  # what ``_Policy`` reads
+        self.choices: list[int] = []
+        self.policy: Any = None
+        self.aborted = False
+        self.report: DeadlockReport | None = None
+        self.program_done = False
+        self.program_error: BaseException | None = None
+        self.result: Any = None
+        self._driver = getcurrent()
+        self._current: ThreadInfo | None = None  # None: the driver
+        self._greenlets: dict[int, greenlet] = {}  # by thread number
+        self._locals = [self.engine._tls, *_module_locals()]
+        self._saved: dict[int, list[dict[str, Any]]] = {}  # thread number (0: the driver)
+        self._pending: ThreadInfo | None = None
+        self._failure: BaseException | None = None  # raised by the policy at a gate
+        self.engine.waits = self
+        self.engine.add_observer(self.on_event)
+
+    # --- the tracker interface (engine/sync.py): the threads themselves ----------------------
+    def ident(self) -> int:
+        cur = self._current
+        return -cur.index if cur is not None else threading.get_ident()
+
+    def make_lock(self, name: str) -> TrackedLock:
+        return TrackedLock(name, self)
+
+    def register_thread(self, name: str) -> None:
+        info = self.table.add(name, paused=False)
+        info.ident = -info.index
+        self.table.by_ident[info.ident] = info
+        self._pending = info
+
+    def spawn(self, thread: threading.Thread) -> None:
+        """A thread started: paused at its first gate, as a real one gets there within
+        the step that started it (its first gate precedes any of its engine code)."""
+        info = self._pending
+        assert info is not None
+        self._pending = None
+        self._greenlets[info.index] = greenlet(thread.run, parent=self._driver)
+        self._saved[info.index] = [{} for _ in self._locals]  # a new thread's are empty
+        info.state = "paused"
+
+    def thread_begin(self, name: str) -> None:
+        pass  # it was at this gate since it was spawned, and is running now: granted
+
+    def thread_end(self, name: str) -> None:
+        info = self.table.by_name[name]
+        info.state = "finished"
+        if not self.aborted:
+            self._next(info)
+
+    def before_wait(self, kind: str, obj: Any) -> None:
+        info = self._current
+        if info is not None:
+            info.state = "waiting"
+            info.waiting_kind, info.waiting_on = kind, obj
+
+    def block(self, obj: Any) -> None:
+        """The calling thread waits on ``obj`` (its condition released): the next step
+        is another thread's; back here when one woke this one and it is granted."""
+        info = self._current
+        if info is None:
+            raise RuntimeError("a wait outside the explored threads cannot be served")
+        if info.state != "waiting":  # woken, and the predicate failed: waits again
+            info.state = "waiting"
+            info.waiting_kind, info.waiting_on = obj.wait_kind, obj
+        self._next(info)
+
+    def notify(self, obj: Any, waiters: list[int]) -> None:
+        # A woken real thread runs on to its after_wait gate within the waker's step.
+        for ident in waiters:
+            info = self.table.by_ident.get(ident)
+            if info is not None and info.state == "waiting":
+                info.state = "paused"
+                info.waiting_kind = info.waiting_on = None
+
+    def after_wait(self, kind: str, obj: Any) -> None:
+        pass  # its gate was passed when it was granted (``notify``)
+
+    def emit_wait(self, kind: str, on: str, obj: Any) -> None:
+        """thread_wait / thread_wake events for locks and signals, as ``Gates`` emits them."""
+        if self._current is None:
+            return
+        holder = None
+        if isinstance(obj, TrackedLock) and kind == "thread_wait" and obj.holder is not None:
+            h = self.table.by_ident.get(obj.holder)
+            holder = h.name if h else "another thread"
+        data: dict[str, Any] = {"on": on, "target": obj.name}
+        if kind == "thread_wait":
+            data["holder"] = holder
+        self.engine.emit(kind, **data)
+
+    # --- gates ---------------------------------------------------------------------------------
+    def on_event(self, event: Event) -> None:
+        self.events.append(event)
+        if self.aborted:
+            raise ThreadAborted()
+        info = self._current
+        if info is None or type(event) is _NODE_META:
+            return  # no gate: the driver's, or a note on a node (as in ``Gates.on_event``)
+        info.last_event = event
+        info.gates += 1
+        info.state = "paused"
+        self._next(info)
+
+    def _next(self, me: ThreadInfo) -> None:
+        """``me``'s step ended (paused at a gate, waiting or finished): take the next one,
+        on this greenlet when the policy picks ``me`` again, else switch to the pick (or to
+        the driver when no thread can move, or the policy raised)."""
+        if self.aborted:
+            raise ThreadAborted()
+        eligible = [t for t in self.table.by_name.values() if t.state == "paused"]
+        pick = None
+        if eligible:
+            try:
+                pick = self.policy.choose(eligible)
+            except Exception as e:  # noqa: BLE001 - a Cut, a divergence: the driver's
+                self._failure = e
+        if pick is None:
+            self._switch(me, None)
+            return
+        self.choices.append(pick.index)
+        pick.state = "running"
+        if pick is not me:
+            self._switch(me, pick)
+
+    def _switch(self, me: ThreadInfo | None, to: ThreadInfo | None) -> None:
+        """Run ``to`` (None: the driver) until it switches back here.  The engine's
+        thread-locals are the running greenlet's: saved and restored at every switch."""
+        saved = self._saved
+        saved[me.index if me is not None else 0] = [loc.__dict__.copy() for loc in self._locals]
+        for loc, d in zip(self._locals, saved[to.index if to is not None else 0]):
+            ld = loc.__dict__
+            ld.clear()
+            ld.update(d)
+        self._current = to
+        if to is None:
+            self._driver.switch()
+        else:
+            self._greenlets[to.index].switch()
+        if self.aborted and me is not None:
+            raise ThreadAborted()
+
+    # --- the driver's side ---------------------------------------------------------------------
+    def _body(self) -> None:
+        """The program's thread, as ``Controller.start`` runs it."""
+        name = "cpu (owner)"
+        self.engine.set_thread_name(name)
+        try:
+            with use_engine(self.engine):
+                self.thread_begin(name)
+                self.result = self.program()
+        except ThreadAborted:
+            pass
+        except BaseException as e:  # noqa: BLE001 - the outcome: reported to the caller
+            self.program_error = e
+        finally:
+            self.program_done = True
+            self.thread_end(name)
+
+    def run(self) -> str:
+        """To the end: ``finished``, ``deadlock`` (``report``) or ``paused`` (nothing can
+        move and analysis finds no deadlock); the policy's exception is raised here."""
+        self.register_thread("cpu (owner)")
+        self.spawn(threading.Thread(target=self._body, daemon=True))
+        self._next_from_driver()
+        if self._failure is not None:
+            raise self._failure
+        if self.program_done:
+            return "finished"
+        return self._no_progress()
+
+    def _next_from_driver(self) -> None:
+        eligible = [t for t in self.table.by_name.values() if t.state == "paused"]
+        try:
+            pick = self.policy.choose(eligible)
+        except Exception as e:  # noqa: BLE001
+            self._failure = e
+            return
+        self.choices.append(pick.index)
+        pick.state = "running"
+        self._switch(None, pick)
+
+    def _no_progress(self) -> str:
+        """``Controller._no_progress``: the controller's analysis on a History of the run."""
+        from autograd_tui.history import History
+
+        history = History(every=128)
+        for e in self.events:
+            history.append(e)
+        snap = self.table.snapshot(history.latest(), serialized=True)
+        self.report = report = analyse(snap, history, self.engine)  # type: ignore[arg-type]
+        if not report.real:
+            return "paused"
+        self.events.append(make_event(
+            self.engine.next_seq(), "deadlock", "controller", None, None, None,
+            {"explanation": report.explanation, "cycle": report.cycle,
+             "threads": report.threads}))
+        return "deadlock"
+
+    def schedule_string(self) -> str:
+        return encode_schedule(self.choices)
+
+    def gradients(self) -> dict[str, Any]:
+        """As ``Run.gradients``: each tensor of the program's result, on the CPU."""
+        out = self.result if isinstance(self.result, dict) else {"result": self.result}
+        return {k: v.detach().to("cpu").numpy() for k, v in out.items()
+                if isinstance(v, engine_pkg.Tensor)}
+
+    def close(self) -> bool:
+        """End every thread still parked (``ThreadAborted`` at its gate or wait); True
+        when every greenlet is done."""
+        self.aborted = True
+        for g in list(self._greenlets.values()):
+            if not g.dead:
+                try:
+                    g.throw(ThreadAborted)
+                except ThreadAborted:
+                    pass
+        for loc, d in zip(self._locals, self._saved.get(0, [])):
+            ld = loc.__dict__
+            ld.clear()
+            ld.update(d)
+        self._current = None
+        self.engine.remove_observer(self.on_event)
+        self.engine.waits = None
+        return all(g.dead for g in self._greenlets.values())
