@@ -94,7 +94,7 @@ def replay_command(scenario: str, schedule: str, params: dict[str, str],
 
 def run(args: argparse.Namespace) -> int:
     from autograd_tui.control.explore import Budget, Explorer, Nondeterministic
-    from autograd_tui.session.run import Run
+    from autograd_tui.session.run import RunSpec
 
     _check(args)
     args.policy = "round-robin"  # what check_run_args checks: each run gets our policy
@@ -103,9 +103,7 @@ def run(args: argparse.Namespace) -> int:
     name = scenario.name if scenario.source.startswith("scenarios.") else args.scenario
     budget = Budget(args.schedules or None, args.seconds or None, args.preemptions)
 
-    def make_run() -> Run:
-        return Run(scenario, params, engine_overrides=engine)
-
+    make_run = RunSpec(scenario, params, engine)  # a recipe: the explorer runs it on greenlets
     with _Progress(args.json, budget) as progress:
         explorer = Explorer(make_run, name, budget=budget, reduce=not args.no_reduction,
                             seed=args.seed, pct_depth=args.depth, on_schedule=progress.update)

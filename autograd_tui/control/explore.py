@@ -310,7 +310,13 @@ class Explorer:
         report = Report(self.scenario, strategy)
         self._t0 = time.perf_counter()
         try:
-            getattr(self, f"_{strategy}")(report, set())
+            if self._coop is None:
+                getattr(self, f"_{strategy}")(report, set())
+            else:
+                from autograd_tui.control.fastrun import interrupts_to_driver
+
+                with interrupts_to_driver():
+                    getattr(self, f"_{strategy}")(report, set())
         except KeyboardInterrupt:
             report.stopped = "interrupted"
         report.seconds = time.perf_counter() - self._t0

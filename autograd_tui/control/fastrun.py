@@ -21,7 +21,9 @@ unchanged, its threads as greenlets on the explorer's one OS thread, one at a ti
   the greenlets of one OS thread);
 * a blocking wait (``sync.Waitable.wait_for``) calls ``block`` instead of
   ``Condition.wait``; a thread start (``sync.start_thread``) calls ``spawn``: the
-  tracker is the threads (``engine/sync.py``);
+  tracker is the threads (``engine/sync.py``).  A thread woken from a wait runs on to
+  its after_wait gate within the waker's step, as a real one does (it takes the lock
+  it waited for, pops the pool's task): here when the waker reaches its next gate;
 * no History is folded during the run: events go to a list (the footprints read it);
   a run that deadlocks builds one, for the controller's own analysis (``deadlock.py``)
   and its wait-for cycle.
@@ -39,8 +41,11 @@ programs (``requires`` torch) always run on real threads.
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
@@ -56,6 +61,32 @@ from autograd_tui.engine.events import EVENT_TYPES, Event, make_event
 from autograd_tui.engine.sync import ThreadAborted, TrackedLock
 
 _NODE_META = EVENT_TYPES["node_meta"]
+
+_interrupted = False  # Ctrl-C came during a run: the next gate hands it to the driver
+
+
+@contextmanager
+def interrupts_to_driver() -> Iterator[None]:
+    """Ctrl-C while greenlets run: raised in the driver (as ``KeyboardInterrupt``) at the
+    next gate, never in an engine thread, whose ``except BaseException`` would make it
+    the run's outcome.  On real threads the signal reaches the driver's thread only."""
+    global _interrupted
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def note(signum: int, frame: Any) -> None:
+        global _interrupted
+        _interrupted = True
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if _interrupted:
+            _interrupted = False
+            raise KeyboardInterrupt
 
 
 def _module_locals() -> list[threading.local]:
@@ -101,6 +132,8 @@ class Cooperative:
         self._saved: dict[int, list[dict[str, Any]]] = {}  # thread number (0: the driver)
         self._pending: ThreadInfo | None = None
         self._failure: BaseException | None = None  # raised by the policy at a gate
+        self._woken: list[ThreadInfo] = []  # woken in this step, not yet at their gate
+        self._waker: ThreadInfo | None = None  # whose step a woken thread runs in
         self.engine.waits = self
         self.engine.add_observer(self.on_event)
 
@@ -152,18 +185,29 @@ class Cooperative:
         if info.state != "waiting":  # woken, and the predicate failed: waits again
             info.state = "waiting"
             info.waiting_kind, info.waiting_on = obj.wait_kind, obj
+            if self._waker is not None:
+                self._switch(info, self._waker)
+                return
         self._next(info)
 
     def notify(self, obj: Any, waiters: list[int]) -> None:
-        # A woken real thread runs on to its after_wait gate within the waker's step.
+        """A woken real thread runs on to its after_wait gate within the waker's step (it
+        re-checks, takes a lock it waited for, pops the pool's task): here, as soon as
+        the waker reaches its next gate (``_wake``), the waker holding ``obj`` now."""
         for ident in waiters:
             info = self.table.by_ident.get(ident)
             if info is not None and info.state == "waiting":
-                info.state = "paused"
-                info.waiting_kind = info.waiting_on = None
+                info.state = "transit"
+                self._woken.append(info)
 
     def after_wait(self, kind: str, obj: Any) -> None:
-        pass  # its gate was passed when it was granted (``notify``)
+        """The gate after a wait: back to the waker (``_wake``), parked here."""
+        info = self._current
+        if info is None or self._waker is None:
+            return
+        info.waiting_kind = info.waiting_on = None
+        info.state = "paused"
+        self._switch(info, self._waker)
 
     def emit_wait(self, kind: str, on: str, obj: Any) -> None:
         """thread_wait / thread_wake events for locks and signals, as ``Gates`` emits them."""
@@ -197,9 +241,13 @@ class Cooperative:
         the driver when no thread can move, or the policy raised)."""
         if self.aborted:
             raise ThreadAborted()
+        if self._woken:
+            self._wake(me)
         eligible = [t for t in self.table.by_name.values() if t.state == "paused"]
         pick = None
-        if eligible:
+        if _interrupted:
+            self._failure = KeyboardInterrupt()
+        elif eligible:
             try:
                 pick = self.policy.choose(eligible)
             except Exception as e:  # noqa: BLE001 - a Cut, a divergence: the driver's
@@ -211,6 +259,16 @@ class Cooperative:
         pick.state = "running"
         if pick is not me:
             self._switch(me, pick)
+
+    def _wake(self, me: ThreadInfo) -> None:
+        """Run each thread woken during ``me``'s step to its after_wait gate."""
+        while self._woken:
+            woken = self._woken.pop(0)
+            self._waker = me
+            try:
+                self._switch(me, woken)
+            finally:
+                self._waker = None
 
     def _switch(self, me: ThreadInfo | None, to: ThreadInfo | None) -> None:
         """Run ``to`` (None: the driver) until it switches back here.  The engine's
@@ -253,6 +311,9 @@ class Cooperative:
         self.spawn(threading.Thread(target=self._body, daemon=True))
         self._next_from_driver()
         if self._failure is not None:
+            global _interrupted
+            if isinstance(self._failure, KeyboardInterrupt):
+                _interrupted = False
             raise self._failure
         if self.program_done:
             return "finished"
