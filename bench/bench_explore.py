@@ -14,9 +14,13 @@ the events per run, and how many schedules the reduction saved.
   and two reentrant-pool threads; at its default depth, 4,537 events a run, bound 2
   is out of reach of any budget).
 
-Every run is a fresh Engine, Controller and History, its threads started and joined:
-the cost of a schedule is the cost of a whole run (``bench.md`` and ``docs/explore.md``
-say where it goes).
+Every run is a fresh Engine.  Each row is measured on both substrates, one after the
+other in this process: ``threads`` (a Controller and a History, real threads started,
+handed the turn and joined: what the explorer did before ``control/fastrun.py``) and
+``greenlets`` (the explorer's default: the same engine code, its threads as greenlets on
+one OS thread, no History); ``x`` is greenlets over threads, from the same run.  The
+cost of a schedule is the cost of a whole run (``bench.md`` and ``docs/explore.md`` say
+where it goes).  On a loaded machine, read the ratios, not the rates.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 from autograd_tui import engine, scenarios
 from autograd_tui.control.explore import Budget, Explorer
 from autograd_tui.scenarios import Scenario
-from autograd_tui.session.run import Run
+from autograd_tui.session.run import RunSpec
 
 BOUND = 2
 
@@ -51,47 +55,68 @@ CASES: list[tuple[str, Scenario | str, dict[str, Any], dict[str, Any]]] = [
 ]
 
 
+SUBSTRATES = {"threads": "threads", "greenlets": "cooperative"}
+
+
 def measure(scenario: Scenario, params: dict[str, Any], opts: dict[str, Any],
-            reduce: bool, seconds: float | None = 300.0, at_least: float = 1.0
-            ) -> dict[str, Any]:
+            reduce: bool, seconds: float | None = 300.0, at_least: float = 1.0,
+            substrate: str = "cooperative") -> dict[str, Any]:
     """One whole search (repeated until ``at_least`` seconds have passed, for a rate
     worth reading on a small search; the counts are those of one search)."""
     gc.collect()
-    repeats, dt = 0, 0.0
+    repeats, dt, cpu = 0, 0.0, 0.0
     while dt < at_least:
-        ex = Explorer(lambda: Run(scenario, params, engine_overrides=opts), scenario.name,
+        ex = Explorer(RunSpec(scenario, params, opts), scenario.name,
                       budget=Budget(schedules=None, seconds=seconds, preemptions=BOUND),
-                      reduce=reduce)
-        t0 = time.perf_counter()
+                      reduce=reduce, substrate=substrate)
+        t0, c0 = time.perf_counter(), time.process_time()
         report = ex.run("dfs")
         dt += time.perf_counter() - t0
+        cpu += time.process_time() - c0
         repeats += 1
     events = sum(s.shortest.events for s in report.outcomes.values()) / len(report.outcomes)
     return {"schedules": report.explored, "runs": report.runs, "seconds": dt / repeats,
             "complete": report.complete, "events": events,
-            "per_s": report.explored * repeats / dt, "runs_per_s": report.runs * repeats / dt}
+            "per_s": report.explored * repeats / dt, "runs_per_s": report.runs * repeats / dt,
+            "per_cpu_s": report.explored * repeats / cpu,
+            "table": sorted((str(o), s.count, s.shortest.schedule)
+                            for o, s in report.outcomes.items())}
 
 
 def main() -> None:
-    print(f"exhaustive search to preemption bound {BOUND}; every run a fresh engine")
-    head = (f"{'scenario':<16}{'reduction':<11}{'schedules':>10}{'runs':>8}{'events':>8}"
-            f"{'seconds':>9}{'sched/s':>9}{'runs/s':>8}")
+    print(f"exhaustive search to preemption bound {BOUND}; every run a fresh engine; "
+          "x: greenlets over threads, same process")
+    head = (f"{'scenario':<16}{'reduction':<10}{'substrate':<11}{'schedules':>10}{'runs':>7}"
+            f"{'events':>7}{'seconds':>9}{'sched/s':>9}{'runs/s':>8}{'sched/cpu-s':>12}"
+            f"{'x':>6}")
     print(head)
     print("-" * len(head))
     for label, sc, params, opts in CASES:
         scenario = sc if isinstance(sc, Scenario) else scenarios.get(sc)
-        rows = {}
+        secs: dict[bool, float] = {}
         for reduce in (True, False):
-            r = measure(scenario, params, opts, reduce)
-            rows[reduce] = r
-            print(f"{label:<16}{'on' if reduce else 'off':<11}{r['schedules']:>10}"
-                  f"{r['runs']:>8}{r['events']:>8.0f}{r['seconds']:>9.2f}{r['per_s']:>9.0f}"
-                  f"{r['runs_per_s']:>8.0f}" + ("" if r["complete"] else "  (budget hit)"))
-        on, off = rows[True], rows[False]
+            rows = {}
+            for name, substrate in SUBSTRATES.items():
+                r = measure(scenario, params, opts, reduce, substrate=substrate)
+                rows[name] = r
+                x = (f"{r['per_s'] / rows['threads']['per_s']:>6.1f}"
+                     if name != "threads" else "")
+                print(f"{label:<16}{'on' if reduce else 'off':<10}{name:<11}"
+                      f"{r['schedules']:>10}{r['runs']:>7}{r['events']:>7.0f}"
+                      f"{r['seconds']:>9.3f}{r['per_s']:>9.0f}{r['runs_per_s']:>8.0f}"
+                      f"{r['per_cpu_s']:>12.0f}{x}"
+                      + ("" if r["complete"] else "  (budget hit)"))
+            if rows["threads"]["table"] != rows["greenlets"]["table"]:
+                print(f"{'':<16}OUTCOME TABLES DIFFER between the substrates")
+            secs[reduce] = rows["greenlets"]["seconds"]
+            if reduce:
+                on = rows["greenlets"]
+            else:
+                off = rows["greenlets"]
         saved = off["schedules"] - on["schedules"]
         print(f"{'':<16}the reduction saves {saved} of {off['schedules']} schedules "
               f"({100 * saved / max(1, off['schedules']):.0f}%), "
-              f"{off['seconds'] / max(on['seconds'], 1e-9):.1f}x less time")
+              f"{secs[False] / max(secs[True], 1e-9):.1f}x less time (greenlets)")
 
 
 if __name__ == "__main__":

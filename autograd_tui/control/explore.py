@@ -118,40 +118,49 @@ class _Policy:
     name = "explore"
 
     def __init__(self, ctl: Any, decide: Callable[[int, tuple[int, ...], Footprint | None], int],
-                 footprints: bool = True) -> None:
+                 footprints: bool = True, needs: Callable[[int], bool] | None = None) -> None:
         self.ctl = ctl
         self.decide = decide
         self.want_footprints = footprints
+        # needs(j): whether decide(j, ...) reads the footprint of step j - 1 (a search that
+        # replays a prefix knows those already: they are the same each run)
+        self.needs = needs
         self.steps: list[tuple[int, tuple[int, ...], int, int]] = []  # pick, eligible, start, n
         self.footprints: list[Footprint] = []
+        self._info: Any = None  # the thread of the last step (a ThreadInfo)
+        self._table = ctl.table.by_name
 
     def _finish_step(self, end: int | None) -> Footprint:
         """The footprint of the last step taken (its events are start:end)."""
-        pick, _, start, nthreads = self.steps[-1]
-        ctl = self.ctl
-        events = ctl.history.events[start:end]
-        info = ctl.table.info(pick)  # no lock: choose may run at a gate, which holds it
+        _, _, start, nthreads = self.steps[-1]
+        info = self._info  # no lock: choose may run at a gate, which holds it
+        state = info.state
         fp = step_footprint(
-            events, spawned=len(ctl.table) > nthreads, finished=info.state == "finished",
-            waits=(info.waiting_kind, info.waiting_on) if info.state == "waiting" else None)
+            self.ctl.history.events[start:end], spawned=len(self._table) > nthreads,
+            finished=state == "finished",
+            waits=(info.waiting_kind, info.waiting_on) if state == "waiting" else None)
         self.footprints.append(fp)
         return fp
 
     def choose(self, eligible: list[Any]) -> Any:
         now = len(self.ctl.history.events)
-        prev = self._finish_step(now) if self.steps and self.want_footprints else None
-        indices = tuple(t.index for t in eligible)
-        pick = self.decide(len(self.steps), indices, prev)
-        self.steps.append((pick, indices, now, len(self.ctl.table)))
+        j = len(self.steps)
+        prev = None
+        if j and self.want_footprints and (self.needs is None or self.needs(j)):
+            prev = self._finish_step(now)
+        indices = tuple([t.index for t in eligible])
+        pick = self.decide(j, indices, prev)
+        self.steps.append((pick, indices, now, len(self._table)))
         for t in eligible:
             if t.index == pick:
+                self._info = t
                 return t
         raise RuntimeError(f"the explorer picked thread {pick}, which cannot move")
 
     def end(self) -> None:
         """After the run: the last step's footprint (the controller's own deadlock event
         is not part of it)."""
-        if self.want_footprints and self.steps and len(self.footprints) < len(self.steps):
+        if self.want_footprints and self.steps:
             events = self.ctl.history.events
             end = len(events) - (1 if events and events[-1].kind == "deadlock" else 0)
             self._finish_step(end)
@@ -186,12 +195,13 @@ def _result(status: str, report: Any, error: BaseException | None,
 
 def run_schedule(make_run: Callable[[], Any],
                  decide: Callable[[int, tuple[int, ...], Footprint | None], int],
-                 footprints: bool = True) -> tuple[ScheduleResult | None, _Policy]:
+                 footprints: bool = True, needs: Callable[[int], bool] | None = None
+                 ) -> tuple[ScheduleResult | None, _Policy]:
     """One run of a fresh ``Run`` (``make_run()``) whose choices ``decide`` makes (given
     each step's footprint when ``footprints``); None when ``decide`` cut it short (raised
     ``Cut``).  The run is always closed."""
     run = make_run()
-    policy = _Policy(run.controller, decide, footprints)
+    policy = _Policy(run.controller, decide, footprints, needs)
     run.controller.policy = policy
     try:
         run.start()
@@ -209,13 +219,14 @@ def run_schedule(make_run: Callable[[], Any],
 
 def run_cooperative(program: Callable[[], Any], options: dict[str, Any],
                     decide: Callable[[int, tuple[int, ...], Footprint | None], int],
-                    footprints: bool = True) -> tuple[ScheduleResult | None, _Policy]:
+                    footprints: bool = True, needs: Callable[[int], bool] | None = None
+                    ) -> tuple[ScheduleResult | None, _Policy]:
     """``run_schedule`` on the cooperative substrate (``fastrun.py``): ``program()`` on a
     fresh ``Engine(**options)`` whose threads are greenlets; the same steps and outcome."""
     from autograd_tui.control.fastrun import Cooperative
 
     run = Cooperative(program, options)
-    policy = _Policy(run, decide, footprints)
+    policy = _Policy(run, decide, footprints, needs)
     run.policy = policy
     try:
         try:
@@ -323,10 +334,11 @@ class Explorer:
         return report
 
     def _one(self, decide: Callable[[int, tuple[int, ...], Footprint | None], int],
-             footprints: bool) -> tuple[ScheduleResult | None, _Policy]:
+             footprints: bool, needs: Callable[[int], bool] | None = None
+             ) -> tuple[ScheduleResult | None, _Policy]:
         if self._coop is not None:
-            return run_cooperative(*self._coop, decide, footprints)
-        return run_schedule(self.make_run, decide, footprints)
+            return run_cooperative(*self._coop, decide, footprints, needs)
+        return run_schedule(self.make_run, decide, footprints, needs)
 
     def _dfs(self, report: Report, seen: set[str]) -> None:
         for bound in range(self.budget.preemptions + 1):
@@ -340,7 +352,7 @@ class Explorer:
                     report.pruned += search.pruned
                     report.per_bound[bound] = report.explored - before
                     return
-                result, _ = self._one(search.decide, self.reduce)
+                result, _ = self._one(search.decide, self.reduce, search.needs_footprint)
                 self._record(report, result, seen)
                 if not search.backtrack():
                     break

@@ -48,8 +48,15 @@ class BoundedDFS:
     def __init__(self, bound: int, reduce: bool = True) -> None:
         self.bound, self.reduce = bound, reduce
         self.frames: list[_Frame] = []
+        self.known = 0  # frames[:known] have their chosen step's footprint (see needs_footprint)
         self.pruned = 0
         self.capped = False  # a choice was left out for the bound: a larger one adds some
+
+    def needs_footprint(self, j: int) -> bool:
+        """Whether ``decide(j, ...)`` reads the footprint of step j - 1: not while it
+        replays a prefix whose steps an earlier run took (the same steps, the same
+        footprints: ``done`` has them), so a run need not work them out again."""
+        return j - 1 >= self.known
 
     def decide(self, j: int, eligible: tuple[int, ...], prev_fp: Footprint | None) -> int:
         frames = self.frames
@@ -102,9 +109,11 @@ class BoundedDFS:
                     continue
                 f.chosen = t
                 del frames[i + 1:]
+                self.known = i  # frames before i keep their chosen step
                 return True
             self.pruned += sum(1 for t in f.eligible if t in f.sleep and t not in f.done)
         frames.clear()
+        self.known = 0
         return False
 
 
