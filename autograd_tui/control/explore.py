@@ -40,7 +40,7 @@ __all__ = ["PCT", "STRATEGIES", "BoundedDFS", "Budget", "Explorer", "Nondetermin
 
 STRATEGIES = ("dfs", "random", "pct")
 #: where each explored run runs: real threads under the controller, or greenlets
-#: (``fastrun.py``); ``auto`` takes greenlets when it can (``cooperative_program``)
+#: (``fastrun.py``); ``auto`` takes greenlets for a built-in scenario (``cooperative_program``)
 SUBSTRATES = ("auto", "threads", "cooperative")
 
 
@@ -241,14 +241,20 @@ def run_cooperative(program: Callable[[], Any], options: dict[str, Any],
             raise RuntimeError("an explored run's threads did not end")
 
 
-def cooperative_program(make_run: Any) -> tuple[Callable[[], Any], dict[str, Any]] | None:
+def cooperative_program(make_run: Any, any_scenario: bool = False
+                        ) -> tuple[Callable[[], Any], dict[str, Any]] | None:
     """``(program, engine options)`` for ``run_cooperative`` when ``make_run`` is a recipe
     (``session.run.RunSpec``: a scenario, its parameters, engine options) whose program
-    the substrate can run (not a torch one) and greenlet is installed; else None."""
+    the substrate can run and greenlet is installed; else None.  Not a torch program; and
+    unless ``any_scenario``, a built-in one only: a scenario file may wait where the
+    controller cannot see (a plain ``threading.Lock``), which on real threads is reported
+    *stuck* and on greenlets would block the one OS thread for good."""
     scenario = getattr(make_run, "scenario", None)
     if scenario is None or not hasattr(make_run, "engine_overrides"):
         return None
     if "torch" in getattr(scenario, "requires", ()):
+        return None
+    if not any_scenario and not str(getattr(scenario, "source", "")).startswith("scenarios."):
         return None
     try:
         import greenlet  # noqa: F401
@@ -281,7 +287,7 @@ class Explorer:
         if substrate not in SUBSTRATES:
             raise ValueError(f"unknown substrate {substrate!r}: use {', '.join(SUBSTRATES)}")
         self.make_run, self.scenario = make_run, scenario
-        self.substrate = substrate  # auto: cooperative when make_run is a RunSpec
+        self.substrate = substrate  # auto: cooperative for a RunSpec of a built-in scenario
         self._coop: tuple[Callable[[], Any], dict[str, Any]] | None = None
         self.budget = budget or Budget()
         self.reduce, self.seed, self.pct_depth = reduce, seed, pct_depth
@@ -314,7 +320,8 @@ class Explorer:
             raise ValueError(f"unknown strategy {strategy!r}: use {', '.join(STRATEGIES)}")
         self._coop = None
         if self.substrate != "threads":
-            self._coop = cooperative_program(self.make_run)
+            self._coop = cooperative_program(self.make_run,
+                                             any_scenario=self.substrate == "cooperative")
             if self._coop is None and self.substrate == "cooperative":
                 raise ValueError("the cooperative substrate needs a RunSpec of a program "
                                  "without torch, and greenlet")

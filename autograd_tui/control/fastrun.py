@@ -32,11 +32,13 @@ Options weighed (measured on that machine): keeping the OS threads and one engin
 across schedules (PyTorch's engine is a singleton) still pays a futex hand-off at every
 switch and changes the run (a device thread's start is a step of the schedule); forking
 the process at a branch point copies page tables and then every page Python touches
-(refcounts), more than a whole greenlet run.  What this substrate cannot do: a scenario
-that blocks where the controller cannot see (a plain ``threading.Lock`` or ``time.sleep``
-held across a switch) would block the one OS thread: the controller on real threads
-reports those as *stuck*; ``Explorer(substrate="threads")`` is for them, and torch
-programs (``requires`` torch) always run on real threads.
+(refcounts), more than a whole greenlet run.  What this substrate cannot do: serve a
+wait the controller cannot see (a plain ``threading.Lock`` contended across a switch)
+that would block the one OS thread for good, where the controller on real threads
+reports the run *stuck*.  So the explorer takes greenlets for the built-in scenarios
+(whose programs wait through ``TrackedLock``, ``Signal`` and the engine), and real
+threads for a scenario file, unless asked (``Explorer(substrate="cooperative")``), and
+for a torch program always.
 """
 
 from __future__ import annotations
@@ -253,7 +255,9 @@ class Cooperative:
             except Exception as e:  # noqa: BLE001 - a Cut, a divergence: the driver's
                 self._failure = e
         if pick is None:
-            self._switch(me, None)
+            if me.state != "finished":
+                self._switch(me, None)
+            # else its greenlet returns, to the driver (its parent): nothing to tear down
             return
         self.choices.append(pick.index)
         pick.state = "running"
@@ -275,10 +279,7 @@ class Cooperative:
         thread-locals are the running greenlet's: saved and restored at every switch."""
         saved = self._saved
         saved[me.index if me is not None else 0] = [loc.__dict__.copy() for loc in self._locals]
-        for loc, d in zip(self._locals, saved[to.index if to is not None else 0]):
-            ld = loc.__dict__
-            ld.clear()
-            ld.update(d)
+        self._restore(to.index if to is not None else 0)
         self._current = to
         if to is None:
             self._driver.switch()
@@ -286,6 +287,13 @@ class Cooperative:
             self._greenlets[to.index].switch()
         if self.aborted and me is not None:
             raise ThreadAborted()
+
+    def _restore(self, index: int) -> None:
+        """Put thread ``index``'s (0: the driver's) thread-locals in place."""
+        for loc, d in zip(self._locals, self._saved.get(index, ())):
+            ld = loc.__dict__
+            ld.clear()
+            ld.update(d)
 
     # --- the driver's side ---------------------------------------------------------------------
     def _body(self) -> None:
@@ -310,6 +318,9 @@ class Cooperative:
         self.register_thread("cpu (owner)")
         self.spawn(threading.Thread(target=self._body, daemon=True))
         self._next_from_driver()
+        if self._current is not None:  # back as the last thread's greenlet ended
+            self._restore(0)
+            self._current = None
         if self._failure is not None:
             global _interrupted
             if isinstance(self._failure, KeyboardInterrupt):
@@ -366,10 +377,7 @@ class Cooperative:
                     g.throw(ThreadAborted)
                 except ThreadAborted:
                     pass
-        for loc, d in zip(self._locals, self._saved.get(0, [])):
-            ld = loc.__dict__
-            ld.clear()
-            ld.update(d)
+        self._restore(0)
         self._current = None
         self.engine.remove_observer(self.on_event)
         self.engine.waits = None

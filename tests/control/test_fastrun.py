@@ -5,6 +5,7 @@ outcome (``--policy schedule:STRING``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 from typing import Any
@@ -18,6 +19,7 @@ from autograd_tui.control.explore import (
     Outcome,
     Report,
     ScheduleResult,
+    cooperative_program,
     fingerprint,
 )
 from autograd_tui.engine import grad_mode
@@ -158,6 +160,13 @@ def test_which_substrate_runs():
     a = Explorer(lambda: Run(scenario), "x", budget=Budget(None, None, 0)).run("dfs")
     b = Explorer(RunSpec(scenario), "x", budget=Budget(None, None, 0)).run("dfs")
     assert table(a) == table(b)
+    # auto: greenlets for a built-in scenario; threads for a scenario file or a torch one
+    assert cooperative_program(RunSpec(scenario)) is not None
+    assert cooperative_program(lambda: Run(scenario)) is None
+    assert cooperative_program(RunSpec(TWO_DEVICES)) is None  # not built in
+    assert cooperative_program(RunSpec(TWO_DEVICES), any_scenario=True) is not None
+    torchy = dataclasses.replace(TWO_DEVICES, requires=("torch",))
+    assert cooperative_program(RunSpec(torchy), any_scenario=True) is None
 
 
 def test_ctrl_c_in_a_greenlet_run_stops_the_search():
