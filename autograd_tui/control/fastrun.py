@@ -66,6 +66,30 @@ _NODE_META = EVENT_TYPES["node_meta"]
 
 _interrupted = False  # Ctrl-C came during a run: the next gate hands it to the driver
 
+# Greenlets outlive a run: a new one costs more than the switch into an idle one (its
+# frames' data stack is allocated afresh).  Each carries one thread's body at a time.
+_DONE = object()
+_pool: list[greenlet] = []  # idle carriers, each parked in ``_carry``
+
+
+def _carry(body: Any) -> None:
+    """A carrier's life: run a thread's body, then wait, idle, for the next one."""
+    while True:
+        try:
+            body()
+        except ThreadAborted:
+            pass
+        body = getcurrent().parent.switch(_DONE)
+
+
+def _carrier(driver: greenlet) -> greenlet:
+    """An idle carrier of the driver's OS thread, or a new one."""
+    while _pool:
+        g = _pool.pop()
+        if not g.dead and g.parent is driver:
+            return g
+    return greenlet(_carry, parent=driver)
+
 
 @contextmanager
 def interrupts_to_driver() -> Iterator[None]:
@@ -129,7 +153,9 @@ class Cooperative:
         self.result: Any = None
         self._driver = getcurrent()
         self._current: ThreadInfo | None = None  # None: the driver
-        self._greenlets: dict[int, greenlet] = {}  # by thread number
+        self._greenlets: dict[int, greenlet] = {}  # by thread number: its carrier
+        self._bodies: dict[int, Any] = {}  # threads not entered yet: what their carrier runs
+        self._exited: set[int] = set()  # threads whose body returned (carrier idle again)
         self._locals = [self.engine._tls, *_module_locals()]
         self._saved: dict[int, list[dict[str, Any]]] = {}  # thread number (0: the driver)
         self._pending: ThreadInfo | None = None
@@ -159,7 +185,8 @@ class Cooperative:
         info = self._pending
         assert info is not None
         self._pending = None
-        self._greenlets[info.index] = greenlet(thread.run, parent=self._driver)
+        self._greenlets[info.index] = _carrier(self._driver)
+        self._bodies[info.index] = lambda: self._carried(info.index, thread.run)
         self._saved[info.index] = [{} for _ in self._locals]  # a new thread's are empty
         info.state = "paused"
 
@@ -284,7 +311,11 @@ class Cooperative:
         if to is None:
             self._driver.switch()
         else:
-            self._greenlets[to.index].switch()
+            body = self._bodies.pop(to.index, None)
+            if body is not None:
+                self._greenlets[to.index].switch(body)
+            else:
+                self._greenlets[to.index].switch()
         if self.aborted and me is not None:
             raise ThreadAborted()
 
@@ -367,18 +398,29 @@ class Cooperative:
         return {k: v.detach().to("cpu").numpy() for k, v in out.items()
                 if isinstance(v, engine_pkg.Tensor)}
 
+    def _carried(self, index: int, run: Any) -> None:
+        try:
+            run()
+        finally:
+            self._exited.add(index)
+
     def close(self) -> bool:
         """End every thread still parked (``ThreadAborted`` at its gate or wait); True
-        when every greenlet is done."""
+        when every one has ended (their carriers go back to the pool)."""
         self.aborted = True
-        for g in list(self._greenlets.values()):
-            if not g.dead:
+        ok = True
+        for index, g in self._greenlets.items():
+            if index not in self._bodies and index not in self._exited and not g.dead:
                 try:
                     g.throw(ThreadAborted)
-                except ThreadAborted:
+                except ThreadAborted:  # it escaped the carrier, which is gone
                     pass
+            if not g.dead and (index in self._bodies or index in self._exited):
+                _pool.append(g)
+            else:
+                ok = False
         self._restore(0)
         self._current = None
         self.engine.remove_observer(self.on_event)
         self.engine.waits = None
-        return all(g.dead for g in self._greenlets.values())
+        return ok
