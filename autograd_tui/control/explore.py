@@ -331,7 +331,7 @@ class Explorer:
             if self._coop is None:
                 getattr(self, f"_{strategy}")(report, set())
             else:
-                from autograd_tui.control.fastrun import interrupts_to_driver
+                from autograd_tui.control.carriers import interrupts_to_driver
 
                 with interrupts_to_driver():
                     getattr(self, f"_{strategy}")(report, set())

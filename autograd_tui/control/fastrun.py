@@ -1,59 +1,49 @@
 """The explorer's cooperative substrate: a serialized run whose threads are greenlets.
 
-Not in PyTorch, whose engine runs real threads; this is what loom and shuttle do to
-search interleavings fast.  The explorer runs each schedule from scratch, so a run's
-cost is a schedule's cost.  On real threads (``controller.py``) a run starts and joins
-an OS thread per engine thread and hands the turn over through a lock at every switch
-(about 28 us of futex and GIL a hand-off, 72 us a thread start and join, on the 2-core
-machine this was measured on): about 1,800 us a run of the 40-event two-device program,
-where the engine and its events take some 150 us.  Here the same engine code runs
-unchanged, its threads as greenlets on the explorer's one OS thread, one at a time:
+Not in PyTorch, whose engine runs real threads; loom and shuttle do this to search
+interleavings fast.  The explorer runs each schedule from scratch.  On real threads
+(``controller.py``) each run starts and joins an OS thread per engine thread and hands
+the turn over through a lock at every switch (28 us of futex and GIL a hand-off, 72 us a
+thread start and join, on the 2-core machine measured).  Here the same engine code runs
+unchanged, its threads greenlets on the explorer's one OS thread, one at a time:
 
-* a step is what it is under the controller: a thread runs from one gate (an event,
-  its first instruction, a wake-up) to the next, or into a wait, or to its end; the
-  threads a step may be granted to, their numbers (registration order), what each
-  waits on, and the choices (``_Policy``, ``decide``) are the controller's, so the
-  schedule strings and outcomes are the same (``tests/control/test_fastrun.py`` runs
-  both ways and replays explored schedules on real threads);
-* a gate that the policy answers with the same thread costs a function call; a switch
-  is a greenlet switch that also swaps the engine's ``threading.local`` objects
-  (``_LOCALS``: every thread-local of the engine, which would otherwise be shared by
-  the greenlets of one OS thread);
-* a blocking wait (``sync.Waitable.wait_for``) calls ``block`` instead of
-  ``Condition.wait``; a thread start (``sync.start_thread``) calls ``spawn``: the
-  tracker is the threads (``engine/sync.py``).  A thread woken from a wait runs on to
-  its after_wait gate within the waker's step, as a real one does (it takes the lock
-  it waited for, pops the pool's task): here when the waker reaches its next gate;
-* no History is folded during the run: events go to a list (the footprints read it);
-  a run that deadlocks builds one, for the controller's own analysis (``deadlock.py``)
-  and its wait-for cycle.
+* a step is the controller's: from one gate (an event, a thread's first instruction, a
+  wake-up) to the next, into a wait, or to the thread's end; the threads a step may be
+  granted to, their numbers, what each waits on and the policy (``_Policy``) are the
+  controller's, so the schedules and outcomes are the same (``test_fastrun.py`` runs
+  both ways, and replays explored schedules on real threads);
+* a gate the policy answers with the same thread is a function call; a switch is a
+  greenlet switch that also swaps the engine's ``threading.local`` objects (shared by
+  the greenlets of one OS thread otherwise);
+* a wait (``sync.Waitable.wait_for``) calls ``block``, a thread start ``spawn``
+  (``engine/sync.py``).  A thread woken from a wait runs on to its after_wait gate
+  within the waker's step, as a real one does (it takes the lock it waited for, pops
+  the pool's task): here when the waker reaches its next gate;
+* events go to a list, no History is folded; a run that deadlocks builds one for the
+  controller's own analysis (``deadlock.py``) and its wait-for cycle.
 
-Options weighed (measured on that machine): keeping the OS threads and one engine
-across schedules (PyTorch's engine is a singleton) still pays a futex hand-off at every
-switch and changes the run (a device thread's start is a step of the schedule); forking
-the process at a branch point copies page tables and then every page Python touches
-(refcounts), more than a whole greenlet run.  What this substrate cannot do: serve a
-wait the controller cannot see (a plain ``threading.Lock`` contended across a switch)
-that would block the one OS thread for good, where the controller on real threads
-reports the run *stuck*.  So the explorer takes greenlets for the built-in scenarios
-(whose programs wait through ``TrackedLock``, ``Signal`` and the engine), and real
-threads for a scenario file, unless asked (``Explorer(substrate="cooperative")``), and
-for a torch program always.
+Weighed against (measured): keeping the OS threads and one engine across schedules
+(PyTorch's engine is a singleton) still pays a hand-off per switch, and changes the
+schedules (a device thread's start is a step); forking at a branch point costs 3.4 ms
+(page tables, then copy-on-write of every page Python touches), ten runs.  The limit:
+a wait the controller cannot see (a plain ``threading.Lock`` contended across a switch)
+blocks the one OS thread for good, where real threads report the run *stuck*.  So the
+explorer takes greenlets for built-in scenarios (they wait through ``TrackedLock``,
+``Signal`` and the engine), real threads for a scenario file unless asked
+(``substrate="cooperative"``) and for torch programs.
 """
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
 from greenlet import getcurrent, greenlet
 
 from autograd_tui import engine as engine_pkg
+from autograd_tui.control.carriers import INTERRUPTED, POOL, carrier
 from autograd_tui.control.deadlock import DeadlockReport, analyse
 from autograd_tui.control.policies import encode_schedule
 from autograd_tui.control.table import ThreadTable
@@ -63,57 +53,6 @@ from autograd_tui.engine.events import EVENT_TYPES, Event, make_event
 from autograd_tui.engine.sync import ThreadAborted, TrackedLock
 
 _NODE_META = EVENT_TYPES["node_meta"]
-
-_interrupted = False  # Ctrl-C came during a run: the next gate hands it to the driver
-
-# Greenlets outlive a run: a new one costs more than the switch into an idle one (its
-# frames' data stack is allocated afresh).  Each carries one thread's body at a time.
-_DONE = object()
-_pool: list[greenlet] = []  # idle carriers, each parked in ``_carry``
-
-
-def _carry(body: Any) -> None:
-    """A carrier's life: run a thread's body, then wait, idle, for the next one."""
-    while True:
-        try:
-            body()
-        except ThreadAborted:
-            pass
-        body = getcurrent().parent.switch(_DONE)
-
-
-def _carrier(driver: greenlet) -> greenlet:
-    """An idle carrier of the driver's OS thread, or a new one."""
-    while _pool:
-        g = _pool.pop()
-        if not g.dead and g.parent is driver:
-            return g
-    return greenlet(_carry, parent=driver)
-
-
-@contextmanager
-def interrupts_to_driver() -> Iterator[None]:
-    """Ctrl-C while greenlets run: raised in the driver (as ``KeyboardInterrupt``) at the
-    next gate, never in an engine thread, whose ``except BaseException`` would make it
-    the run's outcome.  On real threads the signal reaches the driver's thread only."""
-    global _interrupted
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def note(signum: int, frame: Any) -> None:
-        global _interrupted
-        _interrupted = True
-
-    previous = signal.signal(signal.SIGINT, note)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if _interrupted:
-            _interrupted = False
-            raise KeyboardInterrupt
-
 
 def _module_locals() -> list[threading.local]:
     """Every module-level ``threading.local`` of the engine (an engine's own ``_tls`` is
@@ -185,7 +124,7 @@ class Cooperative:
         info = self._pending
         assert info is not None
         self._pending = None
-        self._greenlets[info.index] = _carrier(self._driver)
+        self._greenlets[info.index] = carrier(self._driver)
         self._bodies[info.index] = lambda: self._carried(info.index, thread.run)
         self._saved[info.index] = [{} for _ in self._locals]  # a new thread's are empty
         info.state = "paused"
@@ -274,7 +213,7 @@ class Cooperative:
             self._wake(me)
         eligible = [t for t in self.table.by_name.values() if t.state == "paused"]
         pick = None
-        if _interrupted:
+        if INTERRUPTED[0]:
             self._failure = KeyboardInterrupt()
         elif eligible:
             try:
@@ -353,9 +292,8 @@ class Cooperative:
             self._restore(0)
             self._current = None
         if self._failure is not None:
-            global _interrupted
             if isinstance(self._failure, KeyboardInterrupt):
-                _interrupted = False
+                INTERRUPTED[0] = False
             raise self._failure
         if self.program_done:
             return "finished"
@@ -416,7 +354,7 @@ class Cooperative:
                 except ThreadAborted:  # it escaped the carrier, which is gone
                     pass
             if not g.dead and (index in self._bodies or index in self._exited):
-                _pool.append(g)
+                POOL.append(g)
             else:
                 ok = False
         self._restore(0)

@@ -177,3 +177,23 @@ def test_ctrl_c_in_a_greenlet_run_stops_the_search():
     report = Explorer(RunSpec(scenarios.get("race-lock-order")), "x",
                       on_schedule=interrupt, substrate="cooperative").run("dfs")
     assert report.stopped == "interrupted" and report.explored == 3
+
+
+def test_a_real_ctrl_c_in_an_engine_thread_reaches_the_explorer():
+    """SIGINT while a greenlet runs the program: the search stops, as interrupted, and no
+    run records a KeyboardInterrupt as its outcome."""
+    import signal
+
+    runs = [0]
+
+    def program() -> dict[str, Any]:
+        runs[0] += 1
+        if runs[0] == 4:
+            signal.raise_signal(signal.SIGINT)
+        return _two_devices()
+
+    sc = dataclasses.replace(TWO_DEVICES, program=program)
+    report = Explorer(RunSpec(sc), "x", substrate="cooperative").run("dfs")
+    assert report.stopped == "interrupted" and report.runs == 3  # the 4th never ended
+    assert report.explored >= 1
+    assert {o.kind for o in report.outcomes} == {"completed"}
