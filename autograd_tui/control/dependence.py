@@ -110,17 +110,25 @@ def step_footprint(events: Iterable[Event], *, spawned: bool = False,
                    finished: bool = False) -> Footprint:
     """The footprint of one step: the union of its events' (``events`` may be empty
     when the step ended in a wait, ``waits`` = (kind, object), or ended its thread)."""
-    out: set[str] = set()
-    empty = True
-    for e in events:
-        empty = False
-        out |= event_footprint(e)
     if finished:
         return EVERYTHING
-    if empty and waits is not None:
+    out: set[str] = set()
+    empty = True
+    for e in events:  # event_footprint, its commonest kinds inlined (a gate each)
+        empty = False
+        kind = e.kind
+        if kind in _FREE:
+            continue
+        if kind == "pop":
+            out.add(f"q:{e.queue}")
+        elif kind in _GRAPH_TASK and kind != "completion" and kind != "graph_task_created":
+            out.add(f"g:{e.graph_task}")
+        else:
+            out |= event_footprint(e)
+    if empty:
+        if waits is None:
+            return EVERYTHING
         out |= wait_footprint(*waits)
-    elif empty:
-        return EVERYTHING
     if spawned:
         out.add("spawn")
     return frozenset(out)

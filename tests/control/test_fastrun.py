@@ -197,3 +197,22 @@ def test_a_real_ctrl_c_in_an_engine_thread_reaches_the_explorer():
     assert report.stopped == "interrupted" and report.runs == 3  # the 4th never ended
     assert report.explored >= 1
     assert {o.kind for o in report.outcomes} == {"completed"}
+
+
+def test_a_steps_footprint_is_the_union_of_its_events():
+    """``step_footprint`` inlines the commonest kinds of ``event_footprint``: the same sets."""
+    from autograd_tui.control.dependence import event_footprint, step_footprint
+
+    events = []
+    for name in ("race-lock-order", "deadlock-pool-exhausted", "multi-device"):
+        with Run(scenarios.get(name)) as run:
+            run.run()
+            events += run.events
+    assert len({e.kind for e in events}) >= 12
+    rng = random.Random(1)
+    for _ in range(300):
+        i = rng.randrange(len(events))
+        step = events[i:i + rng.randrange(1, 6)]
+        union = set().union(*(event_footprint(e) for e in step))
+        assert step_footprint(step) == frozenset(union)
+        assert step_footprint(step, spawned=True) == frozenset(union | {"spawn"})
