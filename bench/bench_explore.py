@@ -83,6 +83,55 @@ def measure(scenario: Scenario, params: dict[str, Any], opts: dict[str, Any],
                             for o, s in report.outcomes.items())}
 
 
+def breakdown(reps: int = 5, n: int = 200) -> list[tuple[str, float]]:
+    """Where a two-devices run's CPU time goes on greenlets, by taking parts away: the
+    forward alone; the run with the engine unobserved (no events, no gates: the engine's
+    work, the substrate's waits and switches); with events (built, kept, no gate); with
+    gates and a trivial policy; and the explorer's own run (its policy, the footprints,
+    the outcome), per run of the search.  Best of ``reps``, microseconds of CPU."""
+    from autograd_tui.control.fastrun import Cooperative
+
+    class First:
+        def choose(self, eligible: list[Any]) -> Any:
+            return eligible[0]
+
+    def forward() -> None:
+        x = engine.tensor([1.0, 2.0], requires_grad=True)
+        (x.to("cuda:0") * 3.0).to("cpu").sum()
+
+    def run(observe: str) -> None:
+        c = Cooperative(_two_devices, {})
+        c.policy = First()
+        if observe == "none":
+            c.engine._observers = ()
+        elif observe == "events":
+            c.engine._observers = (c.events.append,)
+        c.run()
+        c.close()
+
+    def search(substrate: str) -> None:
+        Explorer(RunSpec(TWO_DEVICES), "two-devices", budget=Budget(None, None, BOUND),
+                 substrate=substrate).run("dfs")
+
+    parts: list[tuple[str, Any, int]] = [
+        ("forward only", forward, 1),
+        ("greenlets: engine unobserved", lambda: run("none"), 1),
+        ("  + events built", lambda: run("events"), 1),
+        ("  + gates (a trivial policy)", lambda: run("gates"), 1),
+        ("  + the explorer (dfs, per run)", lambda: search("cooperative"), 25),
+        ("threads: the explorer (per run)", lambda: search("threads"), 25),
+    ]
+    best = {label: float("inf") for label, _, _ in parts}
+    for _ in range(reps):
+        for label, fn, per in parts:
+            k = n if per == 1 else max(1, n // 25)
+            c0 = time.process_time()
+            for _ in range(k):
+                fn()
+            best[label] = min(best[label], (time.process_time() - c0) / k / per * 1e6)
+    return list(best.items())
+
+
 def main() -> None:
     print(f"exhaustive search to preemption bound {BOUND}; every run a fresh engine; "
           "x: greenlets over threads, same process")
@@ -117,6 +166,9 @@ def main() -> None:
         print(f"{'':<16}the reduction saves {saved} of {off['schedules']} schedules "
               f"({100 * saved / max(1, off['schedules']):.0f}%), "
               f"{secs[False] / max(secs[True], 1e-9):.1f}x less time (greenlets)")
+    print("\nwhere a two-devices run's CPU time goes (us, best of 5):")
+    for label, us in breakdown():
+        print(f"  {label:<34}{us:>8.0f}")
 
 
 if __name__ == "__main__":
