@@ -24,6 +24,7 @@ Strategies:
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from autograd_tui.control.dependence import Footprint, step_footprint
+from autograd_tui.control.runtrie import RunTrie
 from autograd_tui.control.search import PCT, BoundedDFS, Cut, Nondeterministic, RandomWalk
 
 __all__ = ["PCT", "STRATEGIES", "BoundedDFS", "Budget", "Explorer", "Nondeterministic",
@@ -126,7 +128,8 @@ class _Policy:
         # replays a prefix knows those already: they are the same each run)
         self.needs = needs
         self.steps: list[tuple[int, tuple[int, ...], int, int]] = []  # pick, eligible, start, n
-        self.footprints: list[Footprint] = []
+        self.footprints: dict[int, Footprint] = {}  # by step, those worked out
+        self.offered: tuple[int, ...] = ()  # who could move at the last choice
         self._info: Any = None  # the thread of the last step (a ThreadInfo)
         self._table = ctl.table.by_name
 
@@ -139,7 +142,7 @@ class _Policy:
             self.ctl.history.events[start:end], spawned=len(self._table) > nthreads,
             finished=state == "finished",
             waits=(info.waiting_kind, info.waiting_on) if state == "waiting" else None)
-        self.footprints.append(fp)
+        self.footprints[len(self.steps) - 1] = fp
         return fp
 
     def choose(self, eligible: list[Any]) -> Any:
@@ -148,7 +151,7 @@ class _Policy:
         prev = None
         if j and self.want_footprints and (self.needs is None or self.needs(j)):
             prev = self._finish_step(now)
-        indices = tuple([t.index for t in eligible])
+        indices = self.offered = tuple([t.index for t in eligible])
         pick = self.decide(j, indices, prev)
         self.steps.append((pick, indices, now, len(self._table)))
         for t in eligible:
@@ -221,8 +224,7 @@ def run_cooperative(program: Callable[[], Any], options: dict[str, Any],
                     decide: Callable[[int, tuple[int, ...], Footprint | None], int],
                     footprints: bool = True, needs: Callable[[int], bool] | None = None
                     ) -> tuple[ScheduleResult | None, _Policy]:
-    """``run_schedule`` on the cooperative substrate (``fastrun.py``): ``program()`` on a
-    fresh ``Engine(**options)`` whose threads are greenlets; the same steps and outcome."""
+    """``run_schedule`` on greenlets (``fastrun.py``): the same steps and outcome."""
     from autograd_tui.control.fastrun import Cooperative
 
     run = Cooperative(program, options)
@@ -243,12 +245,9 @@ def run_cooperative(program: Callable[[], Any], options: dict[str, Any],
 
 def cooperative_program(make_run: Any, any_scenario: bool = False
                         ) -> tuple[Callable[[], Any], dict[str, Any]] | None:
-    """``(program, engine options)`` for ``run_cooperative`` when ``make_run`` is a recipe
-    (``session.run.RunSpec``: a scenario, its parameters, engine options) whose program
-    the substrate can run and greenlet is installed; else None.  Not a torch program; and
-    unless ``any_scenario``, a built-in one only: a scenario file may wait where the
-    controller cannot see (a plain ``threading.Lock``), which on real threads is reported
-    *stuck* and on greenlets would block the one OS thread for good."""
+    """``(program, engine options)`` for ``run_cooperative`` when ``make_run`` is a
+    ``RunSpec`` of a program greenlets can run (not torch; built in unless
+    ``any_scenario``: see ``fastrun.py``) and greenlet is installed; else None."""
     scenario = getattr(make_run, "scenario", None)
     if scenario is None or not hasattr(make_run, "engine_overrides"):
         return None
@@ -256,9 +255,7 @@ def cooperative_program(make_run: Any, any_scenario: bool = False
         return None
     if not any_scenario and not str(getattr(scenario, "source", "")).startswith("scenarios."):
         return None
-    try:
-        import greenlet  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("greenlet") is None:
         return None
     probe = make_run()  # the checks a Run makes (parameters, engine options); no thread
     probe.close()
@@ -278,6 +275,8 @@ class Explorer:
     """Explore ``make_run``'s schedules; ``on_schedule(report, result)`` after each one
     run to its end (a progress bar, ``--json`` lines).  Ctrl-C stops it: the report says
     what was found so far."""
+
+    memo = True  # dfs: a run whose steps an earlier run took is not run again (runtrie.py)
 
     def __init__(self, make_run: Callable[[], Any], scenario: str, *,
                  budget: Budget | None = None, reduce: bool = True, seed: int = 0,
@@ -348,6 +347,7 @@ class Explorer:
         return run_schedule(self.make_run, decide, footprints, needs)
 
     def _dfs(self, report: Report, seen: set[str]) -> None:
+        trie = RunTrie()  # the runs taken: one whose steps are all known is not run again
         for bound in range(self.budget.preemptions + 1):
             search = BoundedDFS(bound, self.reduce)
             before = report.explored
@@ -359,7 +359,15 @@ class Explorer:
                     report.pruned += search.pruned
                     report.per_bound[bound] = report.explored - before
                     return
-                result, _ = self._one(search.decide, self.reduce, search.needs_footprint)
+                known = trie.walk(search.decide, self.reduce, search.needs_footprint) \
+                    if self.memo else None
+                if known is not None:
+                    result = known[0]
+                else:
+                    result, policy = self._one(search.decide, self.reduce,
+                                               search.needs_footprint)
+                    trie.record(policy.steps, policy.footprints,
+                                policy.offered if result is None else None, result)
                 self._record(report, result, seen)
                 if not search.backtrack():
                     break
