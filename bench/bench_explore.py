@@ -14,11 +14,12 @@ the events per run, and how many schedules the reduction saved.
   and two reentrant-pool threads; at its default depth, 4,537 events a run, bound 2
   is out of reach of any budget).
 
-Every run is a fresh Engine.  Each row is measured on both substrates, one after the
-other in this process: ``threads`` (a Controller and a History, real threads started,
-handed the turn and joined: what the explorer did before ``control/fastrun.py``) and
-``greenlets`` (the explorer's default: the same engine code, its threads as greenlets on
-one OS thread, no History); ``x`` is greenlets over threads, from the same run.  The
+Every run is a fresh Engine.  Each search is measured twice, one after the other in this
+process: ``before`` (the base commit's explorer: a Controller and a History a run, real
+threads started, handed the turn and joined, every run run) and ``after`` (the default
+for a built-in scenario: the same engine code, its threads greenlets on one OS thread, no
+History, ``control/fastrun.py``; runs the trie knows not run again, ``runtrie.py``);
+``x``: after over before, from the same process.  The
 cost of a schedule is the cost of a whole run (``bench.md`` and ``docs/explore.md`` say
 where it goes).  On a loaded machine, read the ratios, not the rates.
 """
@@ -55,12 +56,14 @@ CASES: list[tuple[str, Scenario | str, dict[str, Any], dict[str, Any]]] = [
 ]
 
 
-SUBSTRATES = {"threads": "threads", "greenlets": "cooperative"}
+#: before: the explorer of the base commit (real threads, every run run); after: greenlets
+#: and the run trie (``control/runtrie.py``), the explorer's default for a built-in scenario
+SUBSTRATES = {"before": ("threads", False), "after": ("cooperative", True)}
 
 
 def measure(scenario: Scenario, params: dict[str, Any], opts: dict[str, Any],
             reduce: bool, seconds: float | None = 300.0, at_least: float = 1.0,
-            substrate: str = "cooperative") -> dict[str, Any]:
+            substrate: str = "cooperative", memo: bool = True) -> dict[str, Any]:
     """One whole search (repeated until ``at_least`` seconds have passed, for a rate
     worth reading on a small search; the counts are those of one search)."""
     gc.collect()
@@ -69,6 +72,7 @@ def measure(scenario: Scenario, params: dict[str, Any], opts: dict[str, Any],
         ex = Explorer(RunSpec(scenario, params, opts), scenario.name,
                       budget=Budget(schedules=None, seconds=seconds, preemptions=BOUND),
                       reduce=reduce, substrate=substrate)
+        ex.memo = memo
         t0, c0 = time.perf_counter(), time.process_time()
         report = ex.run("dfs")
         dt += time.perf_counter() - t0
@@ -109,17 +113,20 @@ def breakdown(reps: int = 5, n: int = 200) -> list[tuple[str, float]]:
         c.run()
         c.close()
 
-    def search(substrate: str) -> None:
-        Explorer(RunSpec(TWO_DEVICES), "two-devices", budget=Budget(None, None, BOUND),
-                 substrate=substrate).run("dfs")
+    def search(substrate: str, memo: bool) -> None:
+        ex = Explorer(RunSpec(TWO_DEVICES), "two-devices", budget=Budget(None, None, BOUND),
+                      substrate=substrate)
+        ex.memo = memo
+        ex.run("dfs")
 
     parts: list[tuple[str, Any, int]] = [
         ("forward only", forward, 1),
         ("greenlets: engine unobserved", lambda: run("none"), 1),
         ("  + events built", lambda: run("events"), 1),
         ("  + gates (a trivial policy)", lambda: run("gates"), 1),
-        ("  + the explorer (dfs, per run)", lambda: search("cooperative"), 25),
-        ("threads: the explorer (per run)", lambda: search("threads"), 25),
+        ("  + the explorer (dfs, no trie)", lambda: search("cooperative", False), 25),
+        ("  + the run trie (after, per run)", lambda: search("cooperative", True), 25),
+        ("before: threads (per run)", lambda: search("threads", False), 25),
     ]
     best = {label: float("inf") for label, _, _ in parts}
     for _ in range(reps):
@@ -134,10 +141,10 @@ def breakdown(reps: int = 5, n: int = 200) -> list[tuple[str, float]]:
 
 def main() -> None:
     print(f"exhaustive search to preemption bound {BOUND}; every run a fresh engine; "
-          "x: greenlets over threads, same process")
+          "x: after over before (sched/s, sched/cpu-s), measured in this process")
     head = (f"{'scenario':<16}{'reduction':<10}{'substrate':<11}{'schedules':>10}{'runs':>7}"
             f"{'events':>7}{'seconds':>9}{'sched/s':>9}{'runs/s':>8}{'sched/cpu-s':>12}"
-            f"{'x':>6}")
+            f"{'x':>6}{'x cpu':>6}")
     print(head)
     print("-" * len(head))
     for label, sc, params, opts in CASES:
@@ -145,27 +152,28 @@ def main() -> None:
         secs: dict[bool, float] = {}
         for reduce in (True, False):
             rows = {}
-            for name, substrate in SUBSTRATES.items():
-                r = measure(scenario, params, opts, reduce, substrate=substrate)
+            for name, (substrate, memo) in SUBSTRATES.items():
+                r = measure(scenario, params, opts, reduce, substrate=substrate, memo=memo)
                 rows[name] = r
-                x = (f"{r['per_s'] / rows['threads']['per_s']:>6.1f}"
-                     if name != "threads" else "")
+                x = (f"{r['per_s'] / rows['before']['per_s']:>6.1f}"
+                     f"{r['per_cpu_s'] / rows['before']['per_cpu_s']:>6.1f}"
+                     if name != "before" else "")
                 print(f"{label:<16}{'on' if reduce else 'off':<10}{name:<11}"
                       f"{r['schedules']:>10}{r['runs']:>7}{r['events']:>7.0f}"
                       f"{r['seconds']:>9.3f}{r['per_s']:>9.0f}{r['runs_per_s']:>8.0f}"
                       f"{r['per_cpu_s']:>12.0f}{x}"
                       + ("" if r["complete"] else "  (budget hit)"))
-            if rows["threads"]["table"] != rows["greenlets"]["table"]:
+            if rows["before"]["table"] != rows["after"]["table"]:
                 print(f"{'':<16}OUTCOME TABLES DIFFER between the substrates")
-            secs[reduce] = rows["greenlets"]["seconds"]
+            secs[reduce] = rows["after"]["seconds"]
             if reduce:
-                on = rows["greenlets"]
+                on = rows["after"]
             else:
-                off = rows["greenlets"]
+                off = rows["after"]
         saved = off["schedules"] - on["schedules"]
         print(f"{'':<16}the reduction saves {saved} of {off['schedules']} schedules "
               f"({100 * saved / max(1, off['schedules']):.0f}%), "
-              f"{secs[False] / max(secs[True], 1e-9):.1f}x less time (greenlets)")
+              f"{secs[False] / max(secs[True], 1e-9):.1f}x less time (after)")
     print("\nwhere a two-devices run's CPU time goes (us, best of 5):")
     for label, us in breakdown():
         print(f"  {label:<34}{us:>8.0f}")

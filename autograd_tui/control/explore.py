@@ -3,13 +3,13 @@
 Not in PyTorch (its tests hope a race shows itself); this is what loom, CHESS and
 shuttle do for real systems.  Every serialized run is a schedule (``policies.py``),
 so instead of one schedule the explorer runs many, each from scratch on a fresh
-engine, and sorts them by outcome: *completed* (with a bit-exact fingerprint of the
+engine (real threads, or greenlets: ``fastrun.py``; a run it knows is not run again:
+``runtrie.py``), and sorts them by outcome: *completed* (a bit-exact fingerprint of the
 gradients, so a different float accumulation order is a different result),
 *deadlock* (with the wait-for cycle) or *error*.  Each schedule it reports replays
 with ``autograd-tui run NAME --policy schedule:STRING``.
 
 Strategies:
-
 * ``dfs``: exhaustive depth-first search over the scheduling choices, with a
   preemption bound (a *preemption* is a switch away from a thread that could have
   gone on), iterated as CHESS does: bound 0, then 1, then 2, ...  Sleep sets
