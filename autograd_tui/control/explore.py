@@ -131,7 +131,7 @@ class _Policy:
         self.footprints: dict[int, Footprint] = {}  # by step, those worked out
         self.offered: tuple[int, ...] = ()  # who could move at the last choice
         self._info: Any = None  # the thread of the last step (a ThreadInfo)
-        self._table = ctl.table.by_name
+        self._table, self._history = ctl.table.by_name, ctl.history
 
     def _finish_step(self, end: int | None) -> Footprint:
         """The footprint of the last step taken (its events are start:end)."""
@@ -146,7 +146,7 @@ class _Policy:
         return fp
 
     def choose(self, eligible: list[Any]) -> Any:
-        now = len(self.ctl.history.events)
+        now = len(self._history.events)
         j = len(self.steps)
         prev = None
         if j and self.want_footprints and (self.needs is None or self.needs(j)):

@@ -26,7 +26,7 @@ class Nondeterministic(RuntimeError):
 
 
 # --- exhaustive search with a preemption bound and sleep sets --------------------------------
-@dataclass
+@dataclass(slots=True)
 class _Frame:
     eligible: tuple[int, ...]
     prev: int | None  # the thread that took the step before
