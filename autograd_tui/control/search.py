@@ -8,6 +8,7 @@ sets), ``RandomWalk`` and ``PCT``.  Raising ``Cut`` ends the run early.
 
 from __future__ import annotations
 
+import copy
 import random
 from dataclasses import dataclass, field
 from itertools import chain
@@ -43,11 +44,17 @@ class BoundedDFS:
     """Every schedule with at most ``bound`` preemptions, up to commuting steps.
 
     Stateless (VeriSoft-style): each schedule is a fresh run that replays a prefix of
-    choices, then goes on without preempting.  ``frames`` is the current path."""
+    choices, then goes on without preempting.  ``frames`` is the current path.
 
-    def __init__(self, bound: int, reduce: bool = True) -> None:
+    For ``--jobs`` (``explore_jobs.py``): ``prefix`` (frames as the serial search had
+    them) with ``floor`` limits the search to the choices below frame ``floor``, and
+    ``split_off`` hands the choices left at one frame to another search."""
+
+    def __init__(self, bound: int, reduce: bool = True, prefix: list[_Frame] | None = None,
+                 floor: int | None = None) -> None:
         self.bound, self.reduce = bound, reduce
-        self.frames: list[_Frame] = []
+        self.frames: list[_Frame] = list(prefix or ())
+        self.floor = len(self.frames) if floor is None else floor  # never backtrack above
         self.pruned = 0
         self.capped = False  # a choice was left out for the bound: a larger one adds some
 
@@ -91,7 +98,7 @@ class BoundedDFS:
     def backtrack(self) -> bool:
         """Move to the next unexplored choice; False when none is left."""
         frames = self.frames
-        for i in range(len(frames) - 1, -1, -1):
+        for i in range(len(frames) - 1, self.floor - 1, -1):
             f = frames[i]
             f.done.setdefault(f.chosen, EVERYTHING)
             for t in f.eligible:
@@ -104,8 +111,30 @@ class BoundedDFS:
                 del frames[i + 1:]
                 return True
             self.pruned += sum(1 for t in f.eligible if t in f.sleep and t not in f.done)
-        frames.clear()
+        del frames[self.floor:]
         return False
+
+    def split_off(self) -> tuple[list[_Frame], int] | None:
+        """Between a run and ``backtrack``: give away the choices left at the shallowest
+        frame that has some, as (frames to it, its index) for a search that starts with
+        ``backtrack``; this one then stays below it.  The frames carry what the serial
+        search knows there (the siblings explored, with their footprints), so the two
+        searches together explore what this one would have."""
+        frames = self.frames
+        for i in range(self.floor, len(frames)):
+            f = frames[i]
+            left = [t for t in f.eligible if t != f.chosen and t not in f.done
+                     and t not in f.sleep]
+            if any(f.preempt + f.cost(t) <= self.bound for t in left):
+                prefix = copy.deepcopy(frames[:i + 1])
+                prefix[i].done.setdefault(f.chosen, EVERYTHING)  # as backtrack would
+                for g in frames[self.floor:i]:  # what backtrack counts passing them
+                    self.pruned += sum(1 for t in g.eligible if t in g.sleep
+                                       and t not in g.done)
+                self.floor = i + 1
+                return prefix, i
+            self.capped |= bool(left)  # (every one left is over the bound)
+        return None
 
 
 # --- random walks and PCT ------------------------------------------------------------------

@@ -1,0 +1,327 @@
+"""``explore --jobs N``: the exhaustive search split by schedule prefix over N processes.
+
+Not in PyTorch.  The serial search (``search.BoundedDFS``) is a depth-first walk of the
+tree of scheduling choices; a subtree is everything below one *prefix* of choices.  What
+the serial search knows on entering a subtree is its path: for each frame, the threads
+that could move, the preemptions so far, the sleep set, and the siblings already explored
+there with their steps' footprints.  The sleep set of the first new frame is worked out
+from the last frame alone (its sleep set, its explored siblings' footprints and the
+footprint of the step chosen), so a subtree given that path explores exactly what the
+serial search explores there.
+
+So the parent runs the search itself down to a few frames with a choice (``split``: each
+run cut there is a task, its path pickled; a run that ends or is cut by the reduction
+above that depth is kept as it is), a level deeper until there are enough tasks for the
+workers to share; the workers (``spawn``ed processes: the parent has engine threads, and
+a fork of a process with threads is unsafe) each run whole subtrees and stream back their
+runs in order.  The parent merges the runs in the serial search's order: the same
+schedules, outcomes, counts, shortest schedules, ``first_after`` and per-bound counts as
+one process, also when ``--schedules`` stops it.  Only the times differ, and the parent's
+own cut runs, which are not counted as runs.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from autograd_tui.control.explore import (
+    Budget,
+    Explorer,
+    Outcome,
+    Report,
+    ScheduleResult,
+    run_schedule,
+)
+from autograd_tui.control.search import BoundedDFS, Nondeterministic, _Frame
+
+CHUNK_SECONDS = 0.2  # a worker sends its runs at least this often (the progress bar)
+
+
+class JobFailed(RuntimeError):
+    """A worker process died or its search raised: the message says which and where."""
+
+
+class ScenarioRun:
+    """A picklable ``make_run``: the scenario (a built-in name, a ``.py`` path, or a
+    ``Scenario`` whose program is importable), its parameters and engine options.  Each
+    process loads the scenario once (``loaded``: the parent's, already loaded)."""
+
+    def __init__(self, source: Any, params: dict[str, Any] | None = None,
+                 engine: dict[str, Any] | None = None, loaded: Any = None) -> None:
+        self.source, self.params, self.engine = source, dict(params or {}), dict(engine or {})
+        self._loaded = loaded if loaded is not None or isinstance(source, str) else source
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"source": self.source, "params": self.params, "engine": self.engine}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
+    def __call__(self) -> Any:
+        from autograd_tui.session.run import Run
+
+        if self._loaded is None:
+            from autograd_tui.session.program_errors import load_scenario
+
+            self._loaded = load_scenario(self.source)
+        return Run(self._loaded, self.params, engine_overrides=self.engine)
+
+
+def schedule_words(frames: list[_Frame]) -> str:
+    """A prefix of choices as a schedule string (``1:12,2:3``)."""
+    out: list[list[int]] = []
+    for f in frames:
+        if out and out[-1][0] == f.chosen:
+            out[-1][1] += 1
+        else:
+            out.append([f.chosen, 1])
+    return ",".join(f"{t}:{n}" for t, n in out) or "(the start)"
+
+
+# --- the worker ------------------------------------------------------------------------------
+def _light(r: ScheduleResult | None, sent: set[Outcome]) -> ScheduleResult | None:
+    """A run to send: an outcome's gradients and cycle go once per worker (every schedule
+    with that outcome has the same, bit for bit)."""
+    if r is None or r.outcome not in sent:
+        if r is not None:
+            sent.add(r.outcome)
+        return r
+    return ScheduleResult(r.schedule, r.outcome, r.preemptions, r.events)
+
+
+def _worker(w: int, make_run: Callable[[], Any], reduce: bool, tasks: Any, out: Any,
+            want: Any) -> None:
+    """Take tasks until None: run the subtree, stream its runs in order; when ``want``
+    is set, split the choices left at the shallowest frame off as a new task."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; Ctrl-C reaches it
+    sent: set[Outcome] = set()
+    while (task := tasks.get()) is not None:
+        tid, bound, prefix, floor, deadline = task
+        out.put(("start", tid, w))
+        try:
+            search = BoundedDFS(bound, reduce, prefix, floor)
+            chunk: list[ScheduleResult | None] = []
+            last, stopped = time.monotonic(), False
+            going = prefix is None or search.backtrack()  # a split-off task: the next choice
+            while going:
+                if deadline is not None and time.time() >= deadline:
+                    stopped = True
+                    break
+                result, _ = run_schedule(make_run, search.decide, reduce)
+                chunk.append(_light(result, sent))
+                if want.is_set():
+                    want.clear()
+                    part = search.split_off()
+                    out.put(("chunk", tid, chunk))
+                    out.put(("nosplit", tid, w) if part is None else ("split", tid, *part))
+                    chunk, last = [], time.monotonic()
+                elif time.monotonic() - last >= CHUNK_SECONDS:
+                    out.put(("chunk", tid, chunk))
+                    chunk, last = [], time.monotonic()
+                going = search.backtrack()
+            out.put(("done", tid, chunk, search.pruned, search.capped, stopped, w))
+        except BaseException as e:  # noqa: BLE001 - every failure goes to the parent
+            out.put(("error", tid, type(e).__name__, str(e)))
+
+
+# --- the pool ---------------------------------------------------------------------------------
+class _Pool:
+    """``jobs`` spawned workers taking tasks in order from one queue; when one is idle, a
+    busy one is asked to split its subtree (work stealing)."""
+
+    def __init__(self, jobs: int, make_run: Callable[[], Any], reduce: bool) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.tasks = ctx.SimpleQueue()  # no feeder thread in the parent
+        self.out = ctx.Queue()
+        self.want = [ctx.Event() for _ in range(jobs)]
+        self.procs = [ctx.Process(target=_worker, name=f"autograd-tui explore job {w + 1}",
+                                  args=(w, make_run, reduce, self.tasks, self.out,
+                                        self.want[w]), daemon=True)
+                      for w in range(jobs)]
+        for p in self.procs:
+            p.start()
+        self.prefixes: dict[int, str] = {}
+        self.buffers: dict[int, list[ScheduleResult | None]] = {}
+        self.done: dict[int, tuple[int, bool, bool]] = {}
+        self.full: dict[Outcome, ScheduleResult] = {}  # an outcome's gradients and cycle
+        self.order: list[int] = []  # the tasks in the serial search's order
+        self.running: dict[int, int] = {}  # worker -> task
+        self.queued = 0
+        self.asked: dict[int, float] = {}  # worker -> when it was asked to split
+        self.splits = 0
+        self._next = 0
+        self._bound = 0
+        self._deadline: float | None = None
+
+    def start(self, bound: int, deadline: float | None) -> None:
+        """A bound's search: one task, the whole tree."""
+        self._bound, self._deadline = bound, deadline
+        self.order = [self._submit(None, 0, "(the start)")]
+
+    def _submit(self, prefix: list[_Frame] | None, floor: int, words: str) -> int:
+        tid, self._next = self._next, self._next + 1
+        self.prefixes[tid] = words
+        self.buffers[tid] = []
+        self.queued += 1
+        self.tasks.put((tid, self._bound, prefix, floor, self._deadline))
+        return tid
+
+    def pump(self, timeout: float = 0.05) -> None:
+        """Take one message (or none within ``timeout``); a dead worker is an error."""
+        try:
+            msg = self.out.get(timeout=timeout)
+        except queue.Empty:
+            self._check_alive()
+            self._balance()
+            return
+        kind, tid = msg[0], msg[1]
+        if kind == "error":
+            if msg[2] == "Nondeterministic":
+                raise Nondeterministic(msg[3])
+            raise JobFailed(f"an explore worker failed on the schedules that start "
+                            f"{self.prefixes[tid]}: {msg[2]}: {msg[3]}")
+        if kind == "start":
+            self.queued -= 1
+            self.running[msg[2]] = tid
+        elif kind == "split":  # the choices left at frame i, after the donor's task
+            prefix, i = msg[2], msg[3]
+            new = self._submit(prefix, i, schedule_words(prefix[:i]) + " then another")
+            self.order.insert(self.order.index(tid) + 1, new)
+            self.splits += 1
+            self.asked = {w: t for w, t in self.asked.items() if self.running.get(w) != tid}
+        elif kind == "nosplit":
+            self.asked[msg[2]] = time.monotonic()  # ask it again a little later
+        else:
+            for r in msg[2]:
+                if r is not None:
+                    first = self.full.setdefault(r.outcome, r)
+                    r.gradients, r.cycle = first.gradients, first.cycle
+            self.buffers[tid].extend(msg[2])
+            if kind == "done":
+                self.done[tid] = msg[3:6]
+                w = msg[6]
+                self.running.pop(w, None)
+                self.asked.pop(w, None)
+        self._balance()
+
+    def _balance(self) -> None:
+        """An idle worker and no task queued: ask the busy worker on the earliest task
+        (the shallowest, so the largest part is left) for a part of its subtree."""
+        idle = len(self.procs) - len(self.running) - self.queued
+        pending = sum(1 for t in self.asked.values() if t == 0.0)
+        if idle <= pending:
+            return
+        now = time.monotonic()
+        for tid in self.order:
+            for w, t in self.running.items():
+                if t == tid and w not in self.asked or (
+                        t == tid and self.asked[w] and now - self.asked[w] > 0.05):
+                    self.asked[w] = 0.0
+                    self.want[w].set()
+                    return
+
+    def _check_alive(self) -> None:
+        for i, p in enumerate(self.procs):
+            if p.exitcode is not None:
+                how = f"signal {-p.exitcode}" if p.exitcode < 0 else f"exit code {p.exitcode}"
+                tid = self.running.get(i)
+                where = "" if tid is None else (
+                    f" while exploring the schedules that start {self.prefixes[tid]}")
+                raise JobFailed(f"explore worker {i + 1} (pid {p.pid}) died ({how}){where}")
+
+    def close(self) -> None:
+        """Stop every worker (mid-task too) and wait for it: no process left behind."""
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs:
+            p.join(5.0)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        self.out.close()
+        self.out.join_thread()
+        self.tasks.close()
+
+
+# --- the explorer -----------------------------------------------------------------------------
+def default_jobs(jobs: int) -> int:
+    """``--jobs 0``: one per core this process may use."""
+    if jobs > 0:
+        return jobs
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class ParallelExplorer(Explorer):
+    """``Explorer`` whose ``dfs`` runs in ``jobs`` processes; ``make_run`` must pickle
+    (``ScenarioRun``).  The runs are merged in the serial search's order."""
+
+    def __init__(self, make_run: Callable[[], Any], scenario: str, *, jobs: int,
+                 budget: Budget | None = None, reduce: bool = True,
+                 on_schedule: Callable[[Report, ScheduleResult | None], None] | None = None
+                 ) -> None:
+        super().__init__(make_run, scenario, budget=budget, reduce=reduce,
+                         on_schedule=on_schedule)
+        self.jobs = jobs
+        self.pool: _Pool | None = None
+
+    def run(self, strategy: str = "dfs") -> Report:
+        if strategy != "dfs":
+            raise ValueError("--jobs splits the dfs search only")
+        try:
+            self.pool = _Pool(self.jobs, self.make_run, self.reduce)
+            return super().run(strategy)
+        finally:
+            if self.pool is not None:
+                self.pool.close()
+
+    def _dfs(self, report: Report, seen: set[str]) -> None:
+        pool = self.pool
+        assert pool is not None
+        b = self.budget
+        deadline = None if b.seconds is None else time.time() + b.seconds - (
+            time.perf_counter() - self._t0)
+        for bound in range(b.preemptions + 1):
+            before = report.explored
+            report.bound, report.complete = bound, False
+            pool.start(bound, deadline)
+            pruned, capped, k, pos = 0, False, 0, 0
+            while k < len(pool.order):
+                tid = pool.order[k]
+                finished = tid in pool.done
+                for r in pool.buffers[tid][pos:]:
+                    if (over := self._over(report)) is not None:
+                        report.stopped = over
+                        report.per_bound[bound] = report.explored - before
+                        return
+                    self._record(report, r, seen)
+                    pos += 1
+                if finished:
+                    t_pruned, t_capped, stopped = pool.done[tid]
+                    pruned, capped = pruned + t_pruned, capped or t_capped
+                    if stopped:  # the worker's clock ran out first
+                        report.stopped = "seconds"
+                        report.per_bound[bound] = report.explored - before
+                        return
+                    k, pos = k + 1, 0
+                    continue
+                pool.pump()
+                if (over := self._over(report)) == "seconds":
+                    report.stopped = over
+                    report.per_bound[bound] = report.explored - before
+                    return
+            report.pruned += pruned
+            report.per_bound[bound] = report.explored - before
+            report.complete = True
+            if not capped:
+                report.bound = b.preemptions
+                return
