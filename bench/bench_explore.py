@@ -92,7 +92,67 @@ def main() -> None:
         print(f"{'':<16}the reduction saves {saved} of {off['schedules']} schedules "
               f"({100 * saved / max(1, off['schedules']):.0f}%), "
               f"{off['seconds'] / max(on['seconds'], 1e-9):.1f}x less time")
+    jobs_rows()
+
+
+
+
+# --- --jobs: the same search in one process and in N (control/explore_jobs.py) ------------------
+JOBS_CASES: list[tuple[str, str, bool]] = [
+    ("multi-device", "multi-device", True),  # 187 schedules, 432 runs
+    ("multi-device", "multi-device", False),  # 1,519 schedules
+]
+
+
+def measure_jobs(name: str, reduce: bool, jobs: int, repeats: int = 3) -> dict[str, Any]:
+    """The whole search with one job and with ``jobs``, alternating in this process (the
+    machine's load moves both alike); the best of ``repeats`` each.  CPU: this process's
+    and, for ``jobs``, its workers' (they are joined when the search ends)."""
+    import resource
+
+    from autograd_tui.control.explore_jobs import ParallelExplorer, ScenarioRun
+
+    make, budget = ScenarioRun(name), Budget(schedules=None, seconds=None, preemptions=BOUND)
+    best: dict[int, dict[str, Any]] = {}
+    for _ in range(repeats):
+        for n in (1, jobs):
+            gc.collect()
+            ex = (Explorer(make, name, budget=budget, reduce=reduce) if n == 1 else
+                  ParallelExplorer(make, name, jobs=n, budget=budget, reduce=reduce))
+            kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0, c0 = time.perf_counter(), time.process_time()
+            report = ex.run("dfs")
+            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+            k = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu += (k.ru_utime + k.ru_stime) - (kids.ru_utime + kids.ru_stime)
+            if n not in best or dt < best[n]["seconds"]:
+                best[n] = {"schedules": report.explored, "runs": report.runs, "seconds": dt,
+                           "cpu": cpu, "per_s": report.explored / dt}
+    assert best[1]["schedules"] == best[jobs]["schedules"]  # the same search
+    return best
+
+
+def jobs_rows(jobs: int = 2) -> None:
+    """``--jobs 1`` against ``--jobs N``: schedules per wall-second on the same search."""
+    print(f"\n--jobs 1 against --jobs {jobs}, bound {BOUND}, best of 3 alternating runs each")
+    head = (f"{'scenario':<16}{'reduction':<11}{'jobs':>5}{'schedules':>10}{'runs':>7}"
+            f"{'seconds':>9}{'cpu s':>8}{'sched/s':>9}{'ratio':>7}")
+    print(head)
+    print("-" * len(head))
+    for label, name, reduce in JOBS_CASES:
+        rows = measure_jobs(name, reduce, jobs)
+        for n, r in sorted(rows.items()):
+            ratio = rows[1]["seconds"] / r["seconds"]
+            print(f"{label:<16}{'on' if reduce else 'off':<11}{n:>5}{r['schedules']:>10}"
+                  f"{r['runs']:>7}{r['seconds']:>9.2f}{r['cpu']:>8.2f}{r['per_s']:>9.0f}"
+                  f"{ratio:>6.2f}x")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if "--jobs" in sys.argv:  # python -m bench.bench_explore --jobs [N]: the jobs rows only
+        i = sys.argv.index("--jobs")
+        jobs_rows(int(sys.argv[i + 1]) if len(sys.argv) > i + 1 else 2)
+    else:
+        main()

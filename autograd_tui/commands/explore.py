@@ -129,15 +129,16 @@ def run(args: argparse.Namespace) -> int:
         return Run(scenario, params, engine_overrides=engine)
 
     jobs = default_jobs(args.jobs)
-    with _Progress(args.json, budget) as progress:
-        if jobs > 1:
-            explorer: Explorer = ParallelExplorer(
-                ScenarioRun(args.scenario, params, engine, loaded=scenario), name, jobs=jobs,
-                budget=budget, reduce=not args.no_reduction, on_schedule=progress.update)
-        else:
-            explorer = Explorer(make_run, name, budget=budget, reduce=not args.no_reduction,
-                                seed=args.seed, pct_depth=args.depth,
-                                on_schedule=progress.update)
+    progress = _Progress(args.json, budget)
+    if jobs > 1:
+        explorer: Explorer = ParallelExplorer(
+            ScenarioRun(args.scenario, params, engine, loaded=scenario), name, jobs=jobs,
+            budget=budget, reduce=not args.no_reduction, on_schedule=progress.update)
+        explorer.start()  # before the progress bar's thread: the workers can be forked
+    else:
+        explorer = Explorer(make_run, name, budget=budget, reduce=not args.no_reduction,
+                            seed=args.seed, pct_depth=args.depth, on_schedule=progress.update)
+    with progress:
         try:
             report = explorer.run(args.strategy)
         except (Nondeterministic, JobFailed) as e:

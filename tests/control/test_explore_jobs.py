@@ -19,7 +19,12 @@ import pytest
 
 from autograd_tui.commands.parser import main
 from autograd_tui.control.explore import Budget, Explorer, Report
-from autograd_tui.control.explore_jobs import JobFailed, ParallelExplorer, ScenarioRun
+from autograd_tui.control.explore_jobs import (
+    JobFailed,
+    ParallelExplorer,
+    ScenarioRun,
+    start_method,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -80,21 +85,37 @@ def _table(report: Report) -> dict[str, Any]:
 
 def _both(source: str, params: dict[str, Any] | None = None,
           engine: dict[str, Any] | None = None, *, jobs: int = 2, reduce: bool = True,
-          budget: Budget | None = None) -> tuple[Report, Report]:
+          budget: Budget | None = None, method: str | None = None) -> tuple[Report, Report]:
     make = ScenarioRun(source, params, engine)
     budget = budget or Budget(None, None, 2)
     one, one_runs = _search(Explorer(make, source, budget=budget, reduce=reduce))
     many, many_runs = _search(ParallelExplorer(make, source, jobs=jobs, budget=budget,
-                                               reduce=reduce))
+                                               reduce=reduce, method=method))
     assert many_runs == one_runs  # the same runs, schedule for schedule, in the same order
     assert _table(many) == _table(one)
     return one, many
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
 @pytest.mark.parametrize("reduce", [True, False], ids=["reduction", "no-reduction"])
-def test_two_devices_the_same_search_in_two_processes_as_in_one(files, reduce: bool):
-    one, _ = _both(files["two-devices"], reduce=reduce)
+def test_two_devices_the_same_search_in_two_processes_as_in_one(files, reduce: bool,
+                                                                method: str):
+    one, _ = _both(files["two-devices"], reduce=reduce, method=method)
     assert one.complete and one.explored > 10  # 16 and 69 schedules
+
+
+def test_workers_are_forked_only_while_no_other_thread_runs(monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(threading, "active_count", lambda: 1)
+        assert start_method() == "fork"
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert start_method() == "spawn"
+    finally:
+        stop.set()
+        t.join()
 
 
 def test_three_jobs_give_the_same_search_too(files):
@@ -184,9 +205,10 @@ def test_ctrl_c_at_the_terminal_leaves_no_process():
     assert _session_processes(p.pid) == []
 
 
-def test_a_worker_that_dies_is_reported(files):
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_worker_that_dies_is_reported(files, method: str):
     ex = ParallelExplorer(ScenarioRun(files["dies"]), "dies", jobs=2,
-                          budget=Budget(None, None, 1))
+                          budget=Budget(None, None, 1), method=method)
     with pytest.raises(JobFailed, match=r"explore worker \d \(pid \d+\) died \(signal 9\) "
                                         r"while exploring the schedules that start"):
         ex.run("dfs")
