@@ -195,9 +195,9 @@ class _Pool:
         if kind == "start":
             self.queued -= 1
             self.running[msg[2]] = tid
-        elif kind == "split":  # the choices left at frame i, after the donor's task
-            prefix, i = msg[2], msg[3]
-            new = self._submit(prefix, i, schedule_words(prefix[:i]) + " then another")
+        elif kind == "split":  # the end of the donor's subtree: after it in the order
+            prefix, floor = msg[2], msg[3]
+            new = self._submit(prefix, floor, schedule_words(prefix[:floor]))
             self.order.insert(self.order.index(tid) + 1, new)
             self.splits += 1
             self.asked = {w: t for w, t in self.asked.items() if self.running.get(w) != tid}

@@ -115,26 +115,26 @@ class BoundedDFS:
         return False
 
     def split_off(self) -> tuple[list[_Frame], int] | None:
-        """Between a run and ``backtrack``: give away the choices left at the shallowest
-        frame that has some, as (frames to it, its index) for a search that starts with
-        ``backtrack``; this one then stays below it.  The frames carry what the serial
-        search knows there (the siblings explored, with their footprints), so the two
+        """Between a run and ``backtrack``: give away the end of this search, in its order:
+        every choice left at frame ``j`` and above it (for a search that starts with
+        ``backtrack``, given the frames to ``j`` and this one's floor), keeping the
+        subtree below frame ``j``'s choice.  ``j`` is the middle one of the frames that
+        have choices left, so that each keeps some.  The frames carry what the serial
+        search knows there (the siblings explored, with their footprints): the two
         searches together explore what this one would have."""
         frames = self.frames
-        for i in range(self.floor, len(frames)):
-            f = frames[i]
-            left = [t for t in f.eligible if t != f.chosen and t not in f.done
-                     and t not in f.sleep]
-            if any(f.preempt + f.cost(t) <= self.bound for t in left):
-                prefix = copy.deepcopy(frames[:i + 1])
-                prefix[i].done.setdefault(f.chosen, EVERYTHING)  # as backtrack would
-                for g in frames[self.floor:i]:  # what backtrack counts passing them
-                    self.pruned += sum(1 for t in g.eligible if t in g.sleep
-                                       and t not in g.done)
-                self.floor = i + 1
-                return prefix, i
-            self.capped |= bool(left)  # (every one left is over the bound)
-        return None
+        left = [i for i in range(self.floor, len(frames))
+                if any(t != frames[i].chosen and t not in frames[i].done
+                       and t not in frames[i].sleep
+                       and frames[i].preempt + frames[i].cost(t) <= self.bound
+                       for t in frames[i].eligible)]
+        if not left:
+            return None
+        j = left[(len(left) - 1) // 2]
+        prefix = copy.deepcopy(frames[:j + 1])
+        prefix[j].done.setdefault(prefix[j].chosen, EVERYTHING)  # as backtrack would
+        floor, self.floor = self.floor, j + 1
+        return prefix, floor
 
 
 # --- random walks and PCT ------------------------------------------------------------------
