@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 
 from autograd_tui.commands.parser import main
-from autograd_tui.control.explore import Budget, Explorer, Report
+from autograd_tui.control.explore import Budget, Explorer, Report, run_schedule
 from autograd_tui.control.explore_jobs import (
     JobFailed,
     ParallelExplorer,
     ScenarioRun,
     start_method,
 )
+from autograd_tui.control.search import BoundedDFS
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -251,3 +252,49 @@ def test_bad_jobs_is_one_message(argv: list[str], words: str, capsys):
     assert main(["explore", "multi-device", *argv]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+# --- the split itself, in one process ---------------------------------------------------------
+def _stolen(make: Any, bound: int, every: int, prefix: Any = None,
+            floor: int = 0) -> tuple[list[str | None], int, bool, int]:
+    """A search that gives away the end of itself every ``every`` runs, each part searched
+    the same way; the runs in the serial order (a part given away comes after what the
+    giver kept, the last one given first), the pruned count, the capped flag and how many
+    parts were given away."""
+    search = BoundedDFS(bound, True, prefix, floor if prefix is not None else None)
+    runs: list[str | None] = []
+    parts = []
+    going = prefix is None or search.backtrack()
+    while going:
+        result, _ = run_schedule(make, search.decide)
+        runs.append(None if result is None else result.schedule)
+        if len(runs) % every == 0 and (part := search.split_off()) is not None:
+            parts.append(part)
+        going = search.backtrack()
+    pruned, capped, splits = search.pruned, search.capped, len(parts)
+    for p, f in reversed(parts):
+        more, p_pruned, p_capped, p_splits = _stolen(make, bound, every, p, f)
+        runs += more
+        pruned, capped, splits = pruned + p_pruned, capped or p_capped, splits + p_splits
+    return runs, pruned, capped, splits
+
+
+@pytest.mark.parametrize("source, params, engine, every", [
+    ("multi-device", {}, {}, 3),
+    ("reentrant-deep", {"depth": 3}, {"max_recursion_depth": 1}, 2),
+    ("race-lock-order", {}, {}, 5),
+])
+def test_a_search_split_again_and_again_is_the_serial_search(source, params, engine,
+                                                             every: int):
+    make = ScenarioRun(source, params, engine)
+    for bound in (1, 2) if source != "race-lock-order" else (1,):
+        serial = BoundedDFS(bound)
+        runs: list[str | None] = []
+        while True:
+            result, _ = run_schedule(make, serial.decide)
+            runs.append(None if result is None else result.schedule)
+            if not serial.backtrack():
+                break
+        split, pruned, capped, splits = _stolen(make, bound, every)
+        assert splits >= 3 and split == runs
+        assert (pruned, capped) == (serial.pruned, serial.capped)
