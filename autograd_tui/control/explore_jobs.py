@@ -1,23 +1,25 @@
-"""``explore --jobs N``: the exhaustive search split by schedule prefix over N processes.
+"""``explore --jobs N``: the exhaustive search shared by N processes, by work stealing.
 
 Not in PyTorch.  The serial search (``search.BoundedDFS``) is a depth-first walk of the
-tree of scheduling choices; a subtree is everything below one *prefix* of choices.  What
-the serial search knows on entering a subtree is its path: for each frame, the threads
-that could move, the preemptions so far, the sleep set, and the siblings already explored
-there with their steps' footprints.  The sleep set of the first new frame is worked out
-from the last frame alone (its sleep set, its explored siblings' footprints and the
-footprint of the step chosen), so a subtree given that path explores exactly what the
-serial search explores there.
+tree of scheduling choices.  Its state is its path: for each frame, the threads that
+could move, the preemptions so far, the sleep set, and the choices explored there with
+their steps' footprints.  What it does below a frame depends on that path alone (a new
+frame's sleep set comes from the frame above it), so a part of the search is a pickled
+path with a floor (the highest frame it may go back to), and a worker given one runs
+exactly the runs the serial search runs there, in the same order.
 
-So the parent runs the search itself down to a few frames with a choice (``split``: each
-run cut there is a task, its path pickled; a run that ends or is cut by the reduction
-above that depth is kept as it is), a level deeper until there are enough tasks for the
-workers to share; the workers (``spawn``ed processes: the parent has engine threads, and
-a fork of a process with threads is unsafe) each run whole subtrees and stream back their
-runs in order.  The parent merges the runs in the serial search's order: the same
-schedules, outcomes, counts, shortest schedules, ``first_after`` and per-bound counts as
-one process, also when ``--schedules`` stops it.  Only the times differ, and the parent's
-own cut runs, which are not counted as runs.
+Each bound starts as one task, the whole tree, on one worker.  When a worker is idle, a
+busy one is asked (between two runs) for the end of its part (``BoundedDFS.split_off``):
+it keeps the subtree below a frame's choice and gives away every choice left at that
+frame and above it, a new task that comes right after its own in the serial order.
+Nothing runs twice.  The workers stream their runs back; the parent records them task by
+task in the serial order, so the report is the one process's (schedules, outcomes,
+counts, shortest schedules, ``first_after``, per-bound counts, pruned and runs), also
+when ``--schedules`` stops it; only the times differ.
+
+Workers are forked while the process has no other thread (``start_method``), else
+spawned; they ignore SIGINT, and the parent stops every one when the search ends, at
+Ctrl-C, or when one dies (``JobFailed``, naming where it was).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from autograd_tui.control.explore import (
 from autograd_tui.control.search import BoundedDFS, Nondeterministic, _Frame
 
 CHUNK_SECONDS = 0.2  # a worker sends its runs at least this often (the progress bar)
+RETRY = 0.05  # seconds before a worker that had nothing to give away is asked again
 
 
 class JobFailed(RuntimeError):
@@ -99,8 +102,8 @@ def _light(r: ScheduleResult | None, sent: set[Outcome]) -> ScheduleResult | Non
 
 def _worker(w: int, make_run: Callable[[], Any], reduce: bool, tasks: Any, out: Any,
             want: Any) -> None:
-    """Take tasks until None: run the subtree, stream its runs in order; when ``want``
-    is set, split the choices left at the shallowest frame off as a new task."""
+    """Take tasks until None: run the part, stream its runs in order; when ``want`` is
+    set, give the end of the part away (``BoundedDFS.split_off``) as a new task."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; Ctrl-C reaches it
     sent: set[Outcome] = set()
     while (task := tasks.get()) is not None:
@@ -121,7 +124,7 @@ def _worker(w: int, make_run: Callable[[], Any], reduce: bool, tasks: Any, out: 
                     want.clear()
                     part = search.split_off()
                     out.put(("chunk", tid, chunk))
-                    out.put(("nosplit", tid, w) if part is None else ("split", tid, *part))
+                    out.put(("nosplit", tid, w) if part is None else ("split", tid, *part, w))
                     chunk, last = [], time.monotonic()
                 elif time.monotonic() - last >= CHUNK_SECONDS:
                     out.put(("chunk", tid, chunk))
@@ -134,8 +137,8 @@ def _worker(w: int, make_run: Callable[[], Any], reduce: bool, tasks: Any, out: 
 
 # --- the pool ---------------------------------------------------------------------------------
 class _Pool:
-    """``jobs`` spawned workers taking tasks in order from one queue; when one is idle, a
-    busy one is asked to split its subtree (work stealing)."""
+    """``jobs`` workers taking tasks in order from one queue; when one is idle, a busy
+    one is asked for the end of its part (work stealing)."""
 
     def __init__(self, jobs: int, make_run: Callable[[], Any], reduce: bool,
                  method: str | None = None) -> None:
@@ -195,12 +198,12 @@ class _Pool:
         if kind == "start":
             self.queued -= 1
             self.running[msg[2]] = tid
-        elif kind == "split":  # the end of the donor's subtree: after it in the order
-            prefix, floor = msg[2], msg[3]
+        elif kind == "split":  # the end of the giver's part: right after it in the order
+            prefix, floor, w = msg[2], msg[3], msg[4]
             new = self._submit(prefix, floor, schedule_words(prefix[:floor]))
             self.order.insert(self.order.index(tid) + 1, new)
             self.splits += 1
-            self.asked = {w: t for w, t in self.asked.items() if self.running.get(w) != tid}
+            self.asked.pop(w, None)
         elif kind == "nosplit":
             self.asked[msg[2]] = time.monotonic()  # ask it again a little later
         else:
@@ -214,23 +217,23 @@ class _Pool:
                 w = msg[6]
                 self.running.pop(w, None)
                 self.asked.pop(w, None)
+                self.want[w].clear()  # a request its task ended before
         self._balance()
 
     def _balance(self) -> None:
-        """An idle worker and no task queued: ask the busy worker on the earliest task
-        (the shallowest, so the largest part is left) for a part of its subtree."""
+        """An idle worker and nothing queued: ask a busy worker for the end of its part,
+        the one on the earliest task (the most likely to have much left).  A worker that
+        had nothing to give is asked again ``RETRY`` seconds later."""
         idle = len(self.procs) - len(self.running) - self.queued
-        pending = sum(1 for t in self.asked.values() if t == 0.0)
-        if idle <= pending:
+        if idle <= sum(1 for t in self.asked.values() if t == 0.0):
             return
         now = time.monotonic()
-        for tid in self.order:
-            for w, t in self.running.items():
-                if t == tid and w not in self.asked or (
-                        t == tid and self.asked[w] and now - self.asked[w] > 0.05):
-                    self.asked[w] = 0.0
-                    self.want[w].set()
-                    return
+        can = [w for w in self.running
+               if w not in self.asked or (self.asked[w] and now - self.asked[w] > RETRY)]
+        if can:
+            w = min(can, key=lambda w: self.order.index(self.running[w]))
+            self.asked[w] = 0.0  # asked, no answer yet
+            self.want[w].set()
 
     def _check_alive(self) -> None:
         for i, p in enumerate(self.procs):
@@ -309,6 +312,8 @@ class ParallelExplorer(Explorer):
                 self.pool.close()
 
     def _dfs(self, report: Report, seen: set[str]) -> None:
+        """``Explorer._dfs`` with the runs from the workers, recorded task by task in the
+        serial order (a budget stops it at the same run)."""
         pool = self.pool
         assert pool is not None
         b = self.budget
@@ -319,32 +324,30 @@ class ParallelExplorer(Explorer):
             report.bound, report.complete = bound, False
             pool.start(bound, deadline)
             pruned, capped, k, pos = 0, False, 0, 0
-            while k < len(pool.order):
+            over: str | None = None
+            while k < len(pool.order) and over is None:
                 tid = pool.order[k]
                 finished = tid in pool.done
                 for r in pool.buffers[tid][pos:]:
                     if (over := self._over(report)) is not None:
-                        report.stopped = over
-                        report.per_bound[bound] = report.explored - before
-                        return
+                        break
                     self._record(report, r, seen)
                     pos += 1
-                if finished:
-                    t_pruned, t_capped, stopped = pool.done[tid]
-                    pruned, capped = pruned + t_pruned, capped or t_capped
-                    if stopped:  # the worker's clock ran out first
-                        report.stopped = "seconds"
-                        report.per_bound[bound] = report.explored - before
-                        return
-                    k, pos = k + 1, 0
-                    continue
-                pool.pump()
-                if (over := self._over(report)) == "seconds":
-                    report.stopped = over
-                    report.per_bound[bound] = report.explored - before
-                    return
+                else:
+                    if finished:
+                        del pool.buffers[tid]  # merged: a long search keeps no run twice
+                        t_pruned, t_capped, stopped = pool.done[tid]
+                        pruned, capped = pruned + t_pruned, capped or t_capped
+                        over = "seconds" if stopped else None  # the worker's clock ran out
+                        k, pos = k + 1, 0
+                    else:
+                        pool.pump()
+                        over = "seconds" if self._over(report) == "seconds" else None
             report.pruned += pruned
             report.per_bound[bound] = report.explored - before
+            if over is not None:
+                report.stopped = over
+                return
             report.complete = True
             if not capped:
                 report.bound = b.preemptions
