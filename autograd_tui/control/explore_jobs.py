@@ -68,14 +68,21 @@ class ScenarioRun:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
 
-    def __call__(self) -> Any:
-        from autograd_tui.session.run import Run
+    def load(self) -> Any:
+        """The scenario, loaded once (with what a Run imports: a forked worker inherits
+        it, instead of loading it in each process at its first run)."""
+        import autograd_tui.session.run  # noqa: F401 - imported for the fork
 
         if self._loaded is None:
             from autograd_tui.session.program_errors import load_scenario
 
             self._loaded = load_scenario(self.source)
-        return Run(self._loaded, self.params, engine_overrides=self.engine)
+        return self._loaded
+
+    def __call__(self) -> Any:
+        from autograd_tui.session.run import Run
+
+        return Run(self.load(), self.params, engine_overrides=self.engine)
 
 
 def schedule_words(frames: list[_Frame]) -> str:
@@ -144,6 +151,8 @@ class _Pool:
                  method: str | None = None) -> None:
         ctx = multiprocessing.get_context(method or start_method())
         self.method = ctx.get_start_method()
+        if self.method == "fork" and isinstance(make_run, ScenarioRun):
+            make_run.load()
         self.tasks = ctx.SimpleQueue()  # no feeder thread in the parent
         self.out = ctx.Queue()
         self.want = [ctx.Event() for _ in range(jobs)]
