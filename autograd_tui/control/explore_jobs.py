@@ -148,7 +148,8 @@ class _Pool:
     one is asked for the end of its part (work stealing)."""
 
     def __init__(self, jobs: int, make_run: Callable[[], Any], reduce: bool,
-                 method: str | None = None) -> None:
+                 method: str | None = None, last_bound: int = 0,
+                 deadline: float | None = None) -> None:
         ctx = multiprocessing.get_context(method or start_method())
         self.method = ctx.get_start_method()
         if self.method == "fork" and isinstance(make_run, ScenarioRun):
@@ -168,26 +169,30 @@ class _Pool:
         self.buffers: dict[int, list[ScheduleResult | None]] = {}
         self.done: dict[int, tuple[int, bool, bool]] = {}
         self.full: dict[Outcome, ScheduleResult] = {}  # an outcome's gradients and cycle
-        self.order: list[int] = []  # the tasks in the serial search's order
+        self.orders: dict[int, list[int]] = {}  # bound -> its tasks in the serial order
+        self.bound_of: dict[int, int] = {}  # task -> its bound
         self.running: dict[int, int] = {}  # worker -> task
         self.queued = 0
         self.asked: dict[int, float] = {}  # worker -> when it was asked to split
         self.splits = 0
         self._next = 0
-        self._bound = 0
-        self._deadline: float | None = None
+        self.last_bound, self._deadline = last_bound, deadline
 
-    def start(self, bound: int, deadline: float | None) -> None:
-        """A bound's search: one task, the whole tree."""
-        self._bound, self._deadline = bound, deadline
-        self.order = [self._submit(None, 0, "(the start)")]
+    def start(self, bound: int) -> list[int]:
+        """A bound's search: one task, the whole tree (unless started already: the next
+        bound starts on a worker that found nothing left to take in this one)."""
+        if bound not in self.orders:
+            self.orders[bound] = [self._submit(bound, None, 0, "(the start)")]
+        return self.orders[bound]
 
-    def _submit(self, prefix: list[_Frame] | None, floor: int, words: str) -> int:
+    def _submit(self, bound: int, prefix: list[_Frame] | None, floor: int,
+                words: str) -> int:
         tid, self._next = self._next, self._next + 1
         self.prefixes[tid] = words
         self.buffers[tid] = []
+        self.bound_of[tid] = bound
         self.queued += 1
-        self.tasks.put((tid, self._bound, prefix, floor, self._deadline))
+        self.tasks.put((tid, bound, prefix, floor, self._deadline))
         return tid
 
     def pump(self, timeout: float = 0.05) -> None:
@@ -209,8 +214,9 @@ class _Pool:
             self.running[msg[2]] = tid
         elif kind == "split":  # the end of the giver's part: right after it in the order
             prefix, floor, w = msg[2], msg[3], msg[4]
-            new = self._submit(prefix, floor, schedule_words(prefix[:floor]))
-            self.order.insert(self.order.index(tid) + 1, new)
+            order = self.orders[self.bound_of[tid]]
+            new = self._submit(self.bound_of[tid], prefix, floor, schedule_words(prefix[:floor]))
+            order.insert(order.index(tid) + 1, new)
             self.splits += 1
             self.asked.pop(w, None)
         elif kind == "nosplit":
@@ -232,7 +238,9 @@ class _Pool:
     def _balance(self) -> None:
         """An idle worker and nothing queued: ask a busy worker for the end of its part,
         the one on the earliest task (the most likely to have much left).  A worker that
-        had nothing to give is asked again ``RETRY`` seconds later."""
+        had nothing to give is asked again ``RETRY`` seconds later; when every busy one
+        had nothing, the next bound starts (its runs are merged after this bound's, and
+        dropped if this bound shows that larger ones add nothing)."""
         idle = len(self.procs) - len(self.running) - self.queued
         if idle <= sum(1 for t in self.asked.values() if t == 0.0):
             return
@@ -240,9 +248,18 @@ class _Pool:
         can = [w for w in self.running
                if w not in self.asked or (self.asked[w] and now - self.asked[w] > RETRY)]
         if can:
-            w = min(can, key=lambda w: self.order.index(self.running[w]))
+            w = min(can, key=self._place)
             self.asked[w] = 0.0  # asked, no answer yet
             self.want[w].set()
+        elif self.orders and not any(t == 0.0 for t in self.asked.values()):
+            if (bound := max(self.orders) + 1) <= self.last_bound:
+                self.start(bound)
+
+    def _place(self, w: int) -> tuple[int, int]:
+        """Where worker ``w``'s task is in the serial order: (bound, index)."""
+        tid = self.running[w]
+        bound = self.bound_of[tid]
+        return bound, self.orders[bound].index(tid)
 
     def _check_alive(self) -> None:
         for i, p in enumerate(self.procs):
@@ -307,7 +324,10 @@ class ParallelExplorer(Explorer):
         """Start the workers now (``run`` does if not): before any other thread starts,
         they can be forked (``start_method``)."""
         if self.pool is None:
-            self.pool = _Pool(self.jobs, self.make_run, self.reduce, self.method)
+            b = self.budget
+            deadline = None if b.seconds is None else time.time() + b.seconds
+            self.pool = _Pool(self.jobs, self.make_run, self.reduce, self.method,
+                              b.preemptions, deadline)
 
     def run(self, strategy: str = "dfs") -> Report:
         """The search; every worker is stopped when it returns or raises."""
@@ -326,16 +346,14 @@ class ParallelExplorer(Explorer):
         pool = self.pool
         assert pool is not None
         b = self.budget
-        deadline = None if b.seconds is None else time.time() + b.seconds - (
-            time.perf_counter() - self._t0)
         for bound in range(b.preemptions + 1):
             before = report.explored
             report.bound, report.complete = bound, False
-            pool.start(bound, deadline)
+            order = pool.start(bound)
             pruned, capped, k, pos = 0, False, 0, 0
             over: str | None = None
-            while k < len(pool.order) and over is None:
-                tid = pool.order[k]
+            while k < len(order) and over is None:
+                tid = order[k]
                 finished = tid in pool.done
                 for r in pool.buffers[tid][pos:]:
                     if (over := self._over(report)) is not None:
