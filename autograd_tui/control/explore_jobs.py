@@ -197,10 +197,10 @@ class _Pool:
 
     def pump(self, timeout: float = 0.05) -> None:
         """Take one message (or none within ``timeout``); a dead worker is an error."""
+        self._check_alive()  # also while the others keep sending
         try:
             msg = self.out.get(timeout=timeout)
         except queue.Empty:
-            self._check_alive()
             self._balance()
             return
         kind, tid = msg[0], msg[1]
