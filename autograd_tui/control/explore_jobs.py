@@ -111,7 +111,11 @@ def _worker(w: int, make_run: Callable[[], Any], reduce: bool, tasks: Any, out: 
             want: Any) -> None:
     """Take tasks until None: run the part, stream its runs in order; when ``want`` is
     set, give the end of the part away (``BoundedDFS.split_off``) as a new task."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; Ctrl-C reaches it
+    # The parent decides: Ctrl-C and a hang-up reach it too, and it stops us with SIGTERM,
+    # which kills at once (not the command's handler a fork inherits, which raises).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     sent: set[Outcome] = set()
     while (task := tasks.get()) is not None:
         tid, bound, prefix, floor, deadline = task

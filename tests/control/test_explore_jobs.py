@@ -200,6 +200,7 @@ def test_ctrl_c_at_the_terminal_leaves_no_process():
             p.wait()
     assert p.returncode == 130, err
     assert json.loads(out)["stopped"] == "interrupted"
+    assert "Traceback" not in err  # nor a stopped worker's
     deadline = time.monotonic() + 10
     while _session_processes(p.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -345,5 +346,6 @@ def test_the_progress_bar_runs_with_jobs(tmp_path: Path):
     terminal = b"".join(chunks).decode(errors="replace")
     assert p.returncode == one.returncode == 3, terminal
     assert "exploring" in terminal and "deadlock" in terminal
+    assert "Traceback" not in terminal  # the workers stop without a word
     last = [line for line in one.stdout.splitlines() if line.startswith("explored ")][0]
     assert last.split(" in ")[0] in out.decode()  # the same counts; the time may differ
