@@ -217,6 +217,20 @@ def test_a_worker_that_dies_is_reported(files, method: str):
     assert not multiprocessing.active_children()
 
 
+def test_a_worker_whose_search_raises_is_reported(tmp_path: Path):
+    """A spawned worker loads the scenario itself: here the file is gone by then."""
+    path = tmp_path / "gone.py"
+    path.write_text(TWO_DEVICES)
+    make = ScenarioRun(str(path))
+    make.load()  # the parent has it
+    path.unlink()
+    ex = ParallelExplorer(make, "gone", jobs=2, budget=Budget(None, None, 1), method="spawn")
+    with pytest.raises(JobFailed, match=r"an explore worker failed on the schedules that "
+                                        r"start \(the start\): .*gone\.py"):
+        ex.run("dfs")
+    assert not multiprocessing.active_children()
+
+
 def test_the_command_says_a_worker_died(files, capsys):
     assert main(["explore", files["dies"], "--jobs", "2"]) == 1
     err = capsys.readouterr().err
