@@ -117,6 +117,7 @@ def measure_jobs(name: str, reduce: bool, jobs: int, repeats: int = 5) -> dict[s
     make, budget = ScenarioRun(name), Budget(schedules=None, seconds=None, preemptions=BOUND)
     best: dict[int, dict[str, Any]] = {}
     ratios: list[float] = []
+    balance: list[float] = []  # one job's CPU / the busiest worker's
     for _ in range(repeats):
         pair = {}
         for n in (1, jobs):
@@ -130,13 +131,17 @@ def measure_jobs(name: str, reduce: bool, jobs: int, repeats: int = 5) -> dict[s
             k = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu += (k.ru_utime + k.ru_stime) - (kids.ru_utime + kids.ru_stime)
             pair[n] = dt
+            # the busiest worker's CPU: the search's length on a machine with a core each
+            pair[-n] = max(ex.pool.cpu) if isinstance(ex, ParallelExplorer) else cpu
             if n not in best or dt < best[n]["seconds"]:
                 best[n] = {"schedules": report.explored, "runs": report.runs, "seconds": dt,
                            "cpu": cpu, "per_s": report.explored / dt}
         ratios.append(pair[1] / pair[jobs])
+        balance.append(pair[-1] / pair[-jobs])
     assert best[1]["schedules"] == best[jobs]["schedules"]  # the same search
     best[jobs]["ratio"] = statistics.median(ratios)
     best[jobs]["ratios"] = ratios
+    best[jobs]["balance"] = statistics.median(balance)
     return best
 
 
@@ -156,7 +161,9 @@ def jobs_rows(jobs: int = 2) -> None:
                   f"{r['runs']:>7}{r['seconds']:>9.2f}{r['cpu']:>8.2f}{r['per_s']:>9.0f}"
                   f"{ratio}")
         print(f"{'':<16}the pairs' ratios: "
-              + ", ".join(f"{x:.2f}" for x in rows[jobs]["ratios"]))
+              + ", ".join(f"{x:.2f}" for x in rows[jobs]["ratios"])
+              + f"; CPU of one job / of the busiest worker: {rows[jobs]['balance']:.2f}x "
+              "(the ratio on an otherwise idle machine, waits aside)")
 
 if __name__ == "__main__":
     import sys

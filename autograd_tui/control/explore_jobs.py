@@ -120,6 +120,7 @@ def _worker(w: int, make_run: Callable[[], Any], reduce: bool, tasks: Any, out: 
     while (task := tasks.get()) is not None:
         tid, bound, prefix, floor, deadline = task
         out.put(("start", tid, w))
+        cpu = time.process_time()
         try:
             search = BoundedDFS(bound, reduce, prefix, floor)
             chunk: list[ScheduleResult | None] = []
@@ -141,7 +142,8 @@ def _worker(w: int, make_run: Callable[[], Any], reduce: bool, tasks: Any, out: 
                     out.put(("chunk", tid, chunk))
                     chunk, last = [], time.monotonic()
                 going = search.backtrack()
-            out.put(("done", tid, chunk, search.pruned, search.capped, stopped, w))
+            out.put(("done", tid, chunk, search.pruned, search.capped, stopped, w,
+                     time.process_time() - cpu))
         except BaseException as e:  # noqa: BLE001 - every failure goes to the parent
             out.put(("error", tid, type(e).__name__, str(e)))
 
@@ -179,6 +181,7 @@ class _Pool:
         self.queued = 0
         self.asked: dict[int, float] = {}  # worker -> when it was asked to split
         self.splits = 0
+        self.cpu = [0.0] * jobs  # each worker's CPU seconds in its tasks (the benchmark)
         self._next = 0
         self.last_bound, self._deadline = last_bound, deadline
 
@@ -234,6 +237,7 @@ class _Pool:
             if kind == "done":
                 self.done[tid] = msg[3:6]
                 w = msg[6]
+                self.cpu[w] += msg[7]
                 self.running.pop(w, None)
                 self.asked.pop(w, None)
                 self.want[w].clear()  # a request its task ended before
