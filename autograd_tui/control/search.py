@@ -46,9 +46,9 @@ class BoundedDFS:
     Stateless (VeriSoft-style): each schedule is a fresh run that replays a prefix of
     choices, then goes on without preempting.  ``frames`` is the current path.
 
-    For ``--jobs`` (``explore_jobs.py``): ``prefix`` (frames as the serial search had
-    them) with ``floor`` limits the search to the choices below frame ``floor``, and
-    ``split_off`` hands the choices left at one frame to another search."""
+    For ``--jobs`` (``explore_jobs.py``): given ``prefix`` (frames as the serial search
+    had them), it never goes back above frame ``floor``; ``split_off`` hands the end of
+    the search (the choices left at a frame and above it) to another one."""
 
     def __init__(self, bound: int, reduce: bool = True, prefix: list[_Frame] | None = None,
                  floor: int | None = None) -> None:
