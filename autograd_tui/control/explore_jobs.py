@@ -19,7 +19,8 @@ when ``--schedules`` stops it; only the times differ.
 
 Workers are forked while the process has no other thread (``start_method``), else
 spawned; they ignore SIGINT, and the parent stops every one when the search ends, at
-Ctrl-C, or when one dies (``JobFailed``, naming where it was).
+Ctrl-C, or when one dies (``JobFailed``, naming where it was); a worker whose parent is
+gone ends by itself.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from itertools import groupby
 from typing import Any
 
 from autograd_tui.control.explore import (
@@ -87,24 +89,18 @@ class ScenarioRun:
 
 def schedule_words(frames: list[_Frame]) -> str:
     """A prefix of choices as a schedule string (``1:12,2:3``)."""
-    out: list[list[int]] = []
-    for f in frames:
-        if out and out[-1][0] == f.chosen:
-            out[-1][1] += 1
-        else:
-            out.append([f.chosen, 1])
-    return ",".join(f"{t}:{n}" for t, n in out) or "(the start)"
+    steps = [f"{t}:{len(list(g))}" for t, g in groupby(f.chosen for f in frames)]
+    return ",".join(steps) or "(the start)"
 
 
 # --- the worker ------------------------------------------------------------------------------
 def _light(r: ScheduleResult | None, sent: set[Outcome]) -> ScheduleResult | None:
     """A run to send: an outcome's gradients and cycle go once per worker (every schedule
     with that outcome has the same, bit for bit)."""
-    if r is None or r.outcome not in sent:
-        if r is not None:
-            sent.add(r.outcome)
-        return r
-    return ScheduleResult(r.schedule, r.outcome, r.preemptions, r.events)
+    if r is None or r.outcome in sent:
+        return r and ScheduleResult(r.schedule, r.outcome, r.preemptions, r.events)
+    sent.add(r.outcome)
+    return r
 
 
 def _worker(w: int, make_run: Callable[[], Any], reduce: bool, tasks: Any, out: Any,
@@ -117,9 +113,9 @@ def _worker(w: int, make_run: Callable[[], Any], reduce: bool, tasks: Any, out: 
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     sent: set[Outcome] = set()
-    while (task := tasks.get()) is not None:
+    parent = os.getppid()
+    while (task := _next_task(tasks, parent)) is not None:
         tid, bound, prefix, floor, deadline = task
-        out.put(("start", tid, w))
         cpu = time.process_time()
         try:
             search = BoundedDFS(bound, reduce, prefix, floor)
@@ -127,6 +123,8 @@ def _worker(w: int, make_run: Callable[[], Any], reduce: bool, tasks: Any, out: 
             last, stopped = time.monotonic(), False
             going = prefix is None or search.backtrack()  # a split-off task: the next choice
             while going:
+                if os.getppid() != parent:  # the parent was killed: nobody reads this
+                    return
                 if deadline is not None and time.time() >= deadline:
                     stopped = True
                     break
@@ -148,10 +146,22 @@ def _worker(w: int, make_run: Callable[[], Any], reduce: bool, tasks: Any, out: 
             out.put(("error", tid, type(e).__name__, str(e)))
 
 
+def _next_task(tasks: Any, parent: int) -> Any:
+    """The next task from this worker's pipe; None when the parent is gone (a fork's
+    copy of the pipe's other end keeps it open: the worker asks who its parent is)."""
+    try:
+        while not tasks.poll(0.5):
+            if os.getppid() != parent:
+                return None
+        return tasks.recv()
+    except (EOFError, OSError):
+        return None
+
+
 # --- the pool ---------------------------------------------------------------------------------
 class _Pool:
-    """``jobs`` workers taking tasks in order from one queue; when one is idle, a busy
-    one is asked for the end of its part (work stealing)."""
+    """``jobs`` workers, each given tasks on its own pipe, in the order they were made;
+    when one is idle, a busy one is asked for the end of its part (work stealing)."""
 
     def __init__(self, jobs: int, make_run: Callable[[], Any], reduce: bool,
                  method: str | None = None, last_bound: int = 0,
@@ -160,11 +170,12 @@ class _Pool:
         self.method = ctx.get_start_method()
         if self.method == "fork" and isinstance(make_run, ScenarioRun):
             make_run.load()
-        self.tasks = ctx.SimpleQueue()  # no feeder thread in the parent
-        self.out = ctx.Queue()
+        pipes = [ctx.Pipe(duplex=False) for _ in range(jobs)]  # (worker's end, ours)
+        self.tasks = [ours for _, ours in pipes]
+        self.out = ctx.Queue()  # the workers' messages (we only read: no feeder thread)
         self.want = [ctx.Event() for _ in range(jobs)]
         self.procs = [ctx.Process(target=_worker, name=f"autograd-tui explore job {w + 1}",
-                                  args=(w, make_run, reduce, self.tasks, self.out,
+                                  args=(w, make_run, reduce, pipes[w][0], self.out,
                                         self.want[w]), daemon=True)
                       for w in range(jobs)]
         sys.stdout.flush()  # a forked worker flushes its copy of what is buffered
@@ -178,7 +189,8 @@ class _Pool:
         self.orders: dict[int, list[int]] = {}  # bound -> its tasks in the serial order
         self.bound_of: dict[int, int] = {}  # task -> its bound
         self.running: dict[int, int] = {}  # worker -> task
-        self.queued = 0
+        self.idle = list(range(jobs))
+        self.pending: list[tuple[Any, ...]] = []  # tasks made while no worker was idle
         self.asked: dict[int, float] = {}  # worker -> when it was asked to split
         self.splits = 0
         self.cpu = [0.0] * jobs  # each worker's CPU seconds in its tasks (the benchmark)
@@ -198,9 +210,15 @@ class _Pool:
         self.prefixes[tid] = words
         self.buffers[tid] = []
         self.bound_of[tid] = bound
-        self.queued += 1
-        self.tasks.put((tid, bound, prefix, floor, self._deadline))
+        self.pending.append((tid, bound, prefix, floor, self._deadline))
+        self._dispatch()
         return tid
+
+    def _dispatch(self) -> None:
+        while self.pending and self.idle:
+            w, task = self.idle.pop(0), self.pending.pop(0)
+            self.running[w] = task[0]
+            self.tasks[w].send(task)
 
     def pump(self, timeout: float = 0.05) -> None:
         """Take one message (or none within ``timeout``); a dead worker is an error."""
@@ -216,14 +234,11 @@ class _Pool:
                 raise Nondeterministic(msg[3])
             raise JobFailed(f"an explore worker failed on the schedules that start "
                             f"{self.prefixes[tid]}: {msg[2]}: {msg[3]}")
-        if kind == "start":
-            self.queued -= 1
-            self.running[msg[2]] = tid
-        elif kind == "split":  # the end of the giver's part: right after it in the order
-            prefix, floor, w = msg[2], msg[3], msg[4]
-            order = self.orders[self.bound_of[tid]]
-            new = self._submit(self.bound_of[tid], prefix, floor, schedule_words(prefix[:floor]))
-            order.insert(order.index(tid) + 1, new)
+        if kind == "split":  # the end of the giver's part: right after it in the order
+            prefix, floor, w = msg[2:5]
+            order = self.orders[bound := self.bound_of[tid]]
+            order.insert(order.index(tid) + 1,
+                         self._submit(bound, prefix, floor, schedule_words(prefix[:floor])))
             self.splits += 1
             self.asked.pop(w, None)
         elif kind == "nosplit":
@@ -235,23 +250,23 @@ class _Pool:
                     r.gradients, r.cycle = first.gradients, first.cycle
             self.buffers[tid].extend(msg[2])
             if kind == "done":
-                self.done[tid] = msg[3:6]
-                w = msg[6]
+                self.done[tid], w = msg[3:6], msg[6]
                 self.cpu[w] += msg[7]
                 self.running.pop(w, None)
                 self.asked.pop(w, None)
                 self.want[w].clear()  # a request its task ended before
+                self.idle.append(w)
+                self._dispatch()
         self._balance()
 
     def _balance(self) -> None:
-        """An idle worker and nothing queued: ask a busy worker for the end of its part,
+        """An idle worker: ask a busy worker for the end of its part,
         the one on the earliest task (the most likely to have much left).  A worker that
         had nothing to give is asked again ``RETRY`` seconds later; when every busy one
         had nothing, the next bound starts (its runs are merged after this bound's, and
         dropped if this bound shows that larger ones add nothing)."""
-        idle = len(self.procs) - len(self.running) - self.queued
-        if idle <= sum(1 for t in self.asked.values() if t == 0.0):
-            return
+        if len(self.idle) <= sum(1 for t in self.asked.values() if t == 0.0):
+            return  # (a task waits only while no worker is idle)
         now = time.monotonic()
         can = [w for w in self.running
                if w not in self.asked or (self.asked[w] and now - self.asked[w] > RETRY)]
@@ -265,8 +280,7 @@ class _Pool:
 
     def _place(self, w: int) -> tuple[int, int]:
         """Where worker ``w``'s task is in the serial order: (bound, index)."""
-        tid = self.running[w]
-        bound = self.bound_of[tid]
+        bound = self.bound_of[tid := self.running[w]]
         return bound, self.orders[bound].index(tid)
 
     def _check_alive(self) -> None:
@@ -290,14 +304,14 @@ class _Pool:
                 p.join()
         self.out.close()
         self.out.join_thread()
-        self.tasks.close()
+        for conn in self.tasks:
+            conn.close()
 
 
 def start_method() -> str:
-    """``fork`` while this process has no thread but the main one (no engine thread has
-    started: a fork copies no lock another thread holds), which starts a worker in
-    milliseconds with everything imported; else ``spawn`` (a fresh interpreter that
-    imports the project: about 0.35 s of CPU a worker)."""
+    """``fork`` while this process has no other thread (no engine thread: a fork copies no
+    lock another thread holds): a worker in milliseconds, everything imported; else
+    ``spawn`` (a fresh interpreter importing the project: about 0.35 s of CPU a worker)."""
     if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
         return "fork"
     return "spawn"
@@ -308,10 +322,8 @@ def default_jobs(jobs: int) -> int:
     """``--jobs 0``: one per core this process may use."""
     if jobs > 0:
         return jobs
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None  # Linux
+    return max(1, len(cores) if cores is not None else os.cpu_count() or 1)
 
 
 class ParallelExplorer(Explorer):
@@ -351,9 +363,8 @@ class ParallelExplorer(Explorer):
     def _dfs(self, report: Report, seen: set[str]) -> None:
         """``Explorer._dfs`` with the runs from the workers, recorded task by task in the
         serial order (a budget stops it at the same run)."""
-        pool = self.pool
+        pool, b = self.pool, self.budget
         assert pool is not None
-        b = self.budget
         for bound in range(b.preemptions + 1):
             before = report.explored
             report.bound, report.complete = bound, False

@@ -207,6 +207,30 @@ def test_ctrl_c_at_the_terminal_leaves_no_process():
     assert _session_processes(p.pid) == []
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_workers_end_when_the_command_is_killed():
+    """SIGKILL leaves the command no chance to stop its workers: each notices between
+    two runs that its parent is gone, and ends."""
+    p = subprocess.Popen([EXE, "explore", "multi-device", "--no-reduction", "--jobs", "2",
+                          "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_session_processes(p.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_session_processes(p.pid)) >= 3
+        time.sleep(0.5)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(30)
+        deadline = time.monotonic() + 20
+        while _session_processes(p.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _session_processes(p.pid) == []
+    finally:
+        if _session_processes(p.pid):
+            os.killpg(p.pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_a_worker_that_dies_is_reported(files, method: str):
     ex = ParallelExplorer(ScenarioRun(files["dies"]), "dies", jobs=2,
