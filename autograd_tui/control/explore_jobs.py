@@ -18,9 +18,8 @@ counts, shortest schedules, ``first_after``, per-bound counts, pruned and runs),
 when ``--schedules`` stops it; only the times differ.
 
 Workers are forked while the process has no other thread (``start_method``), else
-spawned; they ignore SIGINT, and the parent stops every one when the search ends, at
-Ctrl-C, or when one dies (``JobFailed``, naming where it was); a worker whose parent is
-gone ends by itself.
+spawned; they ignore SIGINT; the parent stops them all when the search ends, at Ctrl-C,
+or when one dies (``JobFailed``); one whose parent is gone ends by itself.
 """
 
 from __future__ import annotations
@@ -64,11 +63,8 @@ class ScenarioRun:
         self.source, self.params, self.engine = source, dict(params or {}), dict(engine or {})
         self._loaded = loaded if loaded is not None or isinstance(source, str) else source
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"source": self.source, "params": self.params, "engine": self.engine}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state)  # type: ignore[misc]
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled without the loaded scenario
+        return ScenarioRun, (self.source, self.params, self.engine)
 
     def load(self) -> Any:
         """The scenario, loaded once (with what a Run imports: a forked worker inherits
@@ -215,10 +211,15 @@ class _Pool:
         return tid
 
     def _dispatch(self) -> None:
+        """Each task waiting, in order, to a worker that is idle."""
         while self.pending and self.idle:
             w, task = self.idle.pop(0), self.pending.pop(0)
             self.running[w] = task[0]
-            self.tasks[w].send(task)
+            try:
+                self.tasks[w].send(task)
+            except OSError:  # it died since the last look
+                self._check_alive()
+                raise JobFailed(f"explore worker {w + 1} stopped taking work") from None
 
     def pump(self, timeout: float = 0.05) -> None:
         """Take one message (or none within ``timeout``); a dead worker is an error."""
@@ -366,8 +367,7 @@ class ParallelExplorer(Explorer):
         pool, b = self.pool, self.budget
         assert pool is not None
         for bound in range(b.preemptions + 1):
-            before = report.explored
-            report.bound, report.complete = bound, False
+            before, report.bound, report.complete = report.explored, bound, False
             order = pool.start(bound)
             pruned, capped, k, pos = 0, False, 0, 0
             over: str | None = None
