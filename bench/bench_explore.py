@@ -177,7 +177,82 @@ def main() -> None:
     print("\nwhere a two-devices run's CPU time goes (us, best of 5):")
     for label, us in breakdown():
         print(f"  {label:<34}{us:>8.0f}")
+    jobs_rows()
 
+
+# --- --jobs: the same search in one process and in N (control/explore_jobs.py) ------------------
+JOBS_CASES: list[tuple[str, str, bool]] = [
+    ("multi-device", "multi-device", True),  # 187 schedules, 432 runs
+    ("multi-device", "multi-device", False),  # 1,519 schedules
+]
+
+
+def measure_jobs(name: str, reduce: bool, jobs: int, repeats: int = 5) -> dict[str, Any]:
+    """The whole search with one job and then with ``jobs``, ``repeats`` pairs in this
+    process (a pair sees about the same load from other work); per mode the best time and
+    its CPU (this process's and, for ``jobs``, its workers', joined when the search ends),
+    and the median of the pairs' ratios."""
+    import resource
+    import statistics
+
+    from autograd_tui.control.explore_jobs import ParallelExplorer, ScenarioRun
+
+    make, budget = ScenarioRun(name), Budget(schedules=None, seconds=None, preemptions=BOUND)
+    best: dict[int, dict[str, Any]] = {}
+    ratios: list[float] = []
+    balance: list[float] = []  # one job's CPU / the busiest worker's
+    for _ in range(repeats):
+        pair = {}
+        for n in (1, jobs):
+            gc.collect()
+            ex = (Explorer(make, name, budget=budget, reduce=reduce) if n == 1 else
+                  ParallelExplorer(make, name, jobs=n, budget=budget, reduce=reduce))
+            kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0, c0 = time.perf_counter(), time.process_time()
+            report = ex.run("dfs")
+            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+            k = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu += (k.ru_utime + k.ru_stime) - (kids.ru_utime + kids.ru_stime)
+            pair[n] = dt
+            # the busiest worker's CPU: the search's length on a machine with a core each
+            pair[-n] = max(ex.pool.cpu) if isinstance(ex, ParallelExplorer) else cpu
+            if n not in best or dt < best[n]["seconds"]:
+                best[n] = {"schedules": report.explored, "runs": report.runs, "seconds": dt,
+                           "cpu": cpu, "per_s": report.explored / dt}
+        ratios.append(pair[1] / pair[jobs])
+        balance.append(pair[-1] / pair[-jobs])
+    assert best[1]["schedules"] == best[jobs]["schedules"]  # the same search
+    best[jobs]["ratio"] = statistics.median(ratios)
+    best[jobs]["ratios"] = ratios
+    best[jobs]["balance"] = statistics.median(balance)
+    return best
+
+
+def jobs_rows(jobs: int = 2) -> None:
+    """``--jobs 1`` against ``--jobs N``: schedules per wall-second on the same search."""
+    print(f"\n--jobs 1 against --jobs {jobs}, bound {BOUND}: 5 pairs in this process, the best"
+          " time of each (its CPU with the workers'), the median of the pairs' ratios")
+    head = (f"{'scenario':<16}{'reduction':<11}{'jobs':>5}{'schedules':>10}{'runs':>7}"
+            f"{'seconds':>9}{'cpu s':>8}{'sched/s':>9}{'ratio':>7}")
+    print(head)
+    print("-" * len(head))
+    for label, name, reduce in JOBS_CASES:
+        rows = measure_jobs(name, reduce, jobs)
+        for n, r in sorted(rows.items()):
+            ratio = f"{r['ratio']:>6.2f}x" if "ratio" in r else ""
+            print(f"{label:<16}{'on' if reduce else 'off':<11}{n:>5}{r['schedules']:>10}"
+                  f"{r['runs']:>7}{r['seconds']:>9.2f}{r['cpu']:>8.2f}{r['per_s']:>9.0f}"
+                  f"{ratio}")
+        print(f"{'':<16}the pairs' ratios: "
+              + ", ".join(f"{x:.2f}" for x in rows[jobs]["ratios"])
+              + f"; CPU of one job / of the busiest worker: {rows[jobs]['balance']:.2f}x "
+              "(the ratio on an otherwise idle machine, waits aside)")
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if "--jobs" in sys.argv:  # python -m bench.bench_explore --jobs [N]: the jobs rows only
+        i = sys.argv.index("--jobs")
+        jobs_rows(int(sys.argv[i + 1]) if len(sys.argv) > i + 1 else 2)
+    else:
+        main()

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 PROG = "autograd-tui"
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
 EXIT_NONFINITE = 4  # --stop-at nonfinite stopped at a NaN or an Inf
+EXIT_DIFFER = 5  # explore: completed schedules gave different gradients
 EXIT_INTERRUPTED = 130  # what a shell reports for Ctrl-C
 
 #: a recording this big (bytes) takes seconds to load: say so on stderr

@@ -4,8 +4,11 @@ order-dependent results (``control/explore.py``).
 Prints a table of the outcomes (how many schedules gave each, the shortest schedule
 string of each and the command that replays it), the gradients of two completed
 outcomes side by side when they differ, and how many schedules were covered; or,
-with ``--json``, one JSON object.  Exit codes: 3 when a schedule deadlocks, 1 when
-one ends in an error, 130 when Ctrl-C stopped it (after the report), else 0.
+with ``--json``, one JSON object.  Exit codes, the first that applies: 130 when Ctrl-C
+stopped it (after the report), 3 when a schedule deadlocks, 1 when one ends in an error,
+5 when the completed schedules disagree (more than one gradient fingerprint:
+order-dependent gradients), else 0.  ``--jobs N`` runs the dfs search in N processes
+(``control/explore_jobs.py``), with the same report as one.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 
 from autograd_tui.commands.common import (
     EXIT_DEADLOCK,
+    EXIT_DIFFER,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -41,11 +45,15 @@ def add_parser(sub: Any) -> None:
         description="Run a scenario under many schedules (exhaustive with a preemption bound, "
                     "random walks, or PCT) and report each outcome with the shortest schedule "
                     "that gives it, and the command that replays it. Ctrl-C stops the search "
-                    "and reports what it found so far.",
+                    "and reports what it found so far. Exit codes (the first that applies): "
+                    "130 Ctrl-C, 3 a schedule deadlocks, 1 one ends in an error, 5 the "
+                    "completed schedules disagree (order-dependent gradients: more than one "
+                    "gradient fingerprint), 0 none of these.",
         epilog=examples(
             "autograd-tui explore race-lock-order",
             "autograd-tui explore race-accumulation-order --preemptions 1",
             "autograd-tui explore multi-device --no-reduction --json",
+            "autograd-tui explore multi-device --no-reduction --jobs 2",
             "autograd-tui explore race-lock-order --strategy pct --depth 3 --schedules 500",
             "autograd-tui explore reentrant-deep --param depth=3 --engine max_recursion_depth=1"))
     p.add_argument("scenario", metavar="NAME|PATH")
@@ -67,6 +75,9 @@ def add_parser(sub: Any) -> None:
                    help="pct: the bug depth d (d - 1 priority changes; default 3)")
     p.add_argument("--no-reduction", action="store_true",
                    help="dfs: explore interleavings that only swap commuting steps too")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="dfs: split the search over N processes, with the same report as "
+                        "one (default 1; 0: one per core)")
     p.add_argument("--json", action="store_true", help="print one JSON object, no table")
     p.set_defaults(func=run)
 
@@ -78,6 +89,11 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError("--schedules and --seconds must be 0 (no limit) or more")
     if args.depth < 1:
         raise UsageError("--depth must be 1 or more")
+    if args.jobs < 0:
+        raise UsageError("--jobs must be 0 (one per core) or more")
+    if args.jobs != 1 and args.strategy != "dfs":
+        raise UsageError(f"--jobs splits the dfs search only; --strategy {args.strategy} "
+                         "runs in one process")
     if args.schedules == 0 and args.seconds == 0 and args.strategy != "dfs":
         raise UsageError(f"--strategy {args.strategy} needs --schedules or --seconds")
 
@@ -94,6 +110,12 @@ def replay_command(scenario: str, schedule: str, params: dict[str, str],
 
 def run(args: argparse.Namespace) -> int:
     from autograd_tui.control.explore import Budget, Explorer, Nondeterministic
+    from autograd_tui.control.explore_jobs import (
+        JobFailed,
+        ParallelExplorer,
+        ScenarioRun,
+        default_jobs,
+    )
     from autograd_tui.session.run import RunSpec
 
     _check(args)
@@ -104,12 +126,20 @@ def run(args: argparse.Namespace) -> int:
     budget = Budget(args.schedules or None, args.seconds or None, args.preemptions)
 
     make_run = RunSpec(scenario, params, engine)  # a recipe: the explorer runs it on greenlets
-    with _Progress(args.json, budget) as progress:
+    jobs = default_jobs(args.jobs)
+    progress = _Progress(args.json, budget)
+    if jobs > 1:
+        explorer: Explorer = ParallelExplorer(
+            ScenarioRun(args.scenario, params, engine, loaded=scenario), name, jobs=jobs,
+            budget=budget, reduce=not args.no_reduction, on_schedule=progress.update)
+        explorer.start()  # before the progress bar's thread: the workers can be forked
+    else:
         explorer = Explorer(make_run, name, budget=budget, reduce=not args.no_reduction,
                             seed=args.seed, pct_depth=args.depth, on_schedule=progress.update)
+    with progress:
         try:
             report = explorer.run(args.strategy)
-        except Nondeterministic as e:
+        except (Nondeterministic, JobFailed) as e:
             raise Failure(f"{args.scenario}: {e}") from None
     replay = {o: replay_command(name, s.shortest.schedule, params, engine)
               for o, s in report.outcomes.items()}
@@ -123,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_DEADLOCK
     if report.of_kind("error") or report.of_kind("stuck"):
         return EXIT_ERROR
+    if len(report.of_kind("completed")) > 1:
+        return EXIT_DIFFER
     return EXIT_OK
 
 

@@ -8,6 +8,7 @@ sets), ``RandomWalk`` and ``PCT``.  Raising ``Cut`` ends the run early.
 
 from __future__ import annotations
 
+import copy
 import random
 from dataclasses import dataclass, field
 from itertools import chain
@@ -43,11 +44,17 @@ class BoundedDFS:
     """Every schedule with at most ``bound`` preemptions, up to commuting steps.
 
     Stateless (VeriSoft-style): each schedule is a fresh run that replays a prefix of
-    choices, then goes on without preempting.  ``frames`` is the current path."""
+    choices, then goes on without preempting.  ``frames`` is the current path.
 
-    def __init__(self, bound: int, reduce: bool = True) -> None:
+    For ``--jobs`` (``explore_jobs.py``): given ``prefix`` (frames as the serial search
+    had them), it never goes back above frame ``floor``; ``split_off`` hands the end of
+    the search (the choices left at a frame and above it) to another one."""
+
+    def __init__(self, bound: int, reduce: bool = True, prefix: list[_Frame] | None = None,
+                 floor: int | None = None) -> None:
         self.bound, self.reduce = bound, reduce
-        self.frames: list[_Frame] = []
+        self.frames: list[_Frame] = list(prefix or ())
+        self.floor = len(self.frames) if floor is None else floor  # never backtrack above
         self.known = 0  # frames[:known] have their chosen step's footprint (see needs_footprint)
         self.pruned = 0
         self.capped = False  # a choice was left out for the bound: a larger one adds some
@@ -98,7 +105,7 @@ class BoundedDFS:
     def backtrack(self) -> bool:
         """Move to the next unexplored choice; False when none is left."""
         frames = self.frames
-        for i in range(len(frames) - 1, -1, -1):
+        for i in range(len(frames) - 1, self.floor - 1, -1):
             f = frames[i]
             f.done.setdefault(f.chosen, EVERYTHING)
             for t in f.eligible:
@@ -112,9 +119,31 @@ class BoundedDFS:
                 self.known = i  # frames before i keep their chosen step
                 return True
             self.pruned += sum(1 for t in f.eligible if t in f.sleep and t not in f.done)
-        frames.clear()
+        del frames[self.floor:]
         self.known = 0
         return False
+
+    def split_off(self) -> tuple[list[_Frame], int] | None:
+        """Between a run and ``backtrack``: give away the end of this search, in its order:
+        every choice left at frame ``j`` and above it (for a search that starts with
+        ``backtrack``, given the frames to ``j`` and this one's floor), keeping the
+        subtree below frame ``j``'s choice.  ``j`` is the middle one of the frames that
+        have choices left, so that each keeps some.  The frames carry what the serial
+        search knows there (the siblings explored, with their footprints): the two
+        searches together explore what this one would have."""
+        frames = self.frames
+        left = [i for i in range(self.floor, len(frames))
+                if any(t != frames[i].chosen and t not in frames[i].done
+                       and t not in frames[i].sleep
+                       and frames[i].preempt + frames[i].cost(t) <= self.bound
+                       for t in frames[i].eligible)]
+        if not left:
+            return None
+        j = left[(len(left) - 1) // 2]
+        prefix = copy.deepcopy(frames[:j + 1])
+        prefix[j].done.setdefault(prefix[j].chosen, EVERYTHING)  # as backtrack would
+        floor, self.floor = self.floor, j + 1
+        return prefix, floor
 
 
 # --- random walks and PCT ------------------------------------------------------------------

@@ -157,6 +157,35 @@ class RunSpec:
         return Run(self.scenario, self.params, engine_overrides=self.engine_overrides)
 
 
+class ScenarioRun:
+    """A picklable ``make_run``: the scenario (a built-in name, a ``.py`` path, or a
+    ``Scenario`` whose program is importable), its parameters and engine options.  Each
+    process loads the scenario once (``loaded``: the parent's, already loaded)."""
+
+    def __init__(self, source: Any, params: dict[str, Any] | None = None,
+                 engine: dict[str, Any] | None = None, loaded: Any = None) -> None:
+        self.source, self.params, self.engine = source, dict(params or {}), dict(engine or {})
+        self._loaded = loaded if loaded is not None or isinstance(source, str) else source
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled without the loaded scenario
+        return ScenarioRun, (self.source, self.params, self.engine)
+
+    def load(self) -> Any:
+        """The scenario, loaded once (a forked worker inherits it instead of loading it
+        at its first run)."""
+        if self._loaded is None:
+            from autograd_tui.session.program_errors import load_scenario
+
+            self._loaded = load_scenario(self.source)
+        return self._loaded
+
+    def spec(self) -> RunSpec:
+        return RunSpec(self.load(), self.params, self.engine)
+
+    def __call__(self) -> Run:
+        return self.spec()()
+
+
 def _field(d: dict[str, Any], key: str) -> dict[str, Any]:
     """``d[key]`` if it is an object, else {}: the loader does not check the header's
     keys, and a missing or mistyped one is as good as empty."""
