@@ -625,6 +625,14 @@ class Engine:
         with ignore_errors():
             tls = self._tls
             local_ready_queue: ReadyQueue = tls.local_ready_queue
+            # The thread-locals the guards below save and restore, through this thread's
+            # own dicts of them (what is_grad_enabled() and get_current_graph_task() read),
+            # with their defaults: a dict item costs less than a threading.local attribute.
+            grad_state = grad_tls.__dict__
+            current = current_tls.__dict__
+            grad_state.setdefault("enabled", True)
+            current.setdefault("task", None)
+            current.setdefault("node", None)
             # future_result.completed(), inlined (a plain read, as the C++ atomic's)
             while graph_task is None or not graph_task.future_result._completed:
                 if self._observers:
@@ -642,12 +650,12 @@ class Engine:
                 if fn is not None and not local_graph_task.has_error:
                     # AutoGradMode(graph_task.grad_mode), GraphTaskGuard and NodeGuard, inlined:
                     # this runs once per node, and context managers cost as much as the heap.
-                    prev_mode = getattr(grad_tls, "enabled", True)
-                    prev_task = getattr(current_tls, "task", None)
-                    prev_node = getattr(current_tls, "node", None)  # NodeGuard
-                    grad_tls.enabled = local_graph_task.grad_mode
-                    current_tls.task = local_graph_task
-                    current_tls.node = fn
+                    prev_mode = grad_state["enabled"]
+                    prev_task = current["task"]
+                    prev_node = current["node"]  # NodeGuard
+                    grad_state["enabled"] = local_graph_task.grad_mode
+                    current["task"] = local_graph_task
+                    current["node"] = fn
                     try:
                         self.evaluate_function(local_graph_task, fn, task.inputs,
                                                local_graph_task.cpu_ready_queue)
@@ -656,12 +664,12 @@ class Engine:
                     except BaseException as e:  # noqa: BLE001 - reported through the future
                         # Any Python exception is a python_error (a std::exception) in
                         # PyTorch: KeyboardInterrupt and SystemExit fail the GraphTask too.
-                        current_tls.task = prev_task
+                        current["task"] = prev_task
                         self.thread_on_exception(local_graph_task, fn, e)
                     finally:
-                        grad_tls.enabled = prev_mode
-                        current_tls.task = prev_task
-                        current_tls.node = prev_node
+                        grad_state["enabled"] = prev_mode
+                        current["task"] = prev_task
+                        current["node"] = prev_node
                 elif fn is not None and self._observers:
                     self._send(_SKIPPED, local_graph_task, fn, None, "has_error")
                 del task
@@ -743,8 +751,10 @@ class Engine:
         if (func._pre_hooks or func._post_hooks or func._tensor_pre_hooks
                 or func._retains_grad_hooks or isinstance(func, AccumulateGrad)):
             outputs = self.call_function(graph_task, func, inputs)
-        else:  # call_function for a node without hooks (the common case), inlined
-            outputs = func.apply(list(inputs.buffer))
+        else:  # call_function for a node without hooks (the common case), inlined;
+            # the buffer is moved into the node (InputBuffer::variables(std::move(...))):
+            # nothing reads it after
+            outputs = func.apply(inputs.buffer)
             if type(outputs) is not list:
                 outputs = list(outputs)
             validate_outputs(func._next_edges, outputs, func)
@@ -802,9 +812,10 @@ class Engine:
                                            "not_needed")
                             continue
                     # No buffer yet for this node: make one (InputBuffer's constructor and
-                    # InputBuffer.add into an empty slot, inlined: the gradient is moved in).
+                    # InputBuffer.add into an empty slot, and num_inputs, non-virtual in
+                    # function.h, inlined: the gradient is moved in).
                     input_buffer = _new_buffer(InputBuffer)
-                    buffer = input_buffer.buffer = [None] * next_fn.num_inputs()
+                    buffer = input_buffer.buffer = [None] * len(next_fn._input_metadata)
                     if output is not None:
                         buffer[input_nr] = output
                     if observing:

@@ -110,6 +110,9 @@ def _none() -> None:
     return None
 
 
+_new_task = object.__new__
+
+
 def task_key(task: NodeTask) -> int:
     """The int that orders ``task`` in a ReadyQueue (``CompareNodeTaskTime``, reversed:
     the smallest pops first).  Equal keys compare as neither less in C++, except two
@@ -294,15 +297,21 @@ class ReadyQueue(Waitable):
     def push_node(self, graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> None:
         """``push(NodeTask(graph_task, fn, inputs))`` for the engine when nobody observes:
         the live ``graph_task`` gives the depth, so the key needs no weak pointer."""
-        task = NodeTask(graph_task, fn, inputs)
+        # NodeTask(graph_task, fn, inputs), without its __init__ frame: the node's
+        # sequence_nr is an int already (``_SequenceNr``), the key's low 64 bits.
+        task = _new_task(NodeTask)
+        task.base = graph_task.weak_self
+        task.fn = fn
+        task.inputs = inputs
+        task.is_shutdown_task = False
+        task._seq = seq = fn._sequence_nr
         with self._mutex:
             with graph_task._count_lock:  # increment_outstanding, inlined
                 graph_task.outstanding_tasks += 1
             if self._keyed:
                 if self._deaths != _deaths[0]:
                     self._rekey()
-                heappush(self._heap, [-((graph_task.reentrant_depth << 64) | task._seq),
-                                      task])
+                heappush(self._heap, [-((graph_task.reentrant_depth << 64) | seq), task])
             else:
                 _push_heap_port(self._heap, task, self._compare)
             if self._waiters:
