@@ -52,6 +52,14 @@ Departures, all deliberate:
   ``checkpoint_valid`` guard, no ThreadLocalState propagation except grad mode.
 - Every step a student should see is reported to observers as an ``Event``
   (``events.py``); with no observer the cost is one truth test per site.
+- The hot path inlines, with a comment naming each, what engine.cpp inlines or
+  what is a one-line call there: ``call_function`` for a node without hooks,
+  ``InputBuffer``'s constructor and ``num_inputs`` in ``evaluate_function``;
+  ``GraphTask::completed``, the outstanding-task decrement and the guards
+  (``AutoGradMode``, ``GraphTaskGuard``, ``NodeGuard``) in ``thread_main``; with no
+  observer, tasks go through ``ReadyQueue.push_node``/``try_pop_task`` (the same
+  heap, one call each).  ``compute_dependencies`` keeps its ``seen`` set as the keys
+  of ``dependencies`` (one lookup per edge) and fills ``nodes_in_graph`` from them.
 - Options that re-create historical designs, each off by default, for the
   controller's deadlock lessons: ``reentrant="block"`` (a reentrant backward on
   a worker thread just waits on its future, as before PyTorch's reentrant
