@@ -776,8 +776,7 @@ class Engine:
             self._send(_NODE_END, graph_task, func, None, func.name(),
                                       self._summaries(outputs), leaf)
 
-        num_outputs = len(outputs)
-        if num_outputs == 0:
+        if not outputs:  # num_outputs == 0
             return
 
         if _anomaly["enabled"] and _anomaly["check_nan"]:  # is_anomaly_enabled(), inlined
@@ -1094,14 +1093,15 @@ def validate_outputs(edges: Sequence[Edge], grads: list[Tensor | None],
     for grad, (fn, input_nr) in zip(grads, edges):
         if fn is not None and grad is not None:
             try:
-                shape, dtype, device = metadata = fn._input_metadata[input_nr]
+                metadata = fn._input_metadata[input_nr]
             except IndexError:  # no metadata for this input: nothing to check
                 i += 1
                 continue
             data = grad.data
-            # the common case, nothing to check further (a dtype is mostly the same object)
-            if not (data.shape == shape and (data.dtype is dtype or data.dtype == dtype)
-                    and grad.device == device):
+            # The common case, nothing to check further: shape, dtype and device equal to
+            # the InputMetadata (a tuple), compared in one go (a dtype is mostly the same
+            # object, which the comparison takes as equal at once).
+            if (data.shape, data.dtype, grad.device) != metadata:
                 grads[i] = _validate_output(i, grad, metadata, producer)
         i += 1
 
