@@ -440,8 +440,8 @@ def profile(size: int | None = None, top: int | None = None) -> None:
     print(f"cProfile of ours, one loss.backward(retain_graph=True), {nodes:,} nodes: "
           f"{total * 1e3:.0f} ms under the profiler ({total * 1e9 / nodes:.0f} ns/node), "
           f"{plain[0] / 1e6:.0f} ms without")
-    print("(the profiler's cost is per call: functions called many times per node, like the "
-          "ReadyQueue comparator, are over-weighted)")
+    print("(the profiler's cost is per call: functions called many times per node, like a "
+          "dict lookup, are over-weighted)")
     print(f"top {top} by own time (tottime):")
     head = (f"{'ncalls':>9} {'calls/node':>10} {'tottime ms':>10} {'%':>5} {'ns/node':>8} "
             f"{'cumtime ms':>10}  function")
