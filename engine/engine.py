@@ -52,6 +52,14 @@ Departures, all deliberate:
   ``checkpoint_valid`` guard, no ThreadLocalState propagation except grad mode.
 - Every step a student should see is reported to observers as an ``Event``
   (``events.py``); with no observer the cost is one truth test per site.
+- The hot path inlines, with a comment naming each, what engine.cpp inlines or
+  what is a one-line call there: ``call_function`` for a node without hooks,
+  ``InputBuffer``'s constructor and ``num_inputs`` in ``evaluate_function``;
+  ``GraphTask::completed``, the outstanding-task decrement and the guards
+  (``AutoGradMode``, ``GraphTaskGuard``, ``NodeGuard``) in ``thread_main``; with no
+  observer, tasks go through ``ReadyQueue.push_node``/``try_pop_task`` (the same
+  heap, one call each).  ``compute_dependencies`` keeps its ``seen`` set as the keys
+  of ``dependencies`` (one lookup per edge) and fills ``nodes_in_graph`` from them.
 - Options that re-create historical designs, each off by default, for the
   controller's deadlock lessons: ``reentrant="block"`` (a reentrant backward on
   a worker thread just waits on its future, as before PyTorch's reentrant
@@ -102,6 +110,8 @@ from .sync import ThreadAborted, Waitable, set_tracker_lookup, start_thread
 
 if TYPE_CHECKING:
     from .tensor import Tensor
+
+_new_buffer = object.__new__  # an InputBuffer without its __init__ frame (the hot path)
 
 #: MAX_DEPTH in engine.h: nested thread_main calls on one thread before a hand-off
 MAX_DEPTH = 60
@@ -517,18 +527,24 @@ class Engine:
         observing = bool(self._observers)
         if observing:
             self.node_id(root)  # ids in discovery order: deterministic for a given graph
+        get = dependencies.get
         while queue:
             fn = queue.pop()
             if fn._topological_nr < min_topo_nr:
                 continue  # cannot reach any output of grad(): prune
             for next_ptr, _ in fn._next_edges:
                 if next_ptr is not None:
-                    dependencies[next_ptr] = dependencies.get(next_ptr, 0) + 1
-                    if next_ptr not in nodes_in_graph:
-                        nodes_in_graph.add(next_ptr)
+                    # The nodes seen are the keys of dependencies: a node is new when it
+                    # has no count yet (one dict lookup instead of the set's and the map's).
+                    count = get(next_ptr)
+                    if count is None:
+                        dependencies[next_ptr] = 1
                         queue.append(next_ptr)
                         if observing:
                             self.node_id(next_ptr)
+                    else:
+                        dependencies[next_ptr] = count + 1
+        nodes_in_graph.update(dependencies)  # the seen set: every node with a count
         if observing:
             self._emit_dependencies(root, task, min_topo_nr)
 
@@ -617,11 +633,20 @@ class Engine:
         with ignore_errors():
             tls = self._tls
             local_ready_queue: ReadyQueue = tls.local_ready_queue
-            while graph_task is None or not graph_task.future_result.completed():
+            # The thread-locals the guards below save and restore, through this thread's
+            # own dicts of them (what is_grad_enabled() and get_current_graph_task() read),
+            # with their defaults: a dict item costs less than a threading.local attribute.
+            grad_state = grad_tls.__dict__
+            current = current_tls.__dict__
+            grad_state.setdefault("enabled", True)
+            current.setdefault("task", None)
+            current.setdefault("node", None)
+            # future_result.completed(), inlined (a plain read, as the C++ atomic's)
+            while graph_task is None or not graph_task.future_result._completed:
                 if self._observers:
                     task = self._pop(local_ready_queue)
                 else:  # _pop's first try, inlined: the queue is rarely empty
-                    task = local_ready_queue.try_pop()[0]
+                    task = local_ready_queue.try_pop_task()
                     if task is None:
                         task = self._pop(local_ready_queue)
                 if task.is_shutdown_task:
@@ -633,12 +658,12 @@ class Engine:
                 if fn is not None and not local_graph_task.has_error:
                     # AutoGradMode(graph_task.grad_mode), GraphTaskGuard and NodeGuard, inlined:
                     # this runs once per node, and context managers cost as much as the heap.
-                    prev_mode = getattr(grad_tls, "enabled", True)
-                    prev_task = getattr(current_tls, "task", None)
-                    prev_node = getattr(current_tls, "node", None)  # NodeGuard
-                    grad_tls.enabled = local_graph_task.grad_mode
-                    current_tls.task = local_graph_task
-                    current_tls.node = fn
+                    prev_mode = grad_state["enabled"]
+                    prev_task = current["task"]
+                    prev_node = current["node"]  # NodeGuard
+                    grad_state["enabled"] = local_graph_task.grad_mode
+                    current["task"] = local_graph_task
+                    current["node"] = fn
                     try:
                         self.evaluate_function(local_graph_task, fn, task.inputs,
                                                local_graph_task.cpu_ready_queue)
@@ -647,21 +672,25 @@ class Engine:
                     except BaseException as e:  # noqa: BLE001 - reported through the future
                         # Any Python exception is a python_error (a std::exception) in
                         # PyTorch: KeyboardInterrupt and SystemExit fail the GraphTask too.
-                        current_tls.task = prev_task
+                        current["task"] = prev_task
                         self.thread_on_exception(local_graph_task, fn, e)
                     finally:
-                        grad_tls.enabled = prev_mode
-                        current_tls.task = prev_task
-                        current_tls.node = prev_node
+                        grad_state["enabled"] = prev_mode
+                        current["task"] = prev_task
+                        current["node"] = prev_node
                 elif fn is not None and self._observers:
                     self._send(_SKIPPED, local_graph_task, fn, None, "has_error")
                 del task
-                outstanding = local_graph_task.decrement_outstanding()
+                with local_graph_task._count_lock:  # decrement_outstanding, inlined
+                    outstanding = local_graph_task.outstanding_tasks = \
+                        local_graph_task.outstanding_tasks - 1
                 if not outstanding and self._leftover:  # nothing of it is left to expire
                     self._leftover.pop(local_graph_task.id, None)
                 if self._observers:
                     self._send(_OUT_DEC, local_graph_task, fn, None, outstanding)
-                if local_graph_task.completed():
+                # GraphTask::completed, inlined (it reads outstanding_tasks_ again)
+                if not local_graph_task.outstanding_tasks or (
+                        local_graph_task.exit_on_error and local_graph_task.has_error):
                     if local_graph_task.mark_as_completed_and_run_post_processing():
                         if self._observers:
                             err = local_graph_task.future_result.error()
@@ -727,7 +756,16 @@ class Engine:
             self._send(_NODE_START, graph_task, func, None, func.name(),
                                       graph_task.reentrant_depth,
                                       self._summaries(inputs.buffer))
-        outputs = self.call_function(graph_task, func, inputs)
+        if (func._pre_hooks or func._post_hooks or func._tensor_pre_hooks
+                or func._retains_grad_hooks or isinstance(func, AccumulateGrad)):
+            outputs = self.call_function(graph_task, func, inputs)
+        else:  # call_function for a node without hooks (the common case), inlined;
+            # the buffer is moved into the node (InputBuffer::variables(std::move(...))):
+            # nothing reads it after
+            outputs = func.apply(inputs.buffer)
+            if type(outputs) is not list:
+                outputs = list(outputs)
+            validate_outputs(func._next_edges, outputs, func)
 
         if not graph_task.keep_graph:
             func.release_variables()
@@ -738,8 +776,7 @@ class Engine:
             self._send(_NODE_END, graph_task, func, None, func.name(),
                                       self._summaries(outputs), leaf)
 
-        num_outputs = len(outputs)
-        if num_outputs == 0:
+        if not outputs:  # num_outputs == 0
             return
 
         if _anomaly["enabled"] and _anomaly["check_nan"]:  # is_anomaly_enabled(), inlined
@@ -781,24 +818,27 @@ class Engine:
                                 self._send(_SKIPPED, graph_task, next_fn, None,
                                            "not_needed")
                             continue
-                    # No buffer yet for this node: make one (InputBuffer.add into an
-                    # empty slot, inlined: the gradient is moved in).
-                    input_buffer = InputBuffer(next_fn.num_inputs())
+                    # No buffer yet for this node: make one (InputBuffer's constructor and
+                    # InputBuffer.add into an empty slot, and num_inputs, non-virtual in
+                    # function.h, inlined: the gradient is moved in).
+                    input_buffer = _new_buffer(InputBuffer)
+                    buffer = input_buffer.buffer = [None] * len(next_fn._input_metadata)
                     if output is not None:
-                        input_buffer.buffer[input_nr] = output
+                        buffer[input_nr] = output
                     if observing:
                         self._send(
                             _BUF_ACC, graph_task, next_fn, None, input_nr,
                             "first" if output is not None else "undefined",
-                            self._summarize(input_buffer.buffer[input_nr]), fid)
+                            self._summarize(output), fid)
                     if is_ready:
-                        device = input_buffer.device()
+                        # input_buffer.device(), inlined: one slot at most is defined
+                        device = output.device if output is not None else "cpu"
                         queue = (cpu_ready_queue if device == "cpu"
                                  else self.ready_queue(cpu_ready_queue, device))
                         if self._observers:
                             self._push(queue, NodeTask(graph_task, next_fn, input_buffer))
                         else:  # _push without observers, inlined
-                            queue.push(NodeTask(graph_task, next_fn, input_buffer))
+                            queue.push_node(graph_task, next_fn, input_buffer)
                     else:
                         not_ready[next_fn] = input_buffer
                         if observing:
@@ -822,7 +862,7 @@ class Engine:
                         if self._observers:
                             self._push(queue, NodeTask(graph_task, next_fn, input_buffer))
                         else:  # _push without observers, inlined
-                            queue.push(NodeTask(graph_task, next_fn, input_buffer))
+                            queue.push_node(graph_task, next_fn, input_buffer)
 
     # --- call_function and hooks ----------------------------------------------------------------
     def call_function(self, graph_task: GraphTask, func: Node,
@@ -1049,18 +1089,21 @@ def validate_outputs(edges: Sequence[Edge], grads: list[Tensor | None],
     if len(grads) != len(edges):
         raise _invalid(producer, f"invalid number of gradients - expected {len(edges)}, "
                                  f"but got {len(grads)}")
-    for i, (fn, input_nr) in enumerate(edges):
-        grad = grads[i]
-        if fn is None or grad is None:
-            continue
-        meta = fn._input_metadata
-        if input_nr >= len(meta):
-            continue
-        shape, dtype, device = metadata = meta[input_nr]
-        data = grad.data
-        if data.shape == shape and data.dtype == dtype and grad.device == device:
-            continue  # the common case: nothing to check further
-        grads[i] = _validate_output(i, grad, metadata, producer)
+    i = 0
+    for grad, (fn, input_nr) in zip(grads, edges):
+        if fn is not None and grad is not None:
+            try:
+                metadata = fn._input_metadata[input_nr]
+            except IndexError:  # no metadata for this input: nothing to check
+                i += 1
+                continue
+            data = grad.data
+            # The common case, nothing to check further: shape, dtype and device equal to
+            # the InputMetadata (a tuple), compared in one go (a dtype is mostly the same
+            # object, which the comparison takes as equal at once).
+            if (data.shape, data.dtype, grad.device) != metadata:
+                grads[i] = _validate_output(i, grad, metadata, producer)
+        i += 1
 
 
 def _invalid(producer: Node | None, msg: str) -> RuntimeError:

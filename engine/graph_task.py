@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .ready_queue import graph_task_died
 from .sync import ThreadAborted, Waitable
 
 if TYPE_CHECKING:
@@ -187,7 +188,8 @@ class GraphTask:
     engine: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        self.weak_self = weakref.ref(self)  # shared by every NodeTask of this GraphTask
+        # Shared by every NodeTask of this GraphTask; its death re-keys the ReadyQueues.
+        self.weak_self = weakref.ref(self, graph_task_died)
         if not self.id:
             self.id = next(_graph_task_ids)
         waits = self.engine.waits if self.engine is not None else None

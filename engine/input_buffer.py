@@ -14,7 +14,7 @@ not modelled.
 
 from __future__ import annotations
 
-from . import grad_mode
+from .grad_mode import _tls as _grad_tls
 from .tensor import Tensor
 
 
@@ -32,10 +32,12 @@ class InputBuffer:
         if old is None:
             self.buffer[pos] = var
             return "first"
-        buffer_add = getattr(old, "buffer_add", None)  # a PyTorch node's gradient
+        # A PyTorch node's gradient (a Tensor subclass) adds itself; ours has no
+        # buffer_add (the type test first: a missing attribute is a costly miss).
+        buffer_add = getattr(old, "buffer_add", None) if type(old) is not Tensor else None
         if buffer_add is not None:
             self.buffer[pos] = buffer_add(var)
-        elif grad_mode.is_grad_enabled():
+        elif getattr(_grad_tls, "enabled", True):  # grad_mode.is_grad_enabled(), inlined
             self.buffer[pos] = old + var
         else:
             self.buffer[pos] = Tensor(old.data + var.data, device=old.device)

@@ -16,8 +16,22 @@ a)`` its min-heap pops what ``std::priority_queue``'s max-heap pops, with the
 sift in C.  ``_push_heap_port``/``_pop_heap_port`` below, a line-by-line port
 of libstdc++, are the reference (tests/engine/test_ready_queue.py pops random
 sequences with heavy ties through both) and serve any other comparator.
-The comparator itself stays in Python, as it must: PyTorch reads a task's
-depth through a weak pointer at compare time.
+
+The ReadyQueue itself keeps ``[key, task]`` entries (``task_key``): one int that
+orders as ``CompareNodeTaskTime`` does (shutdown, then dummy, then depth, then
+sequence number), so that ``heapq`` compares ints in C and calls no Python
+comparator; on a tie of keys it compares the tasks (``NodeTask.__lt__``), which
+is what makes ties "neither less" except between two shutdown tasks, as in C++.
+Every pair of entries then compares as its pair of tasks does, so the heap is
+the one ``heapq`` with ``NodeTask.__lt__`` builds, and pops in libstdc++'s order
+(tests/engine/test_ready_queue.py checks it against the port on 3,000 random
+sequences).  PyTorch reads a task's depth through its weak pointer at compare
+time: a GraphTask that dies with tasks queued makes them maximal depth from then
+on, without re-sorting the heap.  Here a dying GraphTask bumps ``_deaths`` (its
+weak reference's callback) and the next push or pop of each queue first rewrites,
+in place and without a sift, the keys of its tasks (``ReadyQueue._rekey``): the
+same heap, the same pops.  (A GraphTask that dies during a sift, a data race in
+C++, is seen at the next push or pop.)
 
 Departure: ``depth_priority=False`` (an engine option, off by default) drops
 the depth rule, to show the deadlock that rule prevents.
@@ -42,6 +56,22 @@ if TYPE_CHECKING:
 GraphTask = Any
 
 INT_MAX = 2**31 - 1
+
+# task_key: an int key per task, smallest first (heapq is a min-heap).  A sequence
+# number takes 64 bits; the depth (at most INT_MAX) goes above it.
+_SHUTDOWN_KEY = -(1 << 100)  # below every other key: pops first
+_DUMMY_KEY = -(1 << 99)  # below every ordinary task
+_DEAD_DEPTH = INT_MAX << 64  # a task whose GraphTask is gone: maximal depth
+
+#: GraphTasks that have died, counted by their weak references' callback
+#: (``graph_task_died``); a ReadyQueue that sees it change re-reads its tasks' depths.
+_deaths = [0]
+
+
+def graph_task_died(_ref: Any) -> None:
+    """The callback of every ``GraphTask.weak_self``.  (``+=`` on a list item is not
+    atomic, but a lost bump still leaves a changed count, read after the death.)"""
+    _deaths[0] += 1
 
 
 class NodeTask:
@@ -78,6 +108,21 @@ class NodeTask:
 
 def _none() -> None:
     return None
+
+
+_new_task = object.__new__
+
+
+def task_key(task: NodeTask) -> int:
+    """The int that orders ``task`` in a ReadyQueue (``CompareNodeTaskTime``, reversed:
+    the smallest pops first).  Equal keys compare as neither less in C++, except two
+    shutdown tasks: the heap then compares the tasks themselves (``NodeTask.__lt__``)."""
+    if task.is_shutdown_task:
+        return _SHUTDOWN_KEY
+    seq = task._seq
+    if seq is None:
+        return _DUMMY_KEY
+    return -((task.get_reentrant_depth() << 64) | seq)
 
 
 def compare_node_task_time(t1: NodeTask, t2: NodeTask) -> bool:
@@ -185,6 +230,9 @@ class ReadyQueue(Waitable):
     ``ReadyQueue::pop`` blocks while the queue is empty; here the engine pops
     with ``try_pop`` and ``wait_not_empty`` so that it can report the wait as an
     event *outside* the queue's mutex (a paused thread must never hold it).
+    With ``depth_priority`` (the default) the heap holds ``[task_key(task), task]``
+    entries (see the module's docstring); without it, the tasks themselves, sifted by
+    the libstdc++ port with ``compare_ignoring_depth``.
     """
 
     wait_kind = "queue"
@@ -194,14 +242,41 @@ class ReadyQueue(Waitable):
                  engine: Any = None) -> None:
         self.name = name
         self.device = device
-        self._heap: list[NodeTask] = []
+        self._heap: list[Any] = []
         self._mutex = threading.Lock()
         self._not_empty = threading.Condition(self._mutex)
         self._cond = self._not_empty
         self._waiters: list[int] = []
         self._compare: Compare = (compare_node_task_time if depth_priority
                                   else compare_ignoring_depth)
+        self._keyed = depth_priority
+        self._deaths = _deaths[0]  # the deaths this queue's keys have seen
         self._engine = engine
+
+    def _rekey(self) -> None:
+        """Under the mutex, some GraphTask having died: its ordinary tasks now have the
+        maximal depth.  Keys change in place, the heap is not re-sorted, as in C++."""
+        self._deaths = _deaths[0]
+        for entry in self._heap:
+            task = entry[1]
+            seq = task._seq
+            if seq is not None and task.base() is None:
+                entry[0] = -(_DEAD_DEPTH | seq)
+
+    def _push_locked(self, item: NodeTask) -> None:
+        if self._keyed:
+            if self._deaths != _deaths[0]:
+                self._rekey()
+            heappush(self._heap, [task_key(item), item])
+        else:
+            _push_heap_port(self._heap, item, self._compare)
+
+    def _pop_locked(self) -> NodeTask:
+        if self._keyed:
+            if self._deaths != _deaths[0]:
+                self._rekey()
+            return heappop(self._heap)[1]  # type: ignore[no-any-return]
+        return _pop_heap_port(self._heap, self._compare)
 
     def push(self, item: NodeTask, increment_outstanding_tasks: bool = True,
              on_push: Callable[[int], Any] | None = None) -> Any:
@@ -214,10 +289,33 @@ class ReadyQueue(Waitable):
                 assert gt is not None
                 gt.increment_outstanding()
             result = on_push(len(self._heap) + 1) if on_push is not None else None
-            push_heap(self._heap, item, self._compare)
+            self._push_locked(item)
             if self._waiters:  # (notify_waiters checks too; this saves the call)
                 self.notify_waiters(self._engine.waits if self._engine is not None else None)
         return result
+
+    def push_node(self, graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> None:
+        """``push(NodeTask(graph_task, fn, inputs))`` for the engine when nobody observes:
+        the live ``graph_task`` gives the depth, so the key needs no weak pointer."""
+        # NodeTask(graph_task, fn, inputs), without its __init__ frame: the node's
+        # sequence_nr is an int already (``_SequenceNr``), the key's low 64 bits.
+        task = _new_task(NodeTask)
+        task.base = graph_task.weak_self
+        task.fn = fn
+        task.inputs = inputs
+        task.is_shutdown_task = False
+        task._seq = seq = fn._sequence_nr
+        with self._mutex:
+            with graph_task._count_lock:  # increment_outstanding, inlined
+                graph_task.outstanding_tasks += 1
+            if self._keyed:
+                if self._deaths != _deaths[0]:
+                    self._rekey()
+                heappush(self._heap, [-((graph_task.reentrant_depth << 64) | seq), task])
+            else:
+                _push_heap_port(self._heap, task, self._compare)
+            if self._waiters:
+                self.notify_waiters(self._engine.waits if self._engine is not None else None)
 
     def try_pop(self, on_pop: Callable[[NodeTask, int, Any], Any] | None = None,
                 before_pop: Callable[[], Any] | None = None) -> tuple[NodeTask | None, Any]:
@@ -228,16 +326,27 @@ class ReadyQueue(Waitable):
             if not self._heap:
                 return None, None
             before = before_pop() if before_pop is not None else None
-            task = pop_heap(self._heap, self._compare)
+            task = self._pop_locked()
             result = on_pop(task, len(self._heap), before) if on_pop is not None else None
             return task, result
+
+    def try_pop_task(self) -> NodeTask | None:
+        """``try_pop()``'s task, for the engine when nobody observes."""
+        with self._mutex:
+            if not self._heap:
+                return None
+            if self._keyed:
+                if self._deaths != _deaths[0]:
+                    self._rekey()
+                return heappop(self._heap)[1]  # type: ignore[no-any-return]
+            return _pop_heap_port(self._heap, self._compare)
 
     def pop(self) -> NodeTask:
         """``ReadyQueue::pop``: block until a task is ready (no events; for tools and tests)."""
         with self._mutex:
             while not self._heap:
                 self._not_empty.wait()
-            return pop_heap(self._heap, self._compare)
+            return self._pop_locked()
 
     def wait_not_empty(self) -> None:
         """Block until the queue has a task (the ``not_empty_`` condition variable)."""
@@ -257,7 +366,12 @@ class ReadyQueue(Waitable):
     def snapshot(self) -> list[NodeTask]:
         """The tasks in pop order."""
         with self._mutex:
-            return pop_order(self._heap, self._compare)
+            if not self._keyed:
+                return pop_order(self._heap, self._compare)
+            if self._deaths != _deaths[0]:
+                self._rekey()
+            heap = list(self._heap)  # the entries are shared, never changed by a pop
+            return [heappop(heap)[1] for _ in range(len(heap))]
 
     def __repr__(self) -> str:
         return f"<ReadyQueue {self.name} ({len(self._heap)} tasks)>"

@@ -125,3 +125,71 @@ def test_ready_queue_uses_push_heap() -> None:
             _push_heap_port(ref, task, comp)
         assert q.snapshot() == port_order(ref, comp)
         assert [q.try_pop()[0] for _ in range(50)] == port_order(ref, comp)
+
+
+# --- the ReadyQueue's own heap: int keys, compared in C -------------------------------
+def _run_queue(seed: int) -> int:
+    """One random sequence through a ReadyQueue (``[task_key, task]`` entries) and the
+    libstdc++ port with ``CompareNodeTaskTime`` (``std::priority_queue``): the same task
+    at every pop, the same pop order at the end, GraphTasks dying meanwhile."""
+    rng = random.Random(seed)
+    tasks_of: list[GraphTask | None] = [_graph_task(rng.choice((0, 0, 1, 2, 5)))
+                                        for _ in range(rng.randint(1, 3))]
+    queue = ReadyQueue("cpu", "cpu")
+    port: list[NodeTask] = []
+    pops = 0
+    for _ in range(rng.randint(1, 120)):
+        r = rng.random()
+        if r < 0.55 or not port:
+            if r < 0.02:  # an ordinary task with no GraphTask: maximal depth from the start
+                task = NodeTask(None, Node(sequence_nr=rng.choice(SEQS)), InputBuffer(0))
+                queue.push(task, increment_outstanding_tasks=False)
+            elif r < 0.30:  # the engine's path: the live GraphTask gives the depth
+                gt = rng.choice(tasks_of)
+                assert gt is not None
+                queue.push_node(gt, Node(sequence_nr=rng.choice(SEQS)), InputBuffer(0))
+                del gt  # (a GraphTask must be able to die)
+                known = {id(t) for t in port}
+                task = next(e[1] for e in queue._heap if id(e[1]) not in known)
+            else:
+                task = _random_task(rng, tasks_of)
+                queue.push(task, increment_outstanding_tasks=False)
+            _push_heap_port(port, task, compare_node_task_time)
+        elif r < 0.95:
+            a = queue.try_pop_task() if r < 0.75 else queue.try_pop()[0]
+            b = _pop_heap_port(port, compare_node_task_time)
+            assert a is b
+            pops += 1
+        else:  # a GraphTask dies with tasks queued: they now count as maximal depth
+            i = rng.randrange(len(tasks_of))
+            dead = tasks_of[i].weak_self  # type: ignore[union-attr]
+            tasks_of[i] = None
+            assert dead() is None
+            tasks_of = [t for t in tasks_of if t is not None] or [_graph_task(0)]
+        assert len(queue) == len(port)
+    assert queue.snapshot() == port_order(port, compare_node_task_time)
+    return pops
+
+
+@pytest.mark.parametrize("block", range(6))
+def test_ready_queue_pops_as_std_priority_queue(block: int) -> None:
+    pops = sum(_run_queue(500 * block + i) for i in range(500))  # 3,000 sequences in all
+    assert pops > 10_000
+
+
+def test_keys_order_as_the_comparator() -> None:
+    """Two tasks whose keys differ compare as the comparator says; equal keys only where
+    the comparator says neither is less (or both are shutdown tasks)."""
+    from autograd_tui.engine.ready_queue import task_key
+
+    rng = random.Random(5)
+    gts: list[GraphTask | None] = [_graph_task(0), _graph_task(1), _graph_task(3)]
+    tasks = [_random_task(rng, gts) for _ in range(80)]
+    tasks.append(NodeTask(None, Node(sequence_nr=2), InputBuffer(0)))
+    for a in tasks:
+        for b in tasks:
+            ka, kb = task_key(a), task_key(b)
+            if ka != kb:
+                assert (ka < kb) is compare_node_task_time(b, a)
+            elif not (a.is_shutdown_task and b.is_shutdown_task):
+                assert not compare_node_task_time(a, b) and not compare_node_task_time(b, a)
