@@ -31,9 +31,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class AutoRun:
-    """A ``run_until`` under way, as its steps share it.  The thread whose step ends at a
-    gate takes the next step itself (``Gates._step_on``) when the driver would only have
-    asked the policy: no hand-off to the driver and back for each event."""
+    """A ``run_until`` under way, shared by its steps: the thread whose step ends at a gate
+    takes the next one itself (``Gates._step_on``) when it needs only the policy."""
 
     predicate: Callable[[Event], bool] | None
     max_steps: int | None
@@ -68,6 +67,10 @@ class Gates:
         self.auto: AutoRun | None = None  # the run_until under way, if any
         # Bound here from the table: read at every gate.  All under the table's one lock.
         self._cv = table.cv
+        self._mutex = table.lock  # the cv's own lock, entered without Condition's wrapper
+        # The store's length, counted here (``grant`` recounts): asked, it takes a lock.
+        self._store = history.events.append
+        self._stored = len(history.events)
         self._threads = table.by_name
         self._by_ident = table.by_ident
         self._turn: str | None = None  # serialized: the thread that may move
@@ -135,14 +138,12 @@ class Gates:
         """thread_wait / thread_wake events for locks and signals (a gate each)."""
         if threading.get_ident() not in self._by_ident:
             return
-        holder = None
-        if isinstance(obj, TrackedLock) and kind == "thread_wait" and obj.holder is not None:
-            h = self._by_ident.get(obj.holder)
+        holder = obj.holder if isinstance(obj, TrackedLock) else None
+        if holder is not None:
+            h = self._by_ident.get(holder)
             holder = h.name if h else "another thread"
-        data: dict[str, Any] = {"on": on, "target": obj.name}
-        if kind == "thread_wait":
-            data["holder"] = holder
-        self.engine.emit(kind, **data)
+        extra = {"holder": holder} if kind == "thread_wait" else {}
+        self.engine.emit(kind, on=on, target=obj.name, **extra)
 
     # --- the driver's side (called by the Controller) ------------------------------------------
     def quiescent(self) -> bool:
@@ -196,7 +197,7 @@ class Gates:
     def grant(self, info: ThreadInfo, auto: AutoRun | None) -> int:
         """Serialized: give ``info`` the turn (one step); returns where its events start."""
         with self._cv:
-            start = len(self.history.events)
+            start = self._stored = len(self.history.events)
             self._turn = info.name
             self.choices.append(info.index)
             if auto is not None:
@@ -275,7 +276,8 @@ class Gates:
     def record(self, event: Event) -> None:
         """An event of the controller's own (a deadlock): stored and sent like the engine's."""
         with self._cv:
-            self.history.append(event)
+            self._store(event)
+            self._stored += 1
         for fn in self.subscribers:
             fn(event)
 
@@ -301,8 +303,9 @@ class Gates:
         if info is not None and not asks and not self.subscribers:
             self._park(info, event, store=True)  # one lock round trip a gate
             return
-        with self._cv:
-            self.history.append(event)  # a list append: the fold runs when a view asks
+        with self._mutex:
+            self._store(event)  # a list append: the fold runs when a view asks
+            self._stored += 1
         for fn in self.subscribers:
             fn(event)
         if asks:
@@ -318,9 +321,10 @@ class Gates:
             self._park(info, event)
 
     def _park(self, info: ThreadInfo, event: Event | None, store: bool = False) -> None:
-        with self._cv:
+        with self._mutex:
             if store:
-                self.history.append(event)  # type: ignore[arg-type]
+                self._store(event)  # type: ignore[arg-type]
+                self._stored += 1
             if self.aborted:
                 raise ThreadAborted()
             if event is not None:
@@ -334,17 +338,15 @@ class Gates:
                     if auto is not None and auto.thread is info:
                         self._step_on(auto)
                 elif self._turn is None and auto is not None and auto.thread is not None:
-                    # A thread woken from a wait by the last step arrives at its gate after
-                    # that step's thread parked: the run may be quiescent only now, and this
-                    # gate takes the next step rather than hand it to the driver and back.
+                    # A thread woken from a wait by the last step arrives after that step's
+                    # thread parked: quiescent only now, this gate takes the next step.
                     self._step_on(auto)
-                if self._turn == info.name:  # the policy picked this thread (again)
+                turn = self._turn
+                if turn == info.name:  # the policy picked this thread (again)
                     info.state = "running"
                     return
-                turn = self._turn
                 if turn is not None:
-                    # Handed on at this gate: wake the one thread picked, not every thread
-                    # parked at a gate and the driver (none of them could move).
+                    # Handed on here: wake the one thread picked (no other could move).
                     self._threads[turn].cv.notify()
                 else:
                     self._cv.notify_all()  # the driver: quiescent now, perhaps
@@ -370,11 +372,9 @@ class Gates:
             self._cv.notify_all()
 
     def _step_on(self, auto: AutoRun) -> None:
-        """The step granted to ``auto.thread`` ended at its gate (lock held, no turn):
-        take the run's next step here, exactly as ``Controller.run_until`` would, when
-        that needs nothing but the policy.  Anything else (a thread still on its way to
-        a gate, a breakpoint, the step limit, no thread eligible, an error) is left to
-        the driver, which the caller wakes."""
+        """The step granted to ``auto.thread`` ended at its gate (lock held, no turn): take
+        the next step here, as ``Controller.run_until`` would, when only the policy decides;
+        anything else (a thread on its way, a breakpoint, the limit, an error) to the driver."""
         if auto.hit or auto.error is not None:
             return
         if auto.max_steps is not None and auto.steps + 1 >= auto.max_steps:
@@ -396,5 +396,5 @@ class Gates:
         auto.steps += 1  # the step that ended; the driver's _grant, from here on
         self._turn = pick.name
         self.choices.append(pick.index)
-        auto.thread, auto.start = pick, len(self.history.events)
+        auto.thread, auto.start = pick, self._stored
         self._moved_at = time.monotonic()
