@@ -12,6 +12,10 @@ recording's bytes per event and the peak memory per event (peak RSS above that b
 The goal: at w=4,000 each of the three is within 1.5x of its
 value at w=250, and a recorded chain costs at most 20 us per event.
 
+Issue 32's goal line: the recorded chain n = 8,000 with ``--quiet`` at most ``CHAIN_GOAL_US``
+us per event (printed with its verdict).  ``BENCH_SCALE_SIZES=goal`` runs only the rows
+the goals read (the wide runs at w = 250 and 4,000, the chain n = 8,000 with ``--quiet``).
+
 ``BENCH_SCALE_SIZES=small`` runs smaller sizes (a quick look); ``BENCH_SCALE_TIMEOUT``
 (seconds, default 600) stops a run that takes longer.
 """
@@ -73,10 +77,15 @@ def measure(target: str, param: str, quiet: bool) -> dict[str, float]:
         return json.loads(out.stdout.splitlines()[-1])
 
 
+CHAIN_GOAL_US = 10.0
+CHAIN_GOAL_N = 8_000
+
+
 def main() -> None:
-    small = os.environ.get("BENCH_SCALE_SIZES") == "small"
-    widths = (100, 200, 400) if small else (250, 1_000, 4_000)
-    chains = (500, 2_000) if small else (2_000, 8_000)
+    sizes = os.environ.get("BENCH_SCALE_SIZES")
+    small, goal = sizes == "small", sizes == "goal"
+    widths = (100, 200, 400) if small else (250, 4_000) if goal else (250, 1_000, 4_000)
+    chains = (500, 2_000) if small else (CHAIN_GOAL_N,) if goal else (2_000, CHAIN_GOAL_N)
     b = measure(str(WIDE), "w=2", True)
     base, start = b["rss"], b["seconds"]
     print(f"baseline (w=2): {start:.2f} s, peak RSS {base / 2**20:.0f} MB")
@@ -85,10 +94,12 @@ def main() -> None:
     rows: dict[str, dict[str, float]] = {}
     runs = [(f"wide w={w:,} --quiet", str(WIDE), f"w={w}", True) for w in widths]
     runs += [(f"chain n={n:,} --quiet", "chain", f"n={n}", True) for n in chains]
-    runs += [(f"chain n={n:,} (events to a pipe)", "chain", f"n={n}", False) for n in chains]
     big = 5_000 if small else 50_000  # 2n + 1 nodes: 100,001
     big_label = f"chain n={big:,} ({2 * big + 1:,} nodes) --quiet"
-    runs.append((big_label, "chain", f"n={big}", True))
+    if not goal:
+        runs += [(f"chain n={n:,} (events to a pipe)", "chain", f"n={n}", False)
+                 for n in chains]
+        runs.append((big_label, "chain", f"n={big}", True))
     for label, target, param, quiet in runs:
         r = measure(target, param, quiet)
         if "timeout" in r:
@@ -100,12 +111,17 @@ def main() -> None:
         rows[label] = r
         print(f"{label:<40} {r['events']:>8,} {r['seconds']:>7.2f} {r['us']:>9.1f} "
               f"{r['bpe']:>8.0f} {r['rss'] / 2**20:>8.0f} {r['kb']:>9.2f}", flush=True)
+    chain_label = f"chain n={CHAIN_GOAL_N:,} --quiet"
+    if chain_label in rows:
+        us = rows[chain_label]["us"]
+        print(f"goal: {chain_label}, {us:.1f} us per event <= {CHAIN_GOAL_US:.0f}: "
+              f"{'ok' if us <= CHAIN_GOAL_US else 'MISSED'}")
     if big_label in rows:
         r = rows[big_label]
         print(f"{2 * big + 1:,}-node chain recorded to the end: {r['seconds']:.1f} s, "
               f"{r['events']:,} events, peak RSS {r['rss'] / 2**20:.0f} MB, file "
               f"{r['bytes'] / 2**20:.1f} MB")
-    else:
+    elif not goal:
         print(f"{2 * big + 1:,}-node chain: did not finish")
     lo, hi = f"wide w={widths[0]:,} --quiet", f"wide w={widths[-1]:,} --quiet"
     if lo in rows and hi in rows:
