@@ -1,13 +1,11 @@
 """The gates: what engine threads call, at each event and around each wait.
 
 Not in PyTorch.  ``Gates`` is the controller's wait tracker and observer (``Engine.waits``,
-see ``engine/sync.py``; ``Engine.add_observer``): every event an engine thread emits passes
-``on_event`` (stored in the run's History, then the thread parks at its gate until it may
-go), and every blocking wait reports itself here, so the controller always knows what each
-thread is doing.  In a ``run_until`` the thread that reaches a gate also asks the policy
-who moves next (``_step_on``) and, picked again, goes on: no hand-off to the caller per
-event.  The ``Controller`` holds one and drives it (``grant``, ``pause``, ``wait_quiescent``);
-the threads themselves are in its ``ThreadTable`` (``table.py``), under the table's lock.
+``engine/sync.py``; ``Engine.add_observer``): every event passes ``on_event`` (stored in the
+History, then the thread parks at its gate until it may go), every blocking wait reports
+here.  In a ``run_until`` the thread at a gate asks the policy who moves next (``_step_on``;
+``_pass`` without the lock when only it can move): no hand-off to the caller per event.  The
+``Controller`` drives it; the threads are in its ``ThreadTable``, under the table's lock.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autograd_tui.control.table import ThreadTable
@@ -24,23 +21,9 @@ from autograd_tui.engine.events import EVENT_TYPES, Event
 from autograd_tui.engine.sync import ThreadAborted, TrackedLock, Waitable
 
 if TYPE_CHECKING:
-    from autograd_tui.control.threads import Stuck
+    from autograd_tui.control.threads import AutoRun, Stuck
     from autograd_tui.engine.engine import Engine
     from autograd_tui.history import History
-
-
-@dataclass
-class AutoRun:
-    """A ``run_until`` under way, shared by its steps: the thread whose step ends at a gate
-    takes the next one itself (``Gates._step_on``) when it needs only the policy."""
-
-    predicate: Callable[[Event], bool] | None
-    max_steps: int | None
-    steps: int = 0  # steps taken so far (by the driver and at the gates)
-    thread: ThreadInfo | None = None  # the thread the current step was granted to
-    start: int = 0  # len(events) when it was granted: the step's events follow
-    hit: bool = False  # an event of the current step matched the predicate
-    error: BaseException | None = None  # raised at a gate, re-raised by the driver
 
 
 _NODE_META = EVENT_TYPES["node_meta"]
@@ -80,8 +63,7 @@ class Gates:
         self._moved_at = 0.0  # time.monotonic() of the last step taken at a gate
         self._watchers = 0  # callers waiting for a free thread to pass gates (pass_free)
         self.stuck: Stuck | None = None  # why the last wait_quiescent gave up
-        # Told (thread, seconds) while a thread computes long (a forward under capture, a
-        # big op), on the driver's thread, lock not held.
+        # Told (thread, seconds) while a thread computes long, on the driver's thread, unlocked.
         self.on_busy: Callable[[str, float], None] | None = None
 
     # --- the tracker interface (called by engine threads) -------------------------------------
@@ -138,10 +120,8 @@ class Gates:
         """thread_wait / thread_wake events for locks and signals (a gate each)."""
         if threading.get_ident() not in self._by_ident:
             return
-        holder = obj.holder if isinstance(obj, TrackedLock) else None
-        if holder is not None:
-            h = self._by_ident.get(holder)
-            holder = h.name if h else "another thread"
+        h = obj.holder if isinstance(obj, TrackedLock) else None
+        holder = None if h is None else getattr(self._by_ident.get(h), "name", "another thread")
         extra = {"holder": holder} if kind == "thread_wait" else {}
         self.engine.emit(kind, on=on, target=obj.name, **extra)
 
@@ -296,12 +276,12 @@ class Gates:
         auto = self.auto
         asks = auto is not None and auto.predicate is not None
         if type(event) is _NODE_META:
-            # Not a step of the engine but a note on a node, one per node of a PyTorch graph
-            # (thousands for a model), right after dependencies_computed: no gate, so a step
-            # does not stop at each.  The thread runs on to its next event's gate.
+            # A note on a node, one per node of a PyTorch graph (thousands for a model), not
+            # a step of the engine: no gate.  The thread runs on to its next event's gate.
             info = None
         if info is not None and not asks and not self.subscribers:
-            self._park(info, event, store=True)  # one lock round trip a gate
+            if auto is None or auto.thread is not info or not self._pass(info, auto, event):
+                self._park(info, event, store=True)  # one lock round trip a gate
             return
         with self._mutex:
             self._store(event)  # a list append: the fold runs when a view asks
@@ -309,8 +289,7 @@ class Gates:
         for fn in self.subscribers:
             fn(event)
         if asks:
-            # The breakpoint is tested here, outside the lock and before the thread parks:
-            # by the time the step ends (every thread at a gate) its events are all tested.
+            # Tested here, unlocked, before the thread parks: all tested when the step ends.
             assert auto is not None and auto.predicate is not None
             try:
                 if auto.predicate(event):
@@ -328,8 +307,7 @@ class Gates:
             if self.aborted:
                 raise ThreadAborted()
             if event is not None:
-                info.last_event = event
-                info.gates += 1
+                info.last_event, info.gates = event, info.gates + 1
             if self.serialized:
                 info.state = "paused"
                 auto = self.auto
@@ -370,6 +348,27 @@ class Gates:
                     return  # a thread passing a gate freely changes nothing anyone waits for
             info.state = "running"
             self._cv.notify_all()
+
+    def _pass(self, info: ThreadInfo, auto: AutoRun, event: Event) -> bool:
+        """Serialized, in a ``run_until`` with no step limit: the turn's holder passes its gate
+        unlocked when no other thread can move (each waits or has finished). Else False."""
+        if not self.serialized or self._turn != info.name or self.aborted or info.user_paused \
+                or auto.hit or auto.error is not None or auto.max_steps is not None:
+            return False
+        for t in tuple(self._threads.values()):  # one C call: no dict resized under us
+            if t is not info and t.state != "waiting" and t.state != "finished":
+                return False
+        self._store(event)
+        self._stored, info.last_event, info.gates = self._stored + 1, event, info.gates + 1
+        try:
+            pick = self.policy.choose([info])  # as _step_on would: only this one can move
+        except Exception as e:  # noqa: BLE001 - a ScheduleDivergence: the driver raises it
+            auto.error = e
+            self._park(info, None)  # hands the turn back to the driver
+            return True
+        auto.steps, auto.start, self._moved_at = auto.steps + 1, self._stored, time.monotonic()
+        self.choices.append(pick.index)
+        return True
 
     def _step_on(self, auto: AutoRun) -> None:
         """The step granted to ``auto.thread`` ended at its gate (lock held, no turn): take
