@@ -115,7 +115,7 @@ _NODE_START, _NODE_END = EVENT_TYPES["node_start"], EVENT_TYPES["node_end"]
 _DEP_DEC, _BUF_ACC = EVENT_TYPES["dependency_decrement"], EVENT_TYPES["buffer_accumulate"]
 _OUT_DEC, _SKIPPED = EVENT_TYPES["outstanding_decrement"], EVENT_TYPES["node_skipped"]
 _NR_INSERT, _NR_REMOVE = EVENT_TYPES["not_ready_insert"], EVENT_TYPES["not_ready_remove"]
-_NODE_META = EVENT_TYPES["node_meta"]
+_NODE_META, _DEPS = EVENT_TYPES["node_meta"], EVENT_TYPES["dependencies_computed"]
 #: the ``gone`` of every push and pop that reports none: one list, read only, not one
 #: more object per event for the cyclic collector to scan in a History
 _NO_GONE: list[int] = []
@@ -549,22 +549,23 @@ class Engine:
             eid = n._eid
             return eid[1] if eid is not None and eid[0] == gen else node_id(n)
 
-        order = [root, *sorted(task.nodes_in_graph - {root}, key=nid)]
-        plain_meta = Node.node_meta
+        pairs = sorted([(nid(n), n) for n in task.nodes_in_graph if n is not root])  # ids unique
+        ids = {n: i for i, n in pairs}  # each node's id once, looked up below
+        ids[root] = nid(root)
+        new, acc, plain_meta = tuple.__new__, AccumulateGrad, Node.node_meta
         nodes = []
         metas = []
-        for n in order:  # NodeInfo tuples, as the event keeps them (no dict to convert)
-            nodes.append(NodeInfo(
-                nid(n), n.name(), n.device(), int(n._sequence_nr), n._topological_nr,
+        for n in (root, *[n for _, n in pairs]):  # NodeInfo tuples, as the event keeps them
+            nodes.append(new(NodeInfo, (  # NodeInfo(...) without its Python-level __new__
+                ids[n], n.name(), n.device(), int(n._sequence_nr), n._topological_nr,
                 len(n._input_metadata),  # num_inputs()
-                tuple((nid(f) if f is not None else None, i) for f, i in n._next_edges),
-                isinstance(n, AccumulateGrad)))
+                tuple([((ids[f] if f in ids else nid(f)) if f is not None else None, i)
+                       for f, i in n._next_edges]),
+                isinstance(n, acc))))
             if type(n).node_meta is not plain_meta:  # only a PyTorch graph's nodes say more
                 metas.append(n)
-        deps = sorted([nid(n), c] for n, c in task.dependencies.items())
-        self._emit("dependencies_computed", task, root, None,
-                   dependencies=deps, nodes=nodes,
-                   min_topo_nr=min_topo_nr)
+        deps = sorted([[ids[n] if n in ids else nid(n), c] for n, c in task.dependencies.items()])
+        self._send(_DEPS, task, root, None, deps, nodes, min_topo_nr)
         for n in metas:  # a PyTorch graph's module, creation site, saved tensors
             meta = n.node_meta()
             if meta is not None:  # one per node: its fields straight from the dict

@@ -52,7 +52,7 @@ class Gates:
         self._cv = table.cv
         self._mutex = table.lock  # the cv's own lock, entered without Condition's wrapper
         # The store's length, counted here (``grant`` recounts): asked, it takes a lock.
-        self._store = history.events.append
+        self._store = history.events.appender()
         self._stored = len(history.events)
         self._threads = table.by_name
         self._by_ident = table.by_ident
