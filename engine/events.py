@@ -207,8 +207,9 @@ _TYPES: dict[str, Any] = {
 }
 
 
-def _node_dict(n: NodeInfo) -> dict[str, Any]:
-    d = n._asdict()
+def node_dict(n: NodeInfo) -> dict[str, Any]:
+    """A graph node as ``data`` and a recording's header give it."""
+    d = dict(zip(NodeInfo._fields, n))
     d["next"] = [list(x) for x in n.next]
     return d
 
@@ -223,7 +224,7 @@ def _node_info(d: dict[str, Any] | NodeInfo) -> NodeInfo:
 #: SCHEMA type -> (stored value -> plain value), for ``data``
 _TO_PLAIN: dict[str, Callable[[Any], Any]] = {
     "dict|null": lambda v: _decode(v), "list[dict|null]": lambda v: _decode(v),
-    _NODES: lambda v: [_node_dict(n) for n in v],
+    _NODES: lambda v: [node_dict(n) for n in v],
 }
 #: SCHEMA type -> (plain value -> stored value), for ``make_event``
 _FROM_PLAIN: dict[str, Callable[[Any], Any]] = {

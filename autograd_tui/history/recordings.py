@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from autograd_tui.engine.events import EVENT_TYPES, Event
+from autograd_tui.engine.events import EVENT_TYPES, Event, node_dict
 from autograd_tui.files import CannotWrite, atomic_write
 from autograd_tui.history.decode import (
     DECODER,
@@ -109,9 +109,9 @@ def graph_of(events: Iterable[Event]) -> dict[str, Any]:
         events = events.pick(np.flatnonzero(events.kinds() == _DEPS_CODE))
     for e in events:
         if e.kind == "dependencies_computed":
-            for n in e.data["nodes"]:
-                nodes[n["id"]] = n
-    return {"nodes": [nodes[i] for i in sorted(nodes)]}
+            for n in e.nodes:  # type: ignore[attr-defined]  # NodeInfo: a dict once, below
+                nodes[n.id] = n
+    return {"nodes": [node_dict(nodes[i]) for i in sorted(nodes)]}
 
 
 def make_header(*, scenario: str | None = None, params: dict[str, Any] | None = None,
