@@ -29,6 +29,14 @@ Then one more serialized run on the same 10,000-node graph is profiled
 (cProfile, both the driving thread and the engine thread) for its first
 ``PROFILE_STEPS`` steps, torn down with ``ctl.close()``, and the top functions
 by own time are printed.
+
+Last, the goal table: CPU time per event (``time.process_time`` around ``backward()``:
+every thread of the process, so a serialized run's driver counts too, though it is
+blocked) of ``none``, ``observer`` and ``serialized`` on the 10,000-node graph and on
+two wide graphs (``bench/scenarios/wide_queue.py``'s: the ready queue holds about w
+tasks) at w = 250 and 4,000, best of ``REPEATS``, with the goal verdicts: a serialized
+event at most ``GOAL_US`` us of CPU on each, and w = 4,000 within ``FLAT`` of w = 250.
+``python -m bench.bench_controller --cpu`` prints only that table.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import cProfile
 import gc
 import pstats
 import random
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -84,13 +93,32 @@ def make_program(seed: int = SEED, n_nodes: int = N_NODES,
         if profiler is not None:
             profiler.enable()
         try:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             cur.backward()
-            seconds = time.perf_counter() - t0
+            seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         finally:
             if profiler is not None:
                 profiler.disable()
-        return {"seconds": seconds,
+        return {"seconds": seconds, "cpu": cpu,
+                "grads": np.array([float(leaf.grad.numpy()) for leaf in leaves])}
+
+    return program
+
+
+def make_wide(w: int) -> Callable[..., dict[str, Any]]:
+    """``bench/scenarios/wide_queue.py``'s graph (w leaves times 2.0, summed left to right):
+    the CPU ready queue holds about w tasks while the chain of sums runs."""
+
+    def program() -> dict[str, Any]:
+        leaves = [engine.tensor(float(i), requires_grad=True) for i in range(w)]
+        products = [leaf * 2.0 for leaf in leaves]
+        total = products[0]
+        for p in products[1:]:
+            total = total + p
+        t0, c0 = time.perf_counter(), time.process_time()
+        total.backward()
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        return {"seconds": seconds, "cpu": cpu,
                 "grads": np.array([float(leaf.grad.numpy()) for leaf in leaves])}
 
     return program
@@ -179,9 +207,59 @@ def _func_name(key: tuple[str, int, str]) -> str:
     return f"{path}:{line}({name})"
 
 
+#: the goal (issue 32): an observed event, serialized as ``autograd-tui run`` observes it,
+#: in-process and with no recording, costs at most this much CPU, whatever the queue's width
+GOAL_US = 5.0
+FLAT = 1.5  # "flat in width": the widest graph's CPU per event within this of the narrowest
+REPEATS = 3
+
+
+def cpu_table() -> bool:
+    """CPU time per event (the backward() call's process CPU time: both threads; the
+    driver is blocked) of ``none``, ``observer`` and ``serialized`` on the 10k-node
+    graph and on wide graphs of w = 250 and 4,000, best of ``REPEATS``; True when the goal
+    lines hold."""
+    graphs = [("random 10k nodes", make_program()), ("wide w=250", make_wide(250)),
+              ("wide w=4,000", make_wide(4_000))]
+    print(f"CPU time per event (process_time of backward(), best of {REPEATS}, GC off)")
+    print(f"{'graph':<18} {'events':>7} {'none us':>8} {'observer us':>12} "
+          f"{'serialized us':>14} {'serialized-none':>16}")
+    per_event: dict[str, float] = {}
+    for label, program in graphs:
+        best: dict[str, float] = {}
+        n_events = 0
+        for _ in range(REPEATS):
+            _, evs = run_plain(program, observe=True)
+            assert evs is not None
+            n_events = len(evs)
+            for mode in ("none", "observer", "serialized"):
+                res = (run_controller(program, serialized=True)[0] if mode == "serialized"
+                       else run_plain(program, observe=mode == "observer")[0])
+                best[mode] = min(best.get(mode, float("inf")), res["cpu"])
+        us = {m: 1e6 * c / n_events for m, c in best.items()}
+        per_event[label] = us["serialized"]
+        print(f"{label:<18} {n_events:>7} {us['none']:>8.2f} {us['observer']:>12.2f} "
+              f"{us['serialized']:>14.2f} {us['serialized'] - us['none']:>16.2f}")
+    ok = True
+    for label, us in per_event.items():
+        good = us <= GOAL_US
+        ok &= good
+        print(f"goal: {label}, an observed event (serialized) {us:.2f} us of CPU <= "
+              f"{GOAL_US:.0f} us: {'ok' if good else 'MISSED'}")
+    lo, hi = per_event["wide w=250"], per_event["wide w=4,000"]
+    flat = hi / lo <= FLAT
+    ok &= flat
+    print(f"goal: flat in width, w=4,000 / w=250 = {hi / lo:.2f}x <= {FLAT}x: "
+          f"{'ok' if flat else 'MISSED'}")
+    return ok
+
+
 def main() -> None:
     t_start = time.perf_counter()
     run_plain(make_program(n_nodes=300), observe=True)  # warm-up (imports, caches)
+    if "--cpu" in sys.argv[1:]:
+        cpu_table()
+        return
     program = make_program()
     rows: list[tuple[str, int, float]] = []
 
@@ -245,6 +323,8 @@ def main() -> None:
     print(f"{'tottime':>8} {'share':>6} {'ncalls':>8} {'cumtime':>8}  function")
     for key, (_cc, nc, tt, ct, _callers) in entries[:PROFILE_TOP]:
         print(f"{tt:8.3f} {tt / total:6.1%} {nc:>8} {ct:8.3f}  {_func_name(key)}")
+    print()
+    cpu_table()
     print(f"whole benchmark: {time.perf_counter() - t_start:.1f} s")
 
 

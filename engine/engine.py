@@ -125,7 +125,10 @@ _NODE_START, _NODE_END = EVENT_TYPES["node_start"], EVENT_TYPES["node_end"]
 _DEP_DEC, _BUF_ACC = EVENT_TYPES["dependency_decrement"], EVENT_TYPES["buffer_accumulate"]
 _OUT_DEC, _SKIPPED = EVENT_TYPES["outstanding_decrement"], EVENT_TYPES["node_skipped"]
 _NR_INSERT, _NR_REMOVE = EVENT_TYPES["not_ready_insert"], EVENT_TYPES["not_ready_remove"]
-_NODE_META = EVENT_TYPES["node_meta"]
+_NODE_META, _DEPS = EVENT_TYPES["node_meta"], EVENT_TYPES["dependencies_computed"]
+#: the ``gone`` of every push and pop that reports none: one list, read only, not one
+#: more object per event for the cyclic collector to scan in a History
+_NO_GONE: list[int] = []
 
 
 class _RecursionHeadroom:
@@ -308,8 +311,15 @@ class Engine:
 
     def _send(self, cls: type[Event], gt: GraphTask | None, node: Node | None,
               queue: str | None, *fields: Any) -> None:
-        """``_event``, delivered to every observer."""
-        event = self._event(cls, gt, node, queue, *fields)
+        """``_event`` (inlined: one call less an event), delivered to every observer."""
+        nid = None
+        if node is not None:
+            eid = node._eid
+            nid = eid[1] if eid is not None and eid[0] == self._generation else \
+                self.node_id(node)
+        event = cls(next(self._seq),  # type: ignore[call-arg]
+                    getattr(self._tls, "name", None) or self.thread_name(),
+                    gt.id if gt is not None else None, nid, queue, *fields)
         for obs in self._observers:
             obs(event)
 
@@ -382,7 +392,7 @@ class Engine:
         gt = task.base()
 
         def stamp(size: int) -> Event:  # under the queue's mutex, before the sift
-            gone = self._gone() if self._leftover else []
+            gone = self._gone() if self._leftover else _NO_GONE
             fn = task.fn
             return self._event(
                 _PUSH, gt, fn, queue.name, task.get_reentrant_depth(),
@@ -403,7 +413,7 @@ class Engine:
         return gone
 
     def _before_pop(self) -> list[int]:
-        return self._gone() if self._leftover else []
+        return self._gone() if self._leftover else _NO_GONE
 
     def _pop(self, queue: ReadyQueue) -> NodeTask:
         """``local_ready_queue->pop()``, reporting a wait when the queue is empty."""
@@ -549,21 +559,30 @@ class Engine:
             self._emit_dependencies(root, task, min_topo_nr)
 
     def _emit_dependencies(self, root: Node, task: GraphTask, min_topo_nr: int) -> None:
+        gen, node_id = self._generation, self.node_id
+
+        def nid(n: Node) -> int:  # node_id, inlined: compute_dependencies gave every one
+            eid = n._eid
+            return eid[1] if eid is not None and eid[0] == gen else node_id(n)
+
+        pairs = sorted([(nid(n), n) for n in task.nodes_in_graph if n is not root])  # ids unique
+        ids = {n: i for i, n in pairs}  # each node's id once, looked up below
+        ids[root] = nid(root)
+        new, acc, plain_meta = tuple.__new__, AccumulateGrad, Node.node_meta
         nodes = []
-        order = [root, *sorted(task.nodes_in_graph - {root}, key=self.node_id)]
-        node_id = self.node_id
-        for n in order:  # NodeInfo tuples, as the event keeps them (no dict to convert)
-            nodes.append(NodeInfo(
-                node_id(n), n.name(), n.device(), int(n._sequence_nr), n._topological_nr,
-                n.num_inputs(),
-                tuple((node_id(e.function) if e.function is not None else None, e.input_nr)
-                      for e in n._next_edges),
-                isinstance(n, AccumulateGrad)))
-        deps = sorted([self.node_id(n), c] for n, c in task.dependencies.items())
-        self._emit("dependencies_computed", task, root, None,
-                   dependencies=deps, nodes=nodes,
-                   min_topo_nr=min_topo_nr)
-        for n in order:  # a PyTorch graph's module, creation site, saved tensors
+        metas = []
+        for n in (root, *[n for _, n in pairs]):  # NodeInfo tuples, as the event keeps them
+            nodes.append(new(NodeInfo, (  # NodeInfo(...) without its Python-level __new__
+                ids[n], n.name(), n.device(), int(n._sequence_nr), n._topological_nr,
+                len(n._input_metadata),  # num_inputs()
+                tuple([((ids[f] if f in ids else nid(f)) if f is not None else None, i)
+                       for f, i in n._next_edges]),
+                isinstance(n, acc))))
+            if type(n).node_meta is not plain_meta:  # only a PyTorch graph's nodes say more
+                metas.append(n)
+        deps = sorted([[ids[n] if n in ids else nid(n), c] for n, c in task.dependencies.items()])
+        self._send(_DEPS, task, root, None, deps, nodes, min_topo_nr)
+        for n in metas:  # a PyTorch graph's module, creation site, saved tensors
             meta = n.node_meta()
             if meta is not None:  # one per node: its fields straight from the dict
                 self._send(_NODE_META, task, n, None,
@@ -773,8 +792,13 @@ class Engine:
             leaf = NULL
             if isinstance(func, AccumulateGrad):
                 leaf = self._summarize(func.variable._grad)
+            # Each output's summary, reused below by the buffer it moves into ("first"):
+            # no code runs between, so the value cannot have changed.
+            full = self.record_values
+            out_sums = {id(o): summary_raw(o, full) for o in outputs if o is not None}
             self._send(_NODE_END, graph_task, func, None, func.name(),
-                                      self._summaries(outputs), leaf)
+                       raw_list([out_sums[id(o)] if o is not None else NULL
+                                 for o in outputs]), leaf)
 
         if not outputs:  # num_outputs == 0
             return
@@ -829,7 +853,7 @@ class Engine:
                         self._send(
                             _BUF_ACC, graph_task, next_fn, None, input_nr,
                             "first" if output is not None else "undefined",
-                            self._summarize(output), fid)
+                            out_sums[id(output)] if output is not None else NULL, fid)
                     if is_ready:
                         # input_buffer.device(), inlined: one slot at most is defined
                         device = output.device if output is not None else "cpu"

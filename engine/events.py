@@ -207,8 +207,9 @@ _TYPES: dict[str, Any] = {
 }
 
 
-def _node_dict(n: NodeInfo) -> dict[str, Any]:
-    d = n._asdict()
+def node_dict(n: NodeInfo) -> dict[str, Any]:
+    """A graph node as ``data`` and a recording's header give it."""
+    d = dict(zip(NodeInfo._fields, n))
     d["next"] = [list(x) for x in n.next]
     return d
 
@@ -223,7 +224,7 @@ def _node_info(d: dict[str, Any] | NodeInfo) -> NodeInfo:
 #: SCHEMA type -> (stored value -> plain value), for ``data``
 _TO_PLAIN: dict[str, Callable[[Any], Any]] = {
     "dict|null": lambda v: _decode(v), "list[dict|null]": lambda v: _decode(v),
-    _NODES: lambda v: [_node_dict(n) for n in v],
+    _NODES: lambda v: [node_dict(n) for n in v],
 }
 #: SCHEMA type -> (plain value -> stored value), for ``make_event``
 _FROM_PLAIN: dict[str, Callable[[Any], Any]] = {
@@ -297,7 +298,37 @@ def summary_raw(t: Any, full: bool = False) -> msgspec.Raw:
 
 
 def _summary_raw(t: Any, full: bool) -> msgspec.Raw:
-    return msgspec.Raw(_encode(summarize(t, full=full)))
+    """``raw(summarize(t, full=full))``, its bytes put together without the dict: the
+    part fixed by shape and dtype (``_head``) once per (shape, dtype), the values and
+    the norm encoded as ``msgspec`` encodes them inside the dict."""
+    if full:
+        return msgspec.Raw(_encode(summarize(t, full=True)))
+    data = getattr(t, "data", t)
+    if type(data) is not np.ndarray:
+        data = to_numpy(data)
+    if data.size == 1 and data.dtype is _F64:  # a scalar gradient: no NumPy call but tolist
+        vals = data.reshape(-1).tolist()
+        v = vals[0]
+        norm = math.sqrt(v * v)  # what flat.dot(flat) gives for one element: one rounding
+        if not math.isfinite(norm):
+            return msgspec.Raw(_encode(summarize(t)))
+    else:
+        flat = data.reshape(-1)
+        if flat.dtype != _F64:
+            flat = flat.astype(float)
+        norm = math.sqrt(flat.dot(flat)) if flat.size else 0.0
+        if not math.isfinite(norm):  # a finite norm says every value is finite
+            return msgspec.Raw(_encode(summarize(t)))
+        vals = flat[:4].tolist()
+    key = (data.shape, data.dtype)
+    head = _HEADS.get(key)
+    if head is None:
+        if len(_HEADS) >= 4096:  # a run of ever new shapes: start over rather than grow
+            _HEADS.clear()
+        head = _HEADS[key] = _encode(
+            {"shape": list(data.shape), "dtype": _dtype_name(data.dtype), "values": []}
+        )[:-3]
+    return msgspec.Raw(b"".join((head, _encode(vals), b',"norm":', _encode(norm), b"}")))
 
 
 def raw_list(raws: list[msgspec.Raw]) -> msgspec.Raw:
@@ -329,6 +360,8 @@ class ListObserver:
 
 _F64 = np.dtype(np.float64)
 _DTYPE_NAMES: dict[Any, str] = {}
+#: (shape, dtype) -> the summary's bytes up to its values: b'{"shape":[..],"dtype":"..","values":'
+_HEADS: dict[tuple[tuple[int, ...], Any], bytes] = {}
 
 
 def summarize(t: Any, n: int = 4, full: bool = False) -> dict[str, Any] | None:
@@ -346,15 +379,18 @@ def summarize(t: Any, n: int = 4, full: bool = False) -> dict[str, Any] | None:
     vals = [v if isfinite(v) else repr(v) for v in flat[:n].tolist()]
     # np.linalg.norm of a real vector is sqrt(x.dot(x)) (the same bits, without its checks)
     norm = math.sqrt(flat.dot(flat)) if flat.size else 0.0
-    dtype = data.dtype
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:  # numpy builds a dtype's name in Python each time: keep it
-        name = _DTYPE_NAMES[dtype] = str(dtype)
-    out = {"shape": list(data.shape), "dtype": name, "values": vals,
+    out = {"shape": list(data.shape), "dtype": _dtype_name(data.dtype), "values": vals,
            "norm": norm if isfinite(norm) else repr(norm)}
     if full:
         out["data"] = _json_safe(data.astype(float).tolist())
     return out
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:  # numpy builds a dtype's name in Python each time: keep it
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name
 
 
 def _json_safe(x: Any) -> Any:

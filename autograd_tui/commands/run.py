@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _summary(con: Any, run: Any, result: Any) -> int:
     """The lines after the trace; returns the exit code the run deserves."""
-    threads = sorted({e.thread for e in run.events if e.thread != "controller"})
+    threads = sorted(t for t in run.events.thread_names() if t != "controller")
     con.print()
     # print_text where the words come from the program or the engine (a scenario file's
     # names, an error's message): a "[...]" in them is text, not a style

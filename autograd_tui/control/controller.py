@@ -39,11 +39,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from autograd_tui.control.deadlock import DeadlockReport, analyse, stuck_report, wait_for_graph
-from autograd_tui.control.gates import AutoRun, Gates
+from autograd_tui.control.gates import Gates
 from autograd_tui.control.policies import encode_schedule, make_policy
 from autograd_tui.control.table import ThreadsSnapshot, ThreadTable
 from autograd_tui.control.threads import (
+    AutoRun,
     ThreadInfo,
     ThreadStatus,
     between_gates,
@@ -298,7 +301,15 @@ class Controller:
         return self._no_progress()
 
     def schedule_string(self) -> str:
-        return encode_schedule(self.choices)
+        """``encode_schedule(choices)``; a long run's runs found by NumPy, not a Python loop
+        (a recorded run says its schedule twice)."""
+        choices = list(self.choices)  # the threads may append meanwhile
+        if len(choices) < 256:
+            return encode_schedule(choices)
+        a = np.array(choices, dtype=np.int64)
+        first = np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))  # each run's start
+        lens = np.diff(first, append=len(a))
+        return ",".join([f"{c}:{n}" for c, n in zip(a[first].tolist(), lens.tolist())])
 
     # --- states -------------------------------------------------------------------------------
     def thread_states(self) -> dict[str, ThreadStatus]:

@@ -1,13 +1,11 @@
 """The gates: what engine threads call, at each event and around each wait.
 
 Not in PyTorch.  ``Gates`` is the controller's wait tracker and observer (``Engine.waits``,
-see ``engine/sync.py``; ``Engine.add_observer``): every event an engine thread emits passes
-``on_event`` (stored in the run's History, then the thread parks at its gate until it may
-go), and every blocking wait reports itself here, so the controller always knows what each
-thread is doing.  In a ``run_until`` the thread that reaches a gate also asks the policy
-who moves next (``_step_on``) and, picked again, goes on: no hand-off to the caller per
-event.  The ``Controller`` holds one and drives it (``grant``, ``pause``, ``wait_quiescent``);
-the threads themselves are in its ``ThreadTable`` (``table.py``), under the table's lock.
+``engine/sync.py``; ``Engine.add_observer``): every event passes ``on_event`` (stored in the
+History, then the thread parks at its gate until it may go), every blocking wait reports
+here.  In a ``run_until`` the thread at a gate asks the policy who moves next (``_step_on``;
+``_pass`` without the lock when only it can move): no hand-off to the caller per event.  The
+``Controller`` drives it; the threads are in its ``ThreadTable``, under the table's lock.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autograd_tui.control.table import ThreadTable
@@ -24,24 +21,9 @@ from autograd_tui.engine.events import EVENT_TYPES, Event
 from autograd_tui.engine.sync import ThreadAborted, TrackedLock, Waitable
 
 if TYPE_CHECKING:
-    from autograd_tui.control.threads import Stuck
+    from autograd_tui.control.threads import AutoRun, Stuck
     from autograd_tui.engine.engine import Engine
     from autograd_tui.history import History
-
-
-@dataclass
-class AutoRun:
-    """A ``run_until`` under way, as its steps share it.  The thread whose step ends at a
-    gate takes the next step itself (``Gates._step_on``) when the driver would only have
-    asked the policy: no hand-off to the driver and back for each event."""
-
-    predicate: Callable[[Event], bool] | None
-    max_steps: int | None
-    steps: int = 0  # steps taken so far (by the driver and at the gates)
-    thread: ThreadInfo | None = None  # the thread the current step was granted to
-    start: int = 0  # len(events) when it was granted: the step's events follow
-    hit: bool = False  # an event of the current step matched the predicate
-    error: BaseException | None = None  # raised at a gate, re-raised by the driver
 
 
 _NODE_META = EVENT_TYPES["node_meta"]
@@ -68,6 +50,10 @@ class Gates:
         self.auto: AutoRun | None = None  # the run_until under way, if any
         # Bound here from the table: read at every gate.  All under the table's one lock.
         self._cv = table.cv
+        self._mutex = table.lock  # the cv's own lock, entered without Condition's wrapper
+        # The store's length, counted here (``grant`` recounts): asked, it takes a lock.
+        self._store = history.events.appender()
+        self._stored = len(history.events)
         self._threads = table.by_name
         self._by_ident = table.by_ident
         self._turn: str | None = None  # serialized: the thread that may move
@@ -77,8 +63,7 @@ class Gates:
         self._moved_at = 0.0  # time.monotonic() of the last step taken at a gate
         self._watchers = 0  # callers waiting for a free thread to pass gates (pass_free)
         self.stuck: Stuck | None = None  # why the last wait_quiescent gave up
-        # Told (thread, seconds) while a thread computes long (a forward under capture, a
-        # big op), on the driver's thread, lock not held.
+        # Told (thread, seconds) while a thread computes long, on the driver's thread, unlocked.
         self.on_busy: Callable[[str, float], None] | None = None
 
     # --- the tracker interface (called by engine threads) -------------------------------------
@@ -135,14 +120,10 @@ class Gates:
         """thread_wait / thread_wake events for locks and signals (a gate each)."""
         if threading.get_ident() not in self._by_ident:
             return
-        holder = None
-        if isinstance(obj, TrackedLock) and kind == "thread_wait" and obj.holder is not None:
-            h = self._by_ident.get(obj.holder)
-            holder = h.name if h else "another thread"
-        data: dict[str, Any] = {"on": on, "target": obj.name}
-        if kind == "thread_wait":
-            data["holder"] = holder
-        self.engine.emit(kind, **data)
+        h = obj.holder if isinstance(obj, TrackedLock) else None
+        holder = None if h is None else getattr(self._by_ident.get(h), "name", "another thread")
+        extra = {"holder": holder} if kind == "thread_wait" else {}
+        self.engine.emit(kind, on=on, target=obj.name, **extra)
 
     # --- the driver's side (called by the Controller) ------------------------------------------
     def quiescent(self) -> bool:
@@ -196,7 +177,7 @@ class Gates:
     def grant(self, info: ThreadInfo, auto: AutoRun | None) -> int:
         """Serialized: give ``info`` the turn (one step); returns where its events start."""
         with self._cv:
-            start = len(self.history.events)
+            start = self._stored = len(self.history.events)
             self._turn = info.name
             self.choices.append(info.index)
             if auto is not None:
@@ -275,7 +256,8 @@ class Gates:
     def record(self, event: Event) -> None:
         """An event of the controller's own (a deadlock): stored and sent like the engine's."""
         with self._cv:
-            self.history.append(event)
+            self._store(event)
+            self._stored += 1
         for fn in self.subscribers:
             fn(event)
 
@@ -294,20 +276,20 @@ class Gates:
         auto = self.auto
         asks = auto is not None and auto.predicate is not None
         if type(event) is _NODE_META:
-            # Not a step of the engine but a note on a node, one per node of a PyTorch graph
-            # (thousands for a model), right after dependencies_computed: no gate, so a step
-            # does not stop at each.  The thread runs on to its next event's gate.
+            # A note on a node, one per node of a PyTorch graph (thousands for a model), not
+            # a step of the engine: no gate.  The thread runs on to its next event's gate.
             info = None
         if info is not None and not asks and not self.subscribers:
-            self._park(info, event, store=True)  # one lock round trip a gate
+            if auto is None or auto.thread is not info or not self._pass(info, auto, event):
+                self._park(info, event, store=True)  # one lock round trip a gate
             return
-        with self._cv:
-            self.history.append(event)  # a list append: the fold runs when a view asks
+        with self._mutex:
+            self._store(event)  # a list append: the fold runs when a view asks
+            self._stored += 1
         for fn in self.subscribers:
             fn(event)
         if asks:
-            # The breakpoint is tested here, outside the lock and before the thread parks:
-            # by the time the step ends (every thread at a gate) its events are all tested.
+            # Tested here, unlocked, before the thread parks: all tested when the step ends.
             assert auto is not None and auto.predicate is not None
             try:
                 if auto.predicate(event):
@@ -318,14 +300,14 @@ class Gates:
             self._park(info, event)
 
     def _park(self, info: ThreadInfo, event: Event | None, store: bool = False) -> None:
-        with self._cv:
+        with self._mutex:
             if store:
-                self.history.append(event)  # type: ignore[arg-type]
+                self._store(event)  # type: ignore[arg-type]
+                self._stored += 1
             if self.aborted:
                 raise ThreadAborted()
             if event is not None:
-                info.last_event = event
-                info.gates += 1
+                info.last_event, info.gates = event, info.gates + 1
             if self.serialized:
                 info.state = "paused"
                 auto = self.auto
@@ -334,17 +316,15 @@ class Gates:
                     if auto is not None and auto.thread is info:
                         self._step_on(auto)
                 elif self._turn is None and auto is not None and auto.thread is not None:
-                    # A thread woken from a wait by the last step arrives at its gate after
-                    # that step's thread parked: the run may be quiescent only now, and this
-                    # gate takes the next step rather than hand it to the driver and back.
+                    # A thread woken from a wait by the last step arrives after that step's
+                    # thread parked: quiescent only now, this gate takes the next step.
                     self._step_on(auto)
-                if self._turn == info.name:  # the policy picked this thread (again)
+                turn = self._turn
+                if turn == info.name:  # the policy picked this thread (again)
                     info.state = "running"
                     return
-                turn = self._turn
                 if turn is not None:
-                    # Handed on at this gate: wake the one thread picked, not every thread
-                    # parked at a gate and the driver (none of them could move).
+                    # Handed on here: wake the one thread picked (no other could move).
                     self._threads[turn].cv.notify()
                 else:
                     self._cv.notify_all()  # the driver: quiescent now, perhaps
@@ -369,12 +349,31 @@ class Gates:
             info.state = "running"
             self._cv.notify_all()
 
+    def _pass(self, info: ThreadInfo, auto: AutoRun, event: Event) -> bool:
+        """Serialized, in a ``run_until`` with no step limit: the turn's holder passes its gate
+        unlocked when no other thread can move (each waits or has finished). Else False."""
+        if not self.serialized or self._turn != info.name or self.aborted or info.user_paused \
+                or auto.hit or auto.error is not None or auto.max_steps is not None:
+            return False
+        for t in tuple(self._threads.values()):  # one C call: no dict resized under us
+            if t is not info and t.state != "waiting" and t.state != "finished":
+                return False
+        self._store(event)
+        self._stored, info.last_event, info.gates = self._stored + 1, event, info.gates + 1
+        try:
+            pick = self.policy.choose([info])  # as _step_on would: only this one can move
+        except Exception as e:  # noqa: BLE001 - a ScheduleDivergence: the driver raises it
+            auto.error = e
+            self._park(info, None)  # hands the turn back to the driver
+            return True
+        auto.steps, auto.start, self._moved_at = auto.steps + 1, self._stored, time.monotonic()
+        self.choices.append(pick.index)
+        return True
+
     def _step_on(self, auto: AutoRun) -> None:
-        """The step granted to ``auto.thread`` ended at its gate (lock held, no turn):
-        take the run's next step here, exactly as ``Controller.run_until`` would, when
-        that needs nothing but the policy.  Anything else (a thread still on its way to
-        a gate, a breakpoint, the step limit, no thread eligible, an error) is left to
-        the driver, which the caller wakes."""
+        """The step granted to ``auto.thread`` ended at its gate (lock held, no turn): take
+        the next step here, as ``Controller.run_until`` would, when only the policy decides;
+        anything else (a thread on its way, a breakpoint, the limit, an error) to the driver."""
         if auto.hit or auto.error is not None:
             return
         if auto.max_steps is not None and auto.steps + 1 >= auto.max_steps:
@@ -396,5 +395,5 @@ class Gates:
         auto.steps += 1  # the step that ended; the driver's _grant, from here on
         self._turn = pick.name
         self.choices.append(pick.index)
-        auto.thread, auto.start = pick, len(self.history.events)
+        auto.thread, auto.start = pick, self._stored
         self._moved_at = time.monotonic()

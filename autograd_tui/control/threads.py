@@ -21,7 +21,7 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -247,3 +247,17 @@ def exit_wait() -> None:
                 break
             seen = cpu
     _left.clear()
+
+
+@dataclass
+class AutoRun:
+    """A ``run_until`` under way, shared by its steps: the thread whose step ends at a gate
+    takes the next one itself (``Gates._step_on``) when it needs only the policy."""
+
+    predicate: Callable[[Event], bool] | None
+    max_steps: int | None
+    steps: int = 0  # steps taken so far (by the driver and at the gates)
+    thread: ThreadInfo | None = None  # the thread the current step was granted to
+    start: int = 0  # len(events) when it was granted: the step's events follow
+    hit: bool = False  # an event of the current step matched the predicate
+    error: BaseException | None = None  # raised at a gate, re-raised by the driver

@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from autograd_tui.engine.events import EVENT_TYPES, Event
+from autograd_tui.engine.events import EVENT_TYPES, Event, node_dict
 from autograd_tui.files import CannotWrite, atomic_write
 from autograd_tui.history.decode import (
     DECODER,
@@ -62,6 +62,7 @@ VERSION = 4  # 4: a push names its task, not the whole queue; push and pop say w
 SUPPORTED_VERSIONS = (1, 2, 3, 4)  # 3: event k has seq k, schedules number threads from 1
 
 _ENCODER = msgspec.json.Encoder()
+_SEQ, _DEPS_CODE = operator.attrgetter("seq"), KINDS.index("dependencies_computed")
 CHECKSUM_MARK = b'"checksum":"sha256:'  # version 2: the digest of every byte before its own
 _DECODER = DECODER  # tests and benchmarks decode a line as the loader does
 
@@ -104,11 +105,13 @@ class Recording:
 def graph_of(events: Iterable[Event]) -> dict[str, Any]:
     """The union of the graphs the events describe (nodes by id, sorted)."""
     nodes: dict[int, dict[str, Any]] = {}
+    if isinstance(events, EventStore):  # a run's store: its few graphs, found by kind code
+        events = events.pick(np.flatnonzero(events.kinds() == _DEPS_CODE))
     for e in events:
         if e.kind == "dependencies_computed":
-            for n in e.data["nodes"]:
-                nodes[n["id"]] = n
-    return {"nodes": [nodes[i] for i in sorted(nodes)]}
+            for n in e.nodes:  # type: ignore[attr-defined]  # NodeInfo: a dict once, below
+                nodes[n.id] = n
+    return {"nodes": [node_dict(nodes[i]) for i in sorted(nodes)]}
 
 
 def make_header(*, scenario: str | None = None, params: dict[str, Any] | None = None,
@@ -133,12 +136,10 @@ def event_line(e: Event) -> bytes:
 
 def save(path: str | os.PathLike[str], header: dict[str, Any], events: Iterable[Event],
          footer: dict[str, Any] | None = None) -> int:
-    """Write a recording (atomically: a failure leaves any existing file as it was).
-
-    Events are written in ``seq`` order.  Returns the number of bytes of event
-    lines written."""
+    """Write a recording atomically (a failure leaves any existing file as it was), the
+    events in ``seq`` order; returns the number of bytes of event lines written."""
     p = Path(path)
-    evs = sorted(events, key=lambda e: e.seq)
+    evs = sorted(events, key=_SEQ)
     h = hashlib.sha256()
     nbytes = 0
     try:
@@ -147,9 +148,8 @@ def save(path: str | os.PathLike[str], header: dict[str, Any], events: Iterable[
                               allow_nan=False).encode() + b"\n"
             h.update(head)
             out.write(head)
-            encode = _ENCODER.encode
             for i in range(0, len(evs), 10_000):  # a block at a time: fewer writes and updates
-                block = b"".join([encode(e) + b"\n" for e in evs[i:i + 10_000]])
+                block = _ENCODER.encode_lines(evs[i:i + 10_000])  # each event's line + "\n"
                 h.update(block)
                 nbytes += len(block)
                 out.write(block)

@@ -8,7 +8,9 @@ schedule and compare event for event.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,30 @@ def engine_options(scenario: Scenario, overrides: dict[str, Any] | None = None
         else:
             opts[k] = scenarios.convert(v, ENGINE_OPTIONS[k], f"engine option {k!r}")
     return opts
+
+
+#: the cyclic collector's first threshold during a run to the end (CPython's is 700)
+RUN_GC_THRESHOLD = 100_000
+
+
+@contextmanager
+def _collector_aside(to_the_end: bool) -> Iterator[None]:
+    """A run to its end (``autograd-tui run --headless``) keeps every event, long-lived and
+    acyclic: the cyclic collector would rescan them and everything imported before, about
+    1 us an event.  For the run, what exists before it is frozen (``gc.freeze``) and a
+    young collection waits for ``RUN_GC_THRESHOLD`` new objects, not 700; both undone
+    after, so that cyclic garbage made meanwhile is still collected."""
+    if not to_the_end or not gc.isenabled():
+        yield
+        return
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(old[0], RUN_GC_THRESHOLD), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
 
 
 class Run:
@@ -85,9 +111,10 @@ class Run:
 
     def run(self, max_steps: int | None = None) -> StepResult:
         self.start()
-        if self.serialized:
-            return self.controller.run(max_steps)
-        return self.controller.wait()
+        with _collector_aside(max_steps is None):
+            if self.serialized:
+                return self.controller.run(max_steps)
+            return self.controller.wait()
 
     @property
     def events(self) -> list[Event]:
