@@ -178,6 +178,10 @@ class Dying:  # the signal arrives while the events are being written
         if getattr(e, "seq", None) == 20:
             os.kill(os.getpid(), getattr(signal, sys.argv[2]))
         return self.encoder.encode(e)
+    def encode_lines(self, evs):  # the writer encodes a block of events at a time
+        if any(getattr(e, "seq", None) == 20 for e in evs):
+            os.kill(os.getpid(), getattr(signal, sys.argv[2]))
+        return self.encoder.encode_lines(evs)
 recordings._ENCODER = Dying(recordings._ENCODER)
 sys.exit(main(["run", "linear-relu", "--headless", "--record", sys.argv[1]]))
 """
