@@ -67,16 +67,11 @@ def emit(kind: str, **data: Any) -> None:
     eng._emit(kind, gt, get_current_node(), None, **data)
 
 
-def rank() -> int:
-    dist = torch_module().distributed
-    return int(dist.get_rank()) if dist.is_available() and dist.is_initialized() else 0
-
-
 class Tracker:
     """One DDP module's buckets during one backward: what arrived, launched, finished."""
 
     def __init__(self, ddp: Any, leaves: set[int]) -> None:
-        self.ddp, self.rank = ddp, rank()
+        self.ddp, self.rank = ddp, int(ddp.process_group.rank())
         names = {id(p): n for n, p in ddp.module.named_parameters()}
         self.names = names
         self.buckets: dict[int, list[str]] = {}

@@ -46,8 +46,13 @@ def dump() -> None:
     out = os.environ.get("AGT_DDP_OUT")
     if out and MODEL:
         mode = os.environ.get("AGT_DDP_MODE", "tool")
-        grads = {n: p.grad for n, p in MODEL[0].module.named_parameters()}
-        torch.save(grads, os.path.join(out, f"{mode}-{dist.get_rank()}.pt"))
+        ddp = MODEL[0]
+        names = {id(p): n for n, p in ddp.module.named_parameters()}
+        grads = {n: p.grad for n, p in ddp.module.named_parameters()}
+        buckets = [(b.index(), [names[id(p)] for p in b.parameters()])
+                   for b in ddp.reducer._get_zeros_like_grad_buckets()]  # DDP's own
+        torch.save({"grads": grads, "buckets": buckets},
+                   os.path.join(out, f"{mode}-{dist.get_rank()}.pt"))
 
 
 def main():
