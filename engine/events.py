@@ -140,6 +140,12 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
                                "frames included: file:line in function (optional: [] when "
                                "absent, as in files written before it)"),
     },
+    "ddp_bucket_assigned": {
+        "rank": ("int", "the process's rank in DDP's process group"),
+        "bucket": ("int", "the bucket's index (DDP's own: GradBucket.index())"),
+        "params": ("list[str]", "its parameters, by name, in DDP's order (emitted for every "
+                                "bucket when the first gradient of the backward arrives)"),
+    },
     "ddp_bucket_ready": {
         "rank": ("int", "the process's rank in DDP's process group"),
         "bucket": ("int", "the bucket's index (DDP's own: GradBucket.index())"),

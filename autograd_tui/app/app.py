@@ -59,6 +59,14 @@ class AutogradApp(App[int]):
         """``o`` (the debugger's key): the program's output."""
         self.push_screen(OutputScreen(self.output))
 
+    def action_ddp(self) -> None:
+        """``D`` (the debugger's key): DDP's buckets per rank at the shown event."""
+        from autograd_tui.app.widgets.ddp_pane import DdpScreen
+
+        s, k = self.debugger.session, self.debugger.cursor
+        if s is not None:
+            self.push_screen(DdpScreen(s.events(0, k), k))
+
     def on_unmount(self) -> None:
         self._restore_logs()
 

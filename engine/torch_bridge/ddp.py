@@ -13,6 +13,7 @@ happens as under PyTorch; this module only watches it:
 ==========================  ==========================================================
 event                       observed at
 ==========================  ==========================================================
+``ddp_bucket_assigned``     the first gradient's hook (DDP's buckets, one event each)
 ``ddp_bucket_ready``        the bucket's last gradient accumulated (``pending == 0`` in
                             ``mark_variable_ready``: the reducer's rules, unused
                             parameters marked ready at the first hook with
@@ -106,13 +107,14 @@ class Tracker:
 
     def arrived(self, pid: int) -> None:
         """A parameter's gradient accumulated (the reducer's ``autograd_hook``)."""
-        if self.delayed:
-            return
-        if self.first:  # unused parameters are marked ready at the first hook
+        if self.first:  # the buckets, then the unused parameters marked ready
             self.first = False
+            for k in sorted(self.buckets):
+                emit("ddp_bucket_assigned", rank=self.rank, bucket=k, params=self.buckets[k])
             for u in self.unused:
                 self._mark(u)
-        self._mark(pid)
+        if not self.delayed:
+            self._mark(pid)
 
     def _mark(self, pid: int) -> None:
         k = self.of.get(pid)

@@ -8,11 +8,6 @@ at exit.  Skipped without torch or without torch.distributed.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,48 +16,16 @@ torch = pytest.importorskip("torch", reason="the bridge needs PyTorch (pip insta
 if not torch.distributed.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
+import ddp_ranks  # noqa: E402
+from ddp_ranks import PROGRAM, RANKS, launch  # noqa: E402
+
 from autograd_tui.history import recordings  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("no_thread_left")]
-PROGRAM = Path(__file__).with_name("ddp_program.py")
-RANKS = 2
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def launch(tmp: Path, mode: str, args: list[str], extra: dict[str, str] | None = None,
-           timeout: float = 120) -> list[str]:
-    """Both ranks of ``python ARGS`` (``{rank}`` in an argument: the rank); each rank's
-    output.  Every process is killed at the end, also when one fails or hangs."""
-    port = free_port()
-    procs = []
-    try:
-        for r in range(RANKS):
-            env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(RANKS),
-                       LOCAL_WORLD_SIZE=str(RANKS), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port), AGT_DDP_OUT=str(tmp), AGT_DDP_MODE=mode,
-                       OMP_NUM_THREADS="1", **(extra or {}))
-            procs.append(subprocess.Popen(
-                [sys.executable, *[a.replace("{rank}", str(r)) for a in args]], env=env,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                start_new_session=True))
-        outs = [p.communicate(timeout=timeout)[0] for p in procs]
-        for r, (p, out) in enumerate(zip(procs, outs)):
-            assert p.returncode == 0, f"rank {r} ({mode}) exited {p.returncode}:\n{out}"
-        return outs
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
 
 
 def tool(*extra: str) -> list[str]:
-    return ["-m", "autograd_tui", "torch", str(PROGRAM), "--headless", "--quiet", *extra]
+    return ddp_ranks.tool(PROGRAM, *extra)
 
 
 def saved(tmp: Path, mode: str, rank: int) -> dict:
@@ -91,7 +54,7 @@ def test_bucket_and_allreduce_events_follow_ddps_own_buckets(tmp_path: Path):
     outs = launch(tmp_path, "recorded", tool("--record", str(tmp_path / "rank{rank}.jsonl")),
                   {"AGT_DDP_HOOK": "1"})
     for r in range(RANKS):
-        assert "my_hook called 2 times" in outs[r]  # the program's hook wrapped, still run
+        assert "my_hook called 2 times" in outs[r][1]  # the program's hook wrapped, still run
         buckets = dict(saved(tmp_path, "recorded", r)["buckets"])
         assert len(buckets) >= 2, buckets
         events = recordings.load(tmp_path / f"rank{r}.jsonl").events
