@@ -18,7 +18,9 @@ event                       observed at
                             ``mark_variable_ready``: the reducer's rules, unused
                             parameters marked ready at the first hook with
                             ``find_unused_parameters``), or, at the latest, its launch
-``ddp_allreduce_start``     the communication hook called (``run_comm_hook``)
+``ddp_allreduce_start``     the communication hook called (``run_comm_hook``); the
+                            bucket known by its parameters (``GradBucket.index()`` is
+                            the reducer's next bucket in ``delay_all_reduce``)
 ``ddp_allreduce_end``       the hook's future done (``.then``), reported on the engine
                             thread at its next node or at the end of the backward
 ``ddp_finalize``            ``finalize_backward`` has run (all buckets launched)
@@ -157,7 +159,10 @@ def comm_hook(ddp: Any, hook: Any) -> Any:
         tr = next((t for t in ACTIVE if t.ddp is ref()), None)
         if tr is None:
             return hook(state, bucket)
-        k = int(bucket.index())
+        # the bucket by its parameters: static_graph's delayed all-reduce gives every
+        # GradBucket the index of the reducer's next bucket (0), not its own
+        ps = bucket.parameters()
+        k = tr.of.get(id(ps[0]), int(bucket.index())) if ps else int(bucket.index())
         tr.bucket_ready(k)
         tr.started.add(k)
         emit("ddp_allreduce_start", rank=tr.rank, bucket=k, hook=name)
