@@ -86,3 +86,39 @@ def test_bucket_and_allreduce_events_follow_ddps_own_buckets(tmp_path: Path):
         fin = next(i for i, e in enumerate(events) if e.kind == "ddp_finalize")
         assert max(pos["ddp_allreduce_end", k] for k in buckets) < fin
         assert not any(e.kind == "ddp_bucket_never_ready" for e in events)
+
+
+# --- one process: the hooks PyTorch runs around an AccumulateGrad, each once --------------------
+def test_every_hook_on_a_leaf_runs_once_as_under_pytorch() -> None:
+    from autograd_tui import engine
+    from autograd_tui.engine.torch_bridge import capture, from_torch
+
+    def program(calls: list[str]) -> tuple:
+        w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+        w.register_hook(lambda g: calls.append("tensor") or g * 3)
+        w.register_post_accumulate_grad_hook(lambda p: calls.append(f"post_acc {p.grad}"))
+        with capture():
+            loss = (w * w).sum()
+        acc = loss.grad_fn.next_functions[0][0].next_functions[0][0]
+        acc.register_prehook(lambda go: calls.append("pre") or None)
+        acc.register_hook(lambda gi, go: calls.append("post") or None)
+        return w, loss
+
+    theirs: list[str] = []
+    w, loss = program(theirs)
+    loss.backward()
+    want = w.grad.clone()
+    ours: list[str] = []
+    w, loss = program(ours)
+    eng, obs = engine.Engine(), engine.ListObserver()
+    eng.add_observer(obs)
+    try:
+        with engine.use_engine(eng):
+            from_torch(loss).backward()
+    finally:
+        eng.close()
+    assert ours == theirs  # each hook once, in PyTorch's order, none lost or doubled
+    assert theirs.count("tensor") == 1 and any(c.startswith("post_acc") for c in theirs)
+    assert torch.equal(w.grad, want)  # the tensor hook's * 3 reached .grad once
+    kinds = [e.hook_kind for e in obs.events if e.kind == "hook"]
+    assert {"tensor_pre", "pre", "post"} <= set(kinds)  # ours to run, with their events
