@@ -33,7 +33,8 @@ Departures, and why:
   (``register_comm_hook`` during the forward pass) is wrapped, not replaced; with none,
   PyTorch's Python ``allreduce_hook`` is registered, which divides by the world size in
   the hook rather than while copying into the bucket (the same bits for a power-of-two
-  world size, one rounding apart otherwise).  A built-in C++ hook is not seen.
+  world size, one rounding apart otherwise).  A built-in C++ hook, or a hook registered
+  before the forward pass ran under the tool, is not seen: no all-reduce events then.
 - ``finalize_backward`` is queued by C++ onto PyTorch's current GraphTask, the one-node
   GraphTask that ran the ``AccumulateGrad`` whose hook launched the last bucket; so it
   runs when that node ends, not when the whole backward ends.  Every parameter of DDP
@@ -101,6 +102,7 @@ class Tracker:
         self.first = True
         self.finalized = False
         self.checked = False
+        self.queued = False  # ddp_check queued on the top-level GraphTask
 
     def bucket_ready(self, k: int) -> None:
         if k not in self.ready:
@@ -220,14 +222,17 @@ def backward_scope(leaves: set[int]) -> Iterator[None]:
     torch = torch_module()
     trackers = []
     for ddp in list(_seen):
-        if not getattr(ddp, "_agt_synced", False) or not any(id(p) in leaves for p in
-                                                             ddp.parameters()):
+        if not getattr(ddp, "_agt_synced", False) or getattr(ddp, "reducer", None) is None \
+                or not any(id(p) in leaves for p in ddp.parameters()):
             continue
         if not ddp._comm_hooks:
             from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-            torch.nn.parallel.DistributedDataParallel.register_comm_hook(
-                ddp, ddp.process_group, comm_hook(ddp, allreduce_hook))
+            try:
+                torch.nn.parallel.DistributedDataParallel.register_comm_hook(
+                    ddp, ddp.process_group, comm_hook(ddp, allreduce_hook))
+            except RuntimeError:  # a built-in (C++) hook is registered: not seen
+                pass
         trackers.append(Tracker(ddp, leaves))
     ACTIVE.extend(trackers)
     try:
@@ -244,8 +249,8 @@ def after_accumulate(var: Any) -> None:
         tr.flush()
         gt = get_current_graph_task()
         if not tr.checked and getattr(gt, "reentrant_depth", 0) == 0 and gt is not None \
-                and not getattr(tr, "queued", False):
-            tr.queued = True  # type: ignore[attr-defined]
+                and not tr.queued:
+            tr.queued = True
             gt.engine.queue_callback(_check_callback(tr))
 
 
