@@ -63,9 +63,8 @@ class AutogradApp(App[int]):
         """``D`` (the debugger's key): DDP's buckets per rank at the shown event."""
         from autograd_tui.app.widgets.ddp_pane import DdpScreen
 
-        s, k = self.debugger.session, self.debugger.cursor
-        if s is not None:
-            self.push_screen(DdpScreen(s.events(0, k), k))
+        if self.debugger.session is not None:
+            self.push_screen(DdpScreen(self.debugger))
 
     def on_unmount(self) -> None:
         self._restore_logs()

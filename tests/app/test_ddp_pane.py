@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pilot import press, run_app
+from pilot import press, run_app, until
 from test_app import App
 from textual.pilot import Pilot
 
@@ -42,21 +42,27 @@ def test_the_ddp_pane_shows_a_bucket_going_ready(tmp_path: Path) -> None:
 
     async def look(pilot: Pilot[Any], k: int, name: str) -> None:
         app.debugger.show_event(k)
-        await press(pilot, "D")
+        await until(pilot, lambda: f"at event {k}" in str(
+            app.screen.query_one("#ddp-title").render()))
         seen[name] = pane_text(app)
-        await press(pilot, "escape")
-        assert not isinstance(app.screen, DdpScreen)
 
     async def script(pilot: Pilot[Any]) -> None:
+        app.debugger.show_event(k_assigned - 1)
+        await press(pilot, "D")  # the pane stays open and follows the shown event
         await look(pilot, k_assigned - 1, "before")
         await look(pilot, k_assigned, "assigned")
+        await look(pilot, k_ready - 1, "just before")
+        await press(pilot, "right")  # its key walks the history: bucket 0 goes ready
         await look(pilot, k_ready, "ready")
         await look(pilot, k_final, "final")
+        await press(pilot, "escape")
+        assert not isinstance(app.screen, DdpScreen)
 
     run_app(app, script)
     assert seen["before"] == NONE
     bucket0 = [ln for ln in seen["assigned"].splitlines() if "bucket 0" in ln]
     assert bucket0 and "pending" in bucket0[0]
+    assert "pending" in [ln for ln in seen["just before"].splitlines() if "bucket 0" in ln][0]
     ready0 = [ln for ln in seen["ready"].splitlines() if "bucket 0" in ln][0]
     assert "ready" in ready0 and "pending" not in ready0
     assert "4.weight" in ready0  # its parameters, as DDP bucketed them

@@ -50,16 +50,38 @@ def ddp_text(events: Iterable[Any]) -> Text:
 
 
 class DdpScreen(Modal):
-    """The DDP pane over the debugger, at event ``k``."""
+    """The DDP pane over the debugger, following its shown event: ``left``/``right`` walk
+    the history and ``.`` steps a live run from here too (the debugger's own actions)."""
 
-    BINDINGS = [Binding("escape,q,D", "dismiss_none", "Close")]
+    BINDINGS = [Binding("escape,q,D", "dismiss_none", "Close"),
+                Binding("left", "debugger('back')", "Back"),
+                Binding("right", "debugger('forward')", "Fwd"),
+                Binding("full_stop", "debugger('step')", "Step", key_display=".")]
+    REFRESH_S = 0.1  # how often it looks at the shown event
 
-    def __init__(self, events: Iterable[Any], k: int) -> None:
+    def __init__(self, debugger: Any) -> None:
         super().__init__()
-        self._text, self._k = ddp_text(events), k
+        self._debugger, self._k = debugger, -1
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog wide"):
-            yield Label(f"DDP: buckets per rank at event {self._k}", classes="dialog-title")
-            yield Static(self._text, id="ddp-text")
-            yield Static("escape closes", classes="hint")
+            yield Label("DDP: buckets per rank", id="ddp-title", classes="dialog-title")
+            yield Static(id="ddp-text")
+            yield Static("left/right: history, .: step, escape closes", classes="hint")
+
+    def on_mount(self) -> None:
+        self.redraw()
+        self.set_interval(self.REFRESH_S, self.redraw)
+
+    def redraw(self) -> None:
+        """The state at the debugger's shown event, when that changed."""
+        s, k = self._debugger.session, self._debugger.cursor
+        if s is None or k == self._k:
+            return
+        self._k = k
+        self.query_one("#ddp-title", Label).update(f"DDP: buckets per rank at event {k}")
+        self.query_one("#ddp-text", Static).update(ddp_text(s.events(0, k)))
+
+    def action_debugger(self, action: str) -> None:
+        getattr(self._debugger, f"action_{action}")()
+        self.redraw()
