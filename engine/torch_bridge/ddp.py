@@ -21,7 +21,7 @@ event                       observed at
 ``ddp_allreduce_start``     the communication hook called (``run_comm_hook``); the
                             bucket known by its parameters (``GradBucket.index()`` is
                             the reducer's next bucket in ``delay_all_reduce``)
-``ddp_allreduce_end``       the hook's future done (``.then``), reported on the engine
+``ddp_allreduce_end``       the hook's future done (a done callback), reported on the engine
                             thread at its next node or at the end of the backward
 ``ddp_finalize``            ``finalize_backward`` has run (all buckets launched)
 ``ddp_bucket_never_ready``  the end of the backward with a bucket still pending: its
@@ -99,6 +99,7 @@ class Tracker:
         self.ready: set[int] = set()
         self.started: set[int] = set()
         self.ended: collections.deque[int] = collections.deque()  # from gloo's thread
+        self.reported: set[int] = set()  # ddp_allreduce_end emitted
         self.first = True
         self.finalized = False
         self.checked = False
@@ -130,12 +131,21 @@ class Tracker:
             self.bucket_ready(k)
 
     def flush(self) -> None:
-        """The all-reduces that finished since the last look; finalize once all launched."""
+        """The all-reduces that finished since the last look; finalize once all launched
+        (``finalize_backward`` has then waited for each: the ones whose done callback has
+        not run yet, as a future runs its callbacks after waking its waiters, are done)."""
         while self.ended:
-            emit("ddp_allreduce_end", rank=self.rank, bucket=self.ended.popleft())
+            self._end(self.ended.popleft())
         if not self.finalized and self.buckets and len(self.started) == len(self.buckets):
             self.finalized = True
+            for k in sorted(self.started - self.reported):
+                self._end(k)
             emit("ddp_finalize", rank=self.rank, buckets=len(self.buckets))
+
+    def _end(self, k: int) -> None:
+        if k not in self.reported:
+            self.reported.add(k)
+            emit("ddp_allreduce_end", rank=self.rank, bucket=k)
 
     def check(self) -> None:
         """``ddp_check``: at the end of the backward, the buckets still pending."""
@@ -172,9 +182,9 @@ def comm_hook(ddp: Any, hook: Any) -> Any:
 
         def done(f):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
             tr.ended.append(k)  # on the communication thread: reported by flush()
-            return f.value()
 
-        return fut.then(done)
+        fut.add_done_callback(done)  # the reducer waits on the hook's own future
+        return fut
 
     wrapped.__qualname__ = wrapped.__name__ = name
     wrapped._agt_inner = hook  # type: ignore[attr-defined]
