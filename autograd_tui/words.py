@@ -285,6 +285,8 @@ def _rare_words(e: Event, nm: Callable[[int | None], str]) -> str:
         if not any(parts):  # our engine's node: what it saved (a version changed in place)
             parts = [f"saved {s}" for s in d["saved"] or ()]
         body = f"meta {nm(e.node)} " + ", ".join(p for p in parts if p)
+    elif k.startswith("ddp_"):
+        body = ddp_words(k, d)
     elif k == "deadlock":  # the explanation's first sentence (it is long; the report has it all)
         first = d["explanation"].removeprefix("Deadlock: ").split(". ", 1)[0].rstrip(".")
         body = f"deadlock: {first}"
@@ -292,6 +294,51 @@ def _rare_words(e: Event, nm: Callable[[int | None], str]) -> str:
         data = e.data
         body = k + (" " + str(data) if data else "")
     return body
+
+
+def ddp_words(k: str, d: Any) -> str:
+    """A DDP event (``engine/torch_bridge/ddp.py``), on its rank."""
+    r, b = d["rank"], d.get("bucket")
+    if k == "ddp_bucket_assigned":
+        return f"rank {r}: bucket {b} holds {', '.join(d['params'])}"
+    if k == "ddp_bucket_ready":
+        return f"rank {r}: bucket {b} ready ({', '.join(d['params'])})"
+    if k == "ddp_allreduce_start":
+        return f"rank {r}: all-reduce of bucket {b} started ({d['hook']})"
+    if k == "ddp_allreduce_end":
+        return f"rank {r}: all-reduce of bucket {b} finished"
+    if k == "ddp_finalize":
+        return f"rank {r}: DDP finalizes the backward ({d['buckets']} buckets reduced)"
+    if k == "ddp_bucket_never_ready":
+        return f"rank {r}: bucket {b} never became ready (no gradient for " \
+               f"{', '.join(d['missing']) or '?'})"
+    return k
+
+
+def never_ready_explanation(rank: int, bucket: int, missing: list[str], find_unused: bool,
+                            static_graph: bool) -> str:
+    """Why a DDP bucket never became ready, what PyTorch will say and when, the fixes."""
+    params = ", ".join(missing) or "a parameter"
+    why = (f"{params} got no gradient on rank {rank} in this backward "
+           f"(not used in producing the loss on this rank), so bucket {bucket} never became "
+           "ready: DDP waits for every parameter of a bucket, and launches the buckets in "
+           f"order, so neither its all-reduce nor a later bucket's starts on rank {rank}, "
+           "and the reducer never queues finalize_backward.")
+    if find_unused:
+        return plain(why + " find_unused_parameters=True did not mark it ready: was it "
+                     "used in the forward but its gradient not reached?")
+    return plain(
+        why + f" This backward completes on rank {rank} with its local, unaveraged "
+        "gradients; the other ranks wait in their backward (finalize_backward) for the "
+        f"all-reduce of bucket {bucket}, until the process group's timeout (a hang), or "
+        f"fail when rank {rank} exits. At rank {rank}'s next forward, PyTorch raises "
+        "\"RuntimeError: Expected to have finished reduction in the prior iteration before "
+        "starting a new one\". Fixes: DistributedDataParallel(..., "
+        "find_unused_parameters=True) (DDP finds the unused parameters after each forward "
+        "and marks them ready at the first hook) or static_graph=True (the first iteration "
+        "all-reduces every bucket at the end of the backward and learns which are unused)"
+        + ("" if not static_graph else "; static_graph is set, but the set of used "
+           "parameters changed since its first iteration") + ".")
 
 
 def wait_words(on: str, target: object, holder: object = None) -> str:

@@ -140,6 +140,39 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
                                "frames included: file:line in function (optional: [] when "
                                "absent, as in files written before it)"),
     },
+    "ddp_bucket_assigned": {
+        "rank": ("int", "the process's rank in DDP's process group"),
+        "bucket": ("int", "the bucket's index (DDP's own: GradBucket.index())"),
+        "params": ("list[str]", "its parameters, by name, in DDP's order (emitted for every "
+                                "bucket when the first gradient of the backward arrives)"),
+    },
+    "ddp_bucket_ready": {
+        "rank": ("int", "the process's rank in DDP's process group"),
+        "bucket": ("int", "the bucket's index (DDP's own: GradBucket.index())"),
+        "params": ("list[str]", "the parameters in the bucket, by name, in DDP's order"),
+    },
+    "ddp_allreduce_start": {
+        "rank": ("int", "the process's rank"),
+        "bucket": ("int", "the bucket whose all-reduce DDP's communication hook started"),
+        "hook": ("str", "the communication hook's name"),
+    },
+    "ddp_allreduce_end": {
+        "rank": ("int", "the process's rank"),
+        "bucket": ("int", "the bucket whose all-reduce finished (its future done)"),
+    },
+    "ddp_finalize": {
+        "rank": ("int", "the process's rank"),
+        "buckets": ("int", "buckets reduced: the reducer's final callback "
+                           "(finalize_backward) waited for each and wrote the .grad"),
+    },
+    "ddp_bucket_never_ready": {
+        "rank": ("int", "the process's rank"),
+        "bucket": ("int", "a bucket still pending at the end of the backward"),
+        "params": ("list[str]", "the parameters in the bucket"),
+        "missing": ("list[str]", "those that got no gradient on this rank"),
+        "find_unused": ("bool", "DDP's find_unused_parameters"),
+        "static_graph": ("bool", "DDP's static_graph"),
+    },
     "deadlock": {
         "explanation": ("str", "plain words"),
         "cycle": ("list[str]", "the wait-for cycle"),

@@ -53,7 +53,22 @@ def runs() -> list[list[Event]]:
     last = out[-1]
     tail = last[-1].seq + 1  # a thread ending, after the run's last event
     out[-1] = last + [make_event(tail, "thread_exit", last[-1].thread)]
+    out.append(ddp_events())
     return out
+
+
+def ddp_events() -> list[Event]:
+    """A DDP backward's kinds (two processes, gloo: tests/engine/test_torch_ddp.py runs
+    one), made with the fields that run gives."""
+    t, b = "cpu (owner)", {"rank": 1, "bucket": 0}
+    made = [("ddp_bucket_assigned", {**b, "params": ["0.weight", "0.bias"]}),
+            ("ddp_bucket_ready", {**b, "params": ["0.weight", "0.bias"]}),
+            ("ddp_allreduce_start", {**b, "hook": "allreduce_hook"}),
+            ("ddp_allreduce_end", b), ("ddp_finalize", {"rank": 1, "buckets": 1}),
+            ("ddp_bucket_never_ready", {**b, "params": ["0.weight", "0.bias"],
+                                        "missing": ["0.bias"], "find_unused": False,
+                                        "static_graph": False})]
+    return [make_event(i, kind, t, data=data) for i, (kind, data) in enumerate(made, 1)]
 
 
 def _samples(runs: list[list[Event]]) -> dict[str, tuple[Event, list[Event]]]:

@@ -59,6 +59,13 @@ class AutogradApp(App[int]):
         """``o`` (the debugger's key): the program's output."""
         self.push_screen(OutputScreen(self.output))
 
+    def action_ddp(self) -> None:
+        """``D`` (the debugger's key): DDP's buckets per rank at the shown event."""
+        from autograd_tui.app.widgets.ddp_pane import DdpScreen
+
+        if self.debugger.session is not None:
+            self.push_screen(DdpScreen(self.debugger))
+
     def on_unmount(self) -> None:
         self._restore_logs()
 

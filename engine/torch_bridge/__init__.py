@@ -16,7 +16,9 @@ Layers (each imports only those below it, lazily or not; no cycle):
                the reentrant entry points (``reentrant_calls``)
 ``capture``    ``capture()`` and its ``Registry``: what the forward pass leaves
 ``sites``      where each node was created (the program's frame, the stack)
-``hooks``      the program's hooks as hooks of our nodes
+``hooks``      the program's hooks as hooks of our nodes; an ``AccumulateGrad`` run by
+               PyTorch's engine (``accumulate``)
+``ddp``        DistributedDataParallel watched: buckets, all-reduces, finalize as events
 ``compiled``   ``torch.compile``: what was compiled; its eager graph is what runs
 ``queries``    PyTorch's graph-task queries answered by our engine
 ``saved``      saved tensors under hooks read when PyTorch reads them; recompute events
@@ -31,7 +33,11 @@ ours                                PyTorch
 ``TorchNode.apply``                 a C++ node's ``operator()``, as ``call_function``
                                     (``engine.cpp``) calls it
 ``TorchNode._apply_python``         ``PyNode::apply`` (``python_function.cpp``)
-``TorchAccumulateGrad``             ``AccumulateGrad`` (``accumulate_grad.cpp``)
+``TorchAccumulateGrad``             ``AccumulateGrad`` (``accumulate_grad.cpp``), run
+                                    as ``call_function`` runs it: by PyTorch's engine
+                                    (``hooks.accumulate``), C++ post hooks included
+``ddp``                             DDP's ``Reducer`` (``reducer.cpp``): its hooks and
+                                    final callback, watched through a comm hook
 ``from_torch``, ``TorchGraph``      ``THPEngine_run_backward`` (``python_engine.cpp``):
                                     roots from ``gradient_edge``, ``inputs=`` as
                                     output edges, ``retain_grad`` on non-leaf inputs
@@ -69,6 +75,16 @@ Departures, and why:
   ``_will_engine_execute_node``, ``_current_autograd_node`` and
   ``_autograd._get_current_graph_task_keep_graph`` are replaced by ``queries``'
   (restored after): non-reentrant checkpoint and multi-grad hooks need them.
+- An ``AccumulateGrad`` runs as a one-node GraphTask of PyTorch's engine
+  (``run_backward`` rooted at the leaf), so that the hooks PyTorch keeps in C++ (DDP's
+  reducer's ``autograd_hook``, FSDP-style hooks) and ``register_post_accumulate_grad_hook``
+  fire where PyTorch fires them; its Python hooks (the leaf's tensor hooks, the node's pre-
+  and post-hooks) are held off meanwhile and run by our engine, with their events, so a
+  Python post hook runs after the C++ ones whatever their registration order.  A final
+  callback that C++ queues there (DDP's ``finalize_backward``) lands on that one-node
+  GraphTask and runs when the node ends, not when our backward ends (see ``ddp``); one
+  queued from Python (``Variable._execution_engine.queue_callback``: DDP's ``_DDPSink``)
+  lands on our GraphTask.  The cost: a GraphTask of PyTorch's per leaf.
 - A ``torch.compile``d model runs eagerly (``compiled``): its compiled backward is
   one ``CompiledFunctionBackward`` node, with nothing inside to step.
 - A C++ node's ``release_variables`` is not reachable from Python: saved tensors

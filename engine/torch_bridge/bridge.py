@@ -22,7 +22,7 @@ from .. import grad_mode
 from ..engine import get_default_engine
 from ..graph import UINT64_MAX, AccumulateGrad, Edge, Identity, Node
 from ..tensor import Tensor
-from . import queries, saved
+from . import ddp, queries, saved
 from .capture import current_registry, saved_summaries
 from .convert import (
     TorchBridgeError,
@@ -34,7 +34,7 @@ from .convert import (
     torch_module,
     torch_validate,
 )
-from .hooks import LeafView, RetainGrad, install_hooks, probing
+from .hooks import LeafView, RetainGrad, accumulate, install_hooks, probing
 
 # --- nodes ----------------------------------------------------------------------------------
 _local = threading.local()  # .active: a bridged backward runs on this thread
@@ -159,6 +159,7 @@ class TorchAccumulateGrad(LazyMeta, AccumulateGrad):
         ours, self.torch_meta = node_metadata(fn)
         self.add_input_metadata(*ours[0])
         self._lock = threading.Lock()
+        self.hook_dicts: tuple[dict[Any, Any], ...] = ()  # the Python hooks' (install_hooks)
 
     def name(self) -> str:
         return "AccumulateGrad"
@@ -172,15 +173,12 @@ class TorchAccumulateGrad(LazyMeta, AccumulateGrad):
     def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
         if grads[0] is None:
             return []
-        torch = torch_module()
-        want, prev = grad_mode.is_grad_enabled(), torch._C.is_grad_enabled()
-        if prev != want:  # set_grad_enabled, without a context manager's cost per leaf
-            torch._C._set_grad_enabled(want)
-        try:
-            self.fn(to_torch(grads[0], copy=True))
-        finally:
-            if prev != want:
-                torch._C._set_grad_enabled(prev)
+        # PyTorch's engine runs the node (call_function: the hooks PyTorch keeps in C++,
+        # DDP's reducer among them, fire after it); the Python hooks are ours to run.
+        accumulate(self.fn, to_torch(grads[0], copy=True), self.hook_dicts,
+                   grad_mode.is_grad_enabled())
+        if ddp.ACTIVE:  # a DDP module's buckets: what the reducer just did
+            ddp.after_accumulate(self.fn.variable)
         return []
 
 
@@ -205,8 +203,10 @@ class TorchGraph:
             t.retain_grad()  # as backward() does: reading .grad then gives no warning
         prev = getattr(_local, "active", False)
         _local.active = True
+        leaves = {id(n.fn.variable) for n in self.nodes.values()
+                  if isinstance(n, TorchAccumulateGrad)} if ddp.watching() else set()
         try:
-            with reentrant_calls():
+            with reentrant_calls(), ddp.backward_scope(leaves):
                 get_default_engine().execute(self.roots, self.grads, retain_graph, False,
                                              True, self.outputs)
         finally:
@@ -321,9 +321,11 @@ def reentrant_calls() -> Iterator[None]:
             ag.backward, ag.grad = _backward, _grad
     queries.install()  # PyTorch's graph-task queries answer from our engine (queries.py)
     saved.install()  # a checkpoint's recompute and unpacks as events (saved.py)
+    ddp.install()  # _DDPSink's queue_callback onto our GraphTask (ddp.py)
     try:
         yield
     finally:
+        ddp.uninstall()
         saved.uninstall()
         queries.uninstall()
         with _lock:

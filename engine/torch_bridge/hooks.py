@@ -89,12 +89,36 @@ class RetainGrad:
 def install_hooks(ours: Node, fn: Any, reg: Any) -> None:
     """The program's hooks on ``fn`` as hooks of our node (run by our call_function)."""
     pre, post = node_hook_dicts(fn)
+    if hasattr(ours, "hook_dicts"):  # an AccumulateGrad: held off while PyTorch runs it
+        ours.hook_dicts = (pre, post)
     ours._pre_hooks.extend(NodeHook(h, fn) for h in pre.values())
     ours._post_hooks.extend(NodeHook(h, fn) for h in post.values())
     for nr, d in reg.tensor_hooks(fn):
         ours._tensor_pre_hooks.setdefault(nr, []).extend(TensorHook(h, fn) for h in d.values())
     for nr, ref in reg.retained(fn):
         ours._retains_grad_hooks[nr] = RetainGrad(ref)
+
+
+def accumulate(fn: Any, grad: Any, dicts: tuple[dict[Any, Any], ...], create_graph: bool
+               ) -> None:
+    """Run the ``AccumulateGrad`` ``fn`` as PyTorch's ``call_function`` does, by PyTorch's
+    engine (a one-node GraphTask rooted at the leaf): the C++ post hooks (DDP's reducer's
+    ``autograd_hook``) and ``register_post_accumulate_grad_hook``'s run where PyTorch runs
+    them.  The Python hooks (the leaf's tensor hooks, the node's pre- and post-hooks,
+    whose dicts PyTorch's hooks read when called) are emptied meanwhile: our engine runs
+    them, with their events."""
+    torch = torch_module()
+    leaf = fn.variable
+    held = [d for d in (getattr(leaf, "_backward_hooks", None), *dicts) if d]
+    saved = [list(d.items()) for d in held]
+    for d in held:
+        d.clear()
+    try:
+        torch.autograd.Variable._execution_engine.run_backward(
+            (leaf,), (grad,), True, create_graph, (), True, True)
+    finally:
+        for d, items in zip(held, saved):
+            d.update(items)
 
 
 def node_hook_dicts(fn: Any) -> tuple[dict[Any, Any], dict[Any, Any]]:

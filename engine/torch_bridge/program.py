@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..tensor import Tensor
+from . import ddp
 from .bridge import TorchAccumulateGrad, TorchGraph, from_torch
 from .capture import Registry, capture, is_tool_file
 from .compiled import watch_compile
@@ -59,7 +60,7 @@ def forward_capture() -> Iterator[tuple[Registry, dict[int, tuple[Any, str]], An
     graph is what we step).  Yields the registry, the calls and the in-place log."""
     log = inplace_log()  # run inside capture's own mode: one Python dispatch per op
     with watch_compile(eager=True), capture(log.__torch_function__) as reg, \
-            backward_calls() as calls:
+            backward_calls() as calls, ddp.watch():
         yield reg, calls, log
 
 

@@ -73,6 +73,8 @@ BINDINGS = [
     Binding("s", "scenarios", "Scenarios", tooltip="Open another scenario (a filtered list)"),
     Binding("e", "export", "Export", tooltip="Export a Graphviz snapshot of the shown state"),
     Binding("t", "notes", "Notes", tooltip="The scenario's teaching notes"),
+    Binding("D", "app.ddp", "DDP", show=False,
+            tooltip="DDP's buckets per rank at the shown event, and why one never got ready"),
     Binding("o", "app.output", "Output", show=False,
             tooltip="The program's own stdout and stderr (a library's warnings)"),
     Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key"),

@@ -45,6 +45,7 @@ HELP = f"""\
 | `s` | pick another scenario |
 | `e` | export a Graphviz snapshot of the shown state |
 | `t` | the scenario's teaching notes |
+| `D` | DDP: each rank's buckets at the shown event (a never-ready one: why) |
 | `o` | the program's own stdout and stderr (a library's warnings), kept while the app runs |
 | `?` | this help |
 | `q` | quit (tears down every engine thread) |
