@@ -52,6 +52,14 @@ class Schedule(msgspec.Struct, frozen=True):
     serialized: bool = True
 
 
+class Distributed(msgspec.Struct, frozen=True):
+    """Which rank of a data-parallel run a recording is (``torch --ranks``, torchrun)."""
+
+    rank: Size
+    world_size: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+    backend: Text | None = None
+
+
 class Header(msgspec.Struct):
     format: Text
     version: int
@@ -61,6 +69,7 @@ class Header(msgspec.Struct):
     schedule: Schedule = Schedule()
     tensors: Literal["summary", "full"] = "summary"
     graph: dict[Text, list[Any]] = {}  # not read back: the events describe the graph
+    distributed: Distributed | None = None  # absent: not one rank of several
 
 
 class Footer(msgspec.Struct):

@@ -1,0 +1,156 @@
+"""``autograd-tui torch --ranks N``: two ranks of a tiny DDP script (gloo, 127.0.0.1) under
+PyTorch's launcher, one recording per rank, each rank's outcome; every process ends with
+the run (a failing rank, Ctrl-C); nothing listens beyond the loopback address.
+
+Each run is a real ``autograd-tui`` process.  Every process it starts inherits a tag in
+its environment, so a scan of ``/proc`` finds any of them still alive afterwards, even one
+that its parent left behind (re-parented to init)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from autograd_tui.commands.parser import main
+from autograd_tui.history import recordings
+
+pytest.importorskip("torch", reason="--ranks needs PyTorch")
+pytestmark = pytest.mark.timeout(150)
+
+SCRIPT = str(Path(__file__).with_name("ddp_tiny.py"))
+CLI = [sys.executable, "-m", "autograd_tui"]
+
+
+def tagged(tag: str) -> list[int]:
+    """The processes whose environment holds ``tag`` (this test's own are not tagged)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if tag.encode() in Path(f"/proc/{d}/environ").read_bytes():
+                    found.append(int(d))
+            except OSError:
+                pass
+    return found
+
+
+def gone(tag: str, within: float = 5.0) -> bool:
+    """Every tagged process has ended (a zombie counts as ended) within ``within`` s."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        alive = [p for p in tagged(tag) if not _zombie(p)]
+        if not alive:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1].split()[0] == b"Z"
+    except OSError:
+        return True
+
+
+def listening(pids: list[int]) -> list[str]:
+    """The local addresses (hex, as /proc/net/tcp writes them) of the TCP sockets these
+    processes listen on."""
+    out = []
+    for pid in pids:
+        try:
+            inodes = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1]
+                      for fd in os.listdir(f"/proc/{pid}/fd")
+                      if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:[")}
+            for table in ("tcp", "tcp6"):
+                for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                    f = line.split()
+                    if f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
+                        out.append(f[1])
+        except OSError:
+            pass
+    return out
+
+
+def launch(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.Popen[str], str]:
+    tag = f"RANKS_TEST_TAG={uuid.uuid4().hex}"
+    e = {**os.environ, "RANKS_TEST_TAG": tag.split("=")[1], "NO_COLOR": "1", **env}
+    p = subprocess.Popen([*CLI, "torch", SCRIPT, "--ranks", "2", *args], cwd=tmp_path,
+                         env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p, tag.split("=")[1]
+
+
+def test_two_ranks_one_recording_each_with_its_rank(tmp_path: Path) -> None:
+    p, tag = launch(tmp_path, "--headless", "--record", "runs")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, (out, err)
+    assert "rank 0: completed" in out and "rank 1: completed" in out
+    assert "grad module.0.weight: shape [8, 4]" in out
+    assert "starting 2 ranks" in err and "127.0.0.1" in err
+    for k in (0, 1):
+        rec = recordings.load(tmp_path / "runs" / f"rank{k}.jsonl.gz")
+        assert rec.header["distributed"] == {"rank": k, "world_size": 2, "backend": "gloo"}
+        assert rec.footer["status"] == "completed" and len(rec.events) > 10
+    assert gone(tag)
+
+
+def test_a_failing_rank_ends_the_others_with_a_clear_message(tmp_path: Path) -> None:
+    start = time.monotonic()
+    p, tag = launch(tmp_path, "--headless", DDP_TINY_FAIL_RANK="0")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1, (out, err)
+    # rank 1 waited in a barrier for rank 0, which never came: it did not complete
+    assert "rank 0: error in the script RuntimeError: rank 0 fails on purpose" in out
+    assert "rank 1: completed" not in out and "rank 1: " in out
+    assert "autograd-tui: rank 0 failed: error in the script RuntimeError: rank 0 fails " \
+           "on purpose" in err
+    assert "Traceback" not in out + err
+    assert time.monotonic() - start < 60  # not torchrun's 30 s wait for a SIGTERM
+    assert gone(tag)
+
+
+def test_ctrl_c_ends_the_launcher_and_every_rank_and_only_loopback_listens(
+        tmp_path: Path) -> None:
+    p, tag = launch(tmp_path, "--headless", DDP_TINY_HANG="1")
+    try:
+        deadline = time.monotonic() + 90
+        ranks: list[int] = []
+        while len(ranks) < 2:  # both ranks started and joined the process group
+            assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+            time.sleep(0.3)
+            ranks = [q for q in tagged(tag) if b"autograd_tui\x00torch" in
+                     Path(f"/proc/{q}/cmdline").read_bytes()]
+            if len(ranks) == 2 and len(listening(tagged(tag))) < 3:
+                ranks = []  # the store and each rank's gloo: not all listening yet
+        addresses = listening(tagged(tag))
+        assert addresses and all(a.startswith("0100007F:") for a in addresses), addresses
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 130, (out, err)
+    assert "autograd-tui: interrupted" in err
+    assert gone(tag)
+
+
+def test_bad_uses_are_one_message(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["torch", SCRIPT, "--ranks", "0", "--headless"]) == 2
+    assert "--ranks needs a number of ranks from 1 to 64" in capsys.readouterr().err
+    (tmp_path / "f").write_text("x")
+    assert main(["torch", SCRIPT, "--ranks", "2", "--headless",
+                 "--record", str(tmp_path / "f")]) == 1
+    assert "--record names a folder" in capsys.readouterr().err
+    assert main(["torch", str(tmp_path / "none.py"), "--ranks", "2", "--headless"]) == 1
+    assert "no such file" in capsys.readouterr().err
+    monkeypatch.delenv("RANK", raising=False)
+    assert main(["torch", SCRIPT, "--headless", "--record", "r{rank}.jsonl"]) == 2
+    assert "needs a rank: run under torchrun" in capsys.readouterr().err
