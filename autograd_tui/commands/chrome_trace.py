@@ -1,13 +1,20 @@
-"""``autograd-tui chrome-trace``: a run in Chrome's Trace Event Format (Perfetto)."""
+"""``autograd-tui chrome-trace``: a run in Chrome's Trace Event Format (Perfetto).
+
+Given several recordings, or a folder of them (``torch --ranks N --record DIR``), it
+merges them: one Chrome-trace process per rank (``export/chrome_ranks.py``)."""
 
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 from autograd_tui.commands.common import (
     EXIT_OK,
     FORMATTER,
+    Failure,
+    UsageError,
     add_run_options,
     examples,
     is_recording,
@@ -28,8 +35,14 @@ def add_parser(sub: Any) -> None:
                                    "Chrome's Trace Event Format, for Perfetto or "
                                    "chrome://tracing.",
                        epilog=examples("autograd-tui chrome-trace reentrant -o trace.json",
-                                       "autograd-tui chrome-trace run.jsonl -o trace.json"))
-    p.add_argument("source", metavar="NAME|FILE")
+                                       "autograd-tui chrome-trace run.jsonl -o trace.json",
+                                       "autograd-tui chrome-trace runs/ -o ranks.json",
+                                       "autograd-tui chrome-trace rank0.jsonl.gz "
+                                       "rank1.jsonl.gz -o ranks.json"))
+    p.add_argument("source", metavar="NAME|FILE", nargs="+",
+                   help="a scenario, a recording, or several ranks' recordings (files, "
+                        "or the folder torch --ranks N --record DIR wrote): one process "
+                        "per rank")
     p.add_argument("-o", "--output", required=True, metavar="OUT.json")
     add_run_options(p, what="for a scenario: ")
     p.set_defaults(func=run)
@@ -39,11 +52,15 @@ def run(args: argparse.Namespace) -> int:
     from autograd_tui.export.chrome_trace import write_chrome_trace
 
     output = output_file(args.output, "-o/--output")
-    if is_recording(args.source):
-        rec = load_recording(args.source)
+    files = rank_files(args.source)
+    if files is not None:
+        return _merge(files, output)
+    source = args.source[0]
+    if is_recording(source):
+        rec = load_recording(source)
         events, header = rec.events, rec.header
     else:
-        r = make_run(args.source, args)
+        r = make_run(source, args)
         try:
             run_to_end(r)
             if r.error is not None:
@@ -54,5 +71,37 @@ def run(args: argparse.Namespace) -> int:
             r.close()
     write_chrome_trace(output, events, header)
     print(f"wrote {shown(output)} ({len(events)} events); open it in https://ui.perfetto.dev "
+          "or chrome://tracing")
+    return EXIT_OK
+
+
+def rank_files(sources: list[str]) -> list[str] | None:
+    """The ranks' recordings that ``sources`` name (several files, or a folder: its
+    ``rank*.jsonl*`` files), or None for one scenario or one recording."""
+    if len(sources) == 1 and not os.path.isdir(sources[0]):
+        return None
+    if len(sources) == 1:
+        found = sorted(str(p) for p in Path(sources[0]).glob("rank*.jsonl*") if p.is_file())
+        if not found:
+            raise Failure(f"{sources[0]}: a folder with no recording of a rank in it "
+                          "(rank0.jsonl.gz, ..., as torch --ranks N --record DIR writes)")
+        return found
+    for s in sources:
+        if not is_recording(s):
+            raise UsageError(f"{s}: several sources must all be recordings (one per rank)")
+    return sources
+
+
+def _merge(files: list[str], output: str | None) -> int:
+    from autograd_tui.export.chrome_ranks import merge_chrome_traces
+    from autograd_tui.export.chrome_trace import write_trace_object
+
+    recs = [load_recording(f) for f in files]
+    trace = merge_chrome_traces([(r.events, r.header) for r in recs])
+    assert output is not None
+    write_trace_object(output, trace)
+    ranks = ", ".join(str(r["rank"]) for r in trace["metadata"]["ranks"])
+    print(f"wrote {shown(output)} ({sum(len(r.events) for r in recs)} events of "
+          f"{len(recs)} ranks: {ranks}, a process each); open it in https://ui.perfetto.dev "
           "or chrome://tracing")
     return EXIT_OK

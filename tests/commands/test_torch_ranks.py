@@ -8,6 +8,7 @@ that its parent left behind (re-parented to init)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -98,6 +99,17 @@ def test_two_ranks_one_recording_each_with_its_rank(tmp_path: Path) -> None:
         assert rec.header["distributed"] == {"rank": k, "world_size": 2, "backend": "gloo"}
         assert rec.footer["status"] == "completed" and len(rec.events) > 10
     assert gone(tag)
+    # the 2-rank run in one Chrome trace: a process per rank, pid = rank, named
+    out_json = tmp_path / "ranks.json"
+    done = subprocess.run([*CLI, "chrome-trace", "runs", "-o", str(out_json)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    t = json.loads(out_json.read_text())
+    assert {ev["pid"]: ev["args"]["name"] for ev in t["traceEvents"]
+            if ev["name"] == "process_name"} == {0: "rank 0", 1: "rank 1"}
+    for pid in (0, 1):
+        assert any(ev["pid"] == pid and ev["ph"] == "X" and "AccumulateGrad" in ev["name"]
+                   for ev in t["traceEvents"])
 
 
 def test_a_failing_rank_ends_the_others_with_a_clear_message(tmp_path: Path) -> None:
