@@ -51,7 +51,7 @@ def test_one_process_per_rank_named_and_ordered_by_rank(two_runs: list[Any]) -> 
     parts = split(t)
     assert set(parts) == {0, 1}
     single = to_chrome_trace(two_runs[0])
-    for pid, part in parts.items():
+    for part in parts.values():
         validate(part)  # each process is a whole, valid trace of its rank
         # every event of the rank is in its process: as many as the run alone draws
         kinds = Counter(ev["ph"] for ev in part["traceEvents"] if ev["ph"] != "M")
