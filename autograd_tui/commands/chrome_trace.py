@@ -6,15 +6,11 @@ merges them: one Chrome-trace process per rank (``export/chrome_ranks.py``)."""
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 from typing import Any
 
 from autograd_tui.commands.common import (
     EXIT_OK,
     FORMATTER,
-    Failure,
-    UsageError,
     add_run_options,
     examples,
     is_recording,
@@ -25,6 +21,7 @@ from autograd_tui.commands.common import (
     run_to_end,
     say,
 )
+from autograd_tui.commands.torch_ranks import rank_files
 from autograd_tui.files import shown
 
 
@@ -73,23 +70,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {shown(output)} ({len(events)} events); open it in https://ui.perfetto.dev "
           "or chrome://tracing")
     return EXIT_OK
-
-
-def rank_files(sources: list[str]) -> list[str] | None:
-    """The ranks' recordings that ``sources`` name (several files, or a folder: its
-    ``rank*.jsonl*`` files), or None for one scenario or one recording."""
-    if len(sources) == 1 and not os.path.isdir(sources[0]):
-        return None
-    if len(sources) == 1:
-        found = sorted(str(p) for p in Path(sources[0]).glob("rank*.jsonl*") if p.is_file())
-        if not found:
-            raise Failure(f"{sources[0]}: a folder with no recording of a rank in it "
-                          "(rank0.jsonl.gz, ..., as torch --ranks N --record DIR writes)")
-        return found
-    for s in sources:
-        if not is_recording(s):
-            raise UsageError(f"{s}: several sources must all be recordings (one per rank)")
-    return sources
 
 
 def _merge(files: list[str], output: str | None) -> int:

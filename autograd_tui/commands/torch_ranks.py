@@ -3,7 +3,9 @@ recorded, then the app on them side by side (or, ``--headless``, each rank's out
 
 The ranks run under PyTorch's own launcher (``session/ranks.py``); what this module adds
 is the command's words: progress on stderr while they run, one line per rank at the end,
-and a clear message when a rank fails (the launcher then stops the others).
+and a clear message when a rank fails (the launcher then stops the others).  A helper
+module of the commands (as ``progress``): ``rank_files`` is also how ``replay`` and
+``chrome-trace`` find several ranks' recordings.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from autograd_tui.commands.common import (
     Failure,
     UsageError,
     console,
+    is_recording,
     load_recording,
     open_app,
     print_text,
@@ -116,3 +119,20 @@ def _folder(record: str | None) -> tuple[Path, bool]:
     except OSError as e:
         raise Failure(f"{record}: cannot make the folder: {e.strerror}") from None
     return p, False
+
+
+def rank_files(sources: list[str]) -> list[str] | None:
+    """The ranks' recordings that ``sources`` name (several files, or a folder: its
+    ``rank*.jsonl*`` files), or None for one scenario or one recording."""
+    if len(sources) == 1 and not os.path.isdir(sources[0]):
+        return None
+    if len(sources) == 1:
+        found = sorted(str(p) for p in Path(sources[0]).glob("rank*.jsonl*") if p.is_file())
+        if not found:
+            raise Failure(f"{sources[0]}: a folder with no recording of a rank in it "
+                          "(rank0.jsonl.gz, ..., as torch --ranks N --record DIR writes)")
+        return found
+    for s in sources:
+        if not is_recording(s):
+            raise UsageError(f"{s}: several sources must all be recordings (one per rank)")
+    return sources

@@ -23,7 +23,10 @@ from autograd_tui.export.chrome_trace import (
     process_meta,
     run_metadata,
 )
+from autograd_tui.history.fields import rank_of
 from autograd_tui.history.recordings import TraceError
+
+__all__ = ["merge_chrome_traces", "rank_of"]
 
 
 def merge_chrome_traces(runs: Sequence[tuple[Iterable[Event], dict[str, Any] | None]]
@@ -52,10 +55,3 @@ def merge_chrome_traces(runs: Sequence[tuple[Iterable[Event], dict[str, Any] | N
     metadata = {"source": "autograd-tui", "clock": CLOCK_NOTE + "; each rank counts its own",
                 "ranks": per_rank}
     return {"traceEvents": meta + body, "displayTimeUnit": "ms", "metadata": metadata}
-
-
-def rank_of(header: dict[str, Any] | None, default: int) -> int:
-    """The rank a recording's header names (``distributed.rank``), else ``default``."""
-    d = (header or {}).get("distributed")
-    rank = d.get("rank") if isinstance(d, dict) else None
-    return rank if isinstance(rank, int) and not isinstance(rank, bool) else default

@@ -98,3 +98,10 @@ def _check(obj: dict[str, Any], kind: type[msgspec.Struct]) -> str | None:
     except msgspec.ValidationError as e:
         return str(e).replace("\n", " ")
     return None
+
+
+def rank_of(header: dict[str, Any] | None, default: int) -> int:
+    """The rank a recording's header names (``distributed.rank``), else ``default``."""
+    d = (header or {}).get("distributed")
+    rank = d.get("rank") if isinstance(d, dict) else None
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else default
