@@ -11,6 +11,7 @@ module of the commands (as ``progress``): ``rank_files`` is also how ``replay`` 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import sys
@@ -35,13 +36,18 @@ MAX_RANKS = 64
 
 
 def run_ranks(args: argparse.Namespace) -> int:
-    from autograd_tui.session.ranks import Launch, record_path
+    from autograd_tui.session.ranks import STOPPED, Launch, record_path
 
     n = args.ranks
     if not 1 <= n <= MAX_RANKS:
         raise UsageError(f"--ranks needs a number of ranks from 1 to {MAX_RANKS}, not {n}")
     if not os.path.isfile(args.script):
         raise Failure(f"{args.script}: no such file")
+    if importlib.util.find_spec("torch") is None:
+        from autograd_tui.session.torch_script import INSTALL
+
+        raise Failure(f"--ranks runs PyTorch's launcher, and PyTorch is not installed: "
+                      f"{INSTALL}")
     if not args.headless:
         if args.stop_at is not None:
             raise UsageError("--stop-at needs --headless")
@@ -83,10 +89,9 @@ def run_ranks(args: argparse.Namespace) -> int:
         if failed:
             first = failed[0]
             say(f"rank {first.rank} failed: {first.line}")
-            if not any(record_path(folder, k).is_file() for k in range(n)):
-                tail = launch.launcher_text().strip().splitlines()[-3:]
-                for line in tail if not any(o.line for o in failed) else ():
-                    say(line)
+            if all(o.line == STOPPED for o in failed):  # no rank said why: the launcher may
+                for line in launch.launcher_text().strip().splitlines()[-5:]:
+                    say(f"launcher: {line}")
         if not args.headless:
             paths = [record_path(folder, k) for k in range(n)]
             present = [p for p in paths if p.is_file()]

@@ -33,6 +33,9 @@ from pathlib import Path
 LOOPBACK = "127.0.0.1"
 #: the name of every rank's recording in the run's folder (``{rank}``: its RANK)
 RECORD_NAME = "rank{rank}.jsonl.gz"
+#: the outcome of a rank that said nothing of its end
+STOPPED = ("ended before its backward finished (stopped by the launcher: another rank "
+           "failed, or the run was interrupted)")
 
 
 def free_port() -> int:
@@ -159,9 +162,7 @@ class Launch:
         last = [line for line in err.splitlines() if line.strip()]
         if last and "Error" in last[-1]:
             return Outcome(rank, False, last[-1].strip(), summary)
-        return Outcome(rank, False, "ended before its backward finished (stopped by the "
-                                    "launcher: another rank failed, or the run was "
-                                    "interrupted)", summary)
+        return Outcome(rank, False, STOPPED, summary)
 
     def launcher_text(self) -> str:
         return _read(self.logs / "launcher.log")

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -166,3 +167,28 @@ def test_bad_uses_are_one_message(tmp_path: Path, capsys: pytest.CaptureFixture[
     monkeypatch.delenv("RANK", raising=False)
     assert main(["torch", SCRIPT, "--headless", "--record", "r{rank}.jsonl"]) == 2
     assert "needs a rank: run under torchrun" in capsys.readouterr().err
+
+
+def test_without_headless_the_app_opens_on_every_rank(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The app is given each rank's recording (ordered as recorded, rank in the header);
+    the temporary folder they were in is removed once the app closes."""
+    from autograd_tui.commands import torch_ranks
+
+    given: list[list[recordings.Recording]] = []
+
+    def fake_app(*, recordings: list[recordings.Recording]) -> int:
+        given.append(list(recordings))
+        return 0
+
+    monkeypatch.setattr(torch_ranks, "open_app", fake_app)
+    monkeypatch.setenv("TEXTUAL_DRIVER", "test")  # as if on a terminal
+    monkeypatch.chdir(tmp_path)
+    before = set(Path(tempfile.gettempdir()).glob("autograd-tui-ranks-*"))
+    assert main(["torch", SCRIPT, "--ranks", "2"]) == 0
+    (recs,) = given
+    assert [r.header["distributed"]["rank"] for r in recs] == [0, 1]
+    assert all(r.footer["status"] == "completed" for r in recs)
+    assert set(Path(tempfile.gettempdir()).glob("autograd-tui-ranks-*")) == before
+    assert "rank 1: recorded (2 of 2)" in capsys.readouterr().err
