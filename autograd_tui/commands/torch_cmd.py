@@ -91,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
         import signal  # also while it waits in a collective (no Python handler runs there)
 
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if os.environ.get("AUTOGRAD_TUI_RANKS"):  # --ranks's: it ends if its agent dies
+            from autograd_tui.session.ranks import end_with_parent
+
+            end_with_parent(os.getppid())
     if not args.headless:
         app_only_options(args, record)
     with progress(None, "importing torch and the script (a few seconds)"):

@@ -9,10 +9,11 @@ address and a free port.  Where it departs from a plain ``torchrun``:
   every interface; ``agent`` hands it a socket bound to 127.0.0.1 instead
   (``master_listen_fd``), and gloo is told to use the loopback interface;
 * every rank's process ends with the run.  The launcher (torchrun's agent) runs in a
-  session of its own; when it ends, when a rank fails (torchrun then stops the others) or
-  when the person presses Ctrl-C, ``Launch.close`` ends the agent and then every process
-  that descended from it (the ranks run in sessions of their own, so a process-group kill
-  alone would miss them);
+  session of its own.  When it ends, when a rank fails (torchrun then stops the others)
+  or when the person presses Ctrl-C, ``Launch.close`` ends the agent and then every
+  process that descended from it (the ranks run in sessions of their own, so a
+  process-group kill alone would miss them); if the command itself is killed, the agent
+  gets SIGTERM (``PR_SET_PDEATHSIG``) and stops its ranks;
 * each rank's output goes to a log of its own (torchrun's ``--redirects``), from which
   ``outcome`` reads one line per rank: completed, or what went wrong.
 """
@@ -96,7 +97,8 @@ class Launch:
         # gloo and the store on the loopback address only; ranks that torchrun stops end
         # at once (the torch command keeps SIGTERM's default under torchrun)
         e.update(GLOO_SOCKET_IFNAME=_loopback_interface(), MASTER_ADDR=LOOPBACK,
-                 AUTOGRAD_TUI_RANKS=str(n), PYTHONUNBUFFERED="1")
+                 AUTOGRAD_TUI_RANKS=str(n), AUTOGRAD_TUI_LAUNCHER=str(os.getpid()),
+                 PYTHONUNBUFFERED="1")
         self._agent_log = open(self.logs / "launcher.log", "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(cmd, env=e, stdin=subprocess.DEVNULL,
                                      stdout=self._agent_log, stderr=subprocess.STDOUT,
@@ -225,6 +227,8 @@ def agent(argv: Sequence[str]) -> None:
     """torchrun (``torch.distributed.run.main``) with its rendezvous store listening on
     the loopback address only: the static rendezvous's ``TCPStore`` server is handed a
     socket bound to 127.0.0.1 (``master_listen_fd``; it would bind every interface)."""
+    # first, before torch's seconds of imports: the command may die meanwhile
+    end_with_parent(int(os.environ.get("AUTOGRAD_TUI_LAUNCHER", "0")) or os.getppid())
     import torch.distributed.elastic.rendezvous.static_tcp_rendezvous as static
     from torch.distributed import TCPStore
     from torch.distributed.run import main
@@ -245,6 +249,18 @@ def agent(argv: Sequence[str]) -> None:
 
     static.TCPStore = LoopbackStore  # type: ignore[misc]
     main(list(argv))
+
+
+def end_with_parent(parent: int) -> None:
+    """SIGTERM to this process when ``parent``, the process that started it, dies, even by
+    SIGKILL (Linux's ``PR_SET_PDEATHSIG``): the agent then stops its ranks, a rank ends
+    (SIGTERM's default under torchrun), and none outlives the command."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it died before the call
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 if __name__ == "__main__":

@@ -61,6 +61,20 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+def ranks_of(tag: str) -> list[int]:
+    """The tagged processes that are ranks (``python -u -m autograd_tui torch``, as
+    torchrun starts them: the command and the launcher name the module too)."""
+    found = []
+    for q in tagged(tag):
+        try:
+            if b"\x00-u\x00-m\x00autograd_tui\x00torch\x00" in Path(
+                    f"/proc/{q}/cmdline").read_bytes():
+                found.append(q)
+        except OSError:
+            pass
+    return found
+
+
 def listening(pids: list[int]) -> list[str]:
     """The local addresses (hex, as /proc/net/tcp writes them) of the TCP sockets these
     processes listen on."""
@@ -137,8 +151,7 @@ def test_ctrl_c_ends_the_launcher_and_every_rank_and_only_loopback_listens(
         while len(ranks) < 2:  # both ranks started and joined the process group
             assert time.monotonic() < deadline and p.poll() is None, p.communicate()
             time.sleep(0.3)
-            ranks = [q for q in tagged(tag) if b"autograd_tui\x00torch" in
-                     Path(f"/proc/{q}/cmdline").read_bytes()]
+            ranks = ranks_of(tag)
             if len(ranks) == 2 and len(listening(tagged(tag))) < 3:
                 ranks = []  # the store and each rank's gloo: not all listening yet
         addresses = listening(tagged(tag))
@@ -192,3 +205,35 @@ def test_without_headless_the_app_opens_on_every_rank(
     assert all(r.footer["status"] == "completed" for r in recs)
     assert set(Path(tempfile.gettempdir()).glob("autograd-tui-ranks-*")) == before
     assert "rank 1: recorded (2 of 2)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("when", ["starting", "running"])
+def test_a_killed_command_leaves_no_rank_behind(tmp_path: Path, when: str) -> None:
+    """SIGKILL, which no handler sees: the launcher is told (PR_SET_PDEATHSIG), also while
+    it still imports torch, and torchrun stops the ranks (each rank, too, ends with it)."""
+    p, tag = launch(tmp_path, "--headless", DDP_TINY_HANG="1")
+    try:
+        deadline = time.monotonic() + 90
+
+        def up() -> bool:
+            if when == "starting":  # the launcher (torchrun's agent) exists
+                return any(b"autograd_tui.session.ranks" in _cmdline(q) for q in tagged(tag))
+            return len(ranks_of(tag)) == 2
+
+        while not up():
+            assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        p.kill()
+        p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert gone(tag, within=30)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
