@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pilot import press, run_app, shown
+from pilot import press, run_app, settle, shown
 from test_app import App, text_of
 from textual.pilot import Pilot
 
 from autograd_tui import scenarios
+from autograd_tui.app import AutogradApp
 from autograd_tui.app.debugger import RankScreen
 from autograd_tui.history import recordings as trace
 from autograd_tui.session.run import Run
@@ -48,7 +49,8 @@ def test_two_ranks_side_by_side_each_keeps_its_position(tmp_path: Path) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         assert isinstance(app.debugger, RankScreen) and app.debugger.rank == 0
         assert "linear-relu" in str(app.debugger.sub_title)
-        assert "▶ rank 0" in bar(app) and "rank 1 · event" in bar(app)
+        # rank 1 is not opened yet: it will open, as a replay does, at its newest event
+        assert "▶ rank 0" in bar(app) and f"rank 1 · event {n1}/{n1}" in bar(app)
         await press(pilot, "home", "right", "right", "right")
         assert shown(app) == (3, n0)
         assert f"rank 0 · event 3/{n0}" in bar(app)
@@ -96,3 +98,18 @@ def test_replay_headless_prints_every_rank_of_a_folder(
     assert "scenario: linear-relu" in out and "scenario: reentrant" in out
     assert main(["replay", str(tmp_path), "--reexecute"]) == 2
     assert "--reexecute takes one recording" in capsys.readouterr().err
+
+
+def test_snapshot_rank_1_shown_rank_0_kept_at_event_3(snap_compare: Any,
+                                                       tmp_path: Path) -> None:
+    from pilot import SIZE, finish
+
+    app = AutogradApp(recordings=[record(tmp_path / "rank0.jsonl.gz", "linear-relu", 0),
+                                  record(tmp_path / "rank1.jsonl.gz", "reentrant", 1)])
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        await press(pilot, "home", "right", "right", "right", "greater_than_sign")
+        await finish(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -38,8 +38,10 @@ class RankScreen(DebuggerScreen):
         yield from super().compose()
 
     def place(self) -> tuple[int, int, int]:
-        """(rank, shown event, newest event)."""
-        return self.rank, self.cursor, self.seen if self.seen >= 0 else self.total
+        """(rank, shown event, newest event); a rank not opened yet opens at its newest."""
+        if self.seen < 0:
+            return self.rank, self.total, self.total
+        return self.rank, self.cursor, self.seen
 
     def update_title(self) -> None:
         super().update_title()
