@@ -87,8 +87,10 @@ def run_ranks(args: argparse.Namespace) -> int:
                 for line in (s for s in o.summary if s != "completed") if o.ok else ():
                     print_text(con, f"  {line}")
         if failed:
-            first = failed[0]
-            say(f"rank {first.rank} failed: {first.line}")
+            root = launch.first_to_end([o.rank for o in failed])
+            first = next((o for o in failed if o.rank == root), failed[0])
+            say(f"rank {first.rank} failed{' first' if len(failed) > 1 else ''}: "
+                f"{first.line}")
             if all(o.line == STOPPED for o in failed):  # no rank said why: the launcher may
                 for line in launch.launcher_text().strip().splitlines()[-5:]:
                     say(f"launcher: {line}")

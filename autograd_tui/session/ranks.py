@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -104,6 +105,8 @@ class Launch:
                                      stdout=self._agent_log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         self._seen: dict[int, bytes] = {}  # pid -> /proc start time, of every descendant
+        self._rank_pids: dict[int, int] = {}  # pid -> rank, of the ranks' processes
+        self.ended: dict[int, float] = {}  # rank -> when its process was seen gone
 
     def poll(self) -> int | None:
         self._remember_descendants()
@@ -142,7 +145,15 @@ class Launch:
 
     def _remember_descendants(self) -> None:
         for pid in descendants(self.proc.pid):
-            self._seen.setdefault(pid, _start_time(pid))
+            if pid not in self._seen:
+                self._seen[pid] = _start_time(pid)
+                rank = _rank_of_process(pid)
+                if rank is not None:
+                    self._rank_pids[pid] = rank
+        now = time.monotonic()
+        for pid, rank in self._rank_pids.items():
+            if rank not in self.ended and _start_time(pid) != self._seen[pid]:
+                self.ended[rank] = now
 
     def _alive(self) -> list[int]:
         """The descendants seen so far that still run (the same process: same start)."""
@@ -164,10 +175,53 @@ class Launch:
         last = [line for line in err.splitlines() if line.strip()]
         if last and "Error" in last[-1]:
             return Outcome(rank, False, last[-1].strip(), summary)
+        code = self.exit_codes().get(rank)
+        if code is not None and code < 0 and -code != signal.SIGTERM:
+            name = _signal_name(-code)
+            return Outcome(rank, False, f"killed by {name}" + (
+                " (the kernel's out-of-memory killer sends it, among others)"
+                if -code == signal.SIGKILL else ""), summary)
+        if code is not None and code > 0:
+            return Outcome(rank, False, f"exited with code {code}", summary)
         return Outcome(rank, False, STOPPED, summary)
+
+    def exit_codes(self) -> dict[int, int]:
+        """The failed ranks' exit codes, as torchrun's failure report lists them (a
+        negative code: killed by that signal)."""
+        return {int(r): int(c) for r, c in _FAILED.findall(self.launcher_text())}
+
+    def first_to_end(self, ranks: Sequence[int]) -> int | None:
+        """Of ``ranks``, the one whose process was seen gone first (polled every 0.2 s:
+        a rank that fails because another did ends later than it), if any was seen."""
+        seen = [(self.ended[r], r) for r in ranks if r in self.ended]
+        return min(seen)[1] if seen else None
 
     def launcher_text(self) -> str:
         return _read(self.logs / "launcher.log")
+
+
+#: a failed rank in torchrun's report: "rank : 1 (local_rank: 1)" then "exitcode : -9 ..."
+_FAILED = re.compile(r"rank\s*:\s*(\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+
+
+def _rank_of_process(pid: int) -> int | None:
+    """A rank's process (``-u -m autograd_tui torch``, as torchrun starts it): its RANK."""
+    try:
+        if b"\x00-u\x00-m\x00autograd_tui\x00torch\x00" not in Path(
+                f"/proc/{pid}/cmdline").read_bytes():
+            return None
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\x00")
+    except OSError:
+        return None
+    rank = next((v[5:] for v in env if v.startswith(b"RANK=")), b"")
+    return int(rank) if rank.isdigit() else None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _rank_logs(logs: Path, rank: int) -> tuple[Path, Path]:

@@ -2,9 +2,11 @@
 
 ``DDP_TINY_FAIL_RANK=K``: rank K raises before its forward and the others wait in a
 barrier (as a rank waits for a peer that is gone): the launcher must end them.
-``DDP_TINY_HANG=1``: every rank sleeps (for the Ctrl-C test)."""
+``DDP_TINY_HANG=1``: every rank sleeps (for the Ctrl-C test).  ``DDP_TINY_KILL_RANK=K``:
+rank K is killed by SIGKILL (as the kernel's OOM killer would), the others wait."""
 
 import os
+import signal
 import time
 
 import torch
@@ -21,6 +23,10 @@ def main() -> torch.Tensor:
     rank = dist.get_rank()
     if os.environ.get("DDP_TINY_HANG"):
         time.sleep(600)
+    if os.environ.get("DDP_TINY_KILL_RANK") == str(rank):
+        os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("DDP_TINY_KILL_RANK"):
+        dist.barrier()
     if os.environ.get("DDP_TINY_FAIL_RANK") == str(rank):
         raise RuntimeError(f"rank {rank} fails on purpose")
     if os.environ.get("DDP_TINY_FAIL_RANK"):

@@ -135,10 +135,20 @@ def test_a_failing_rank_ends_the_others_with_a_clear_message(tmp_path: Path) -> 
     # rank 1 waited in a barrier for rank 0, which never came: it did not complete
     assert "rank 0: error in the script RuntimeError: rank 0 fails on purpose" in out
     assert "rank 1: completed" not in out and "rank 1: " in out
-    assert "autograd-tui: rank 0 failed: error in the script RuntimeError: rank 0 fails " \
-           "on purpose" in err
+    assert "autograd-tui: rank 0 failed first: error in the script RuntimeError: rank 0 " \
+           "fails on purpose" in err
     assert "Traceback" not in out + err
     assert time.monotonic() - start < 60  # not torchrun's 30 s wait for a SIGTERM
+    assert gone(tag)
+
+
+def test_a_rank_killed_by_a_signal_is_named(tmp_path: Path) -> None:
+    p, tag = launch(tmp_path, "--headless", DDP_TINY_KILL_RANK="1")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1, (out, err)
+    assert "rank 1: killed by SIGKILL (the kernel's out-of-memory killer" in out
+    assert "autograd-tui: rank 1 failed first: killed by SIGKILL" in err
+    assert "Traceback" not in out + err
     assert gone(tag)
 
 
