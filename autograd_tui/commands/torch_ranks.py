@@ -84,7 +84,8 @@ def run_ranks(args: argparse.Namespace) -> int:
             for o in outcomes:
                 print_text(con, f"rank {o.rank}: {o.line}",
                            style="bold green" if o.ok else "bold red")
-                for line in (s for s in o.summary if s != "completed") if o.ok else ():
+                shown_lines = o.summary if o.ok and not args.quiet else ()
+                for line in (s for s in shown_lines if s != "completed"):
                     print_text(con, f"  {line}")
         if failed:
             root = launch.first_to_end([o.rank for o in failed])

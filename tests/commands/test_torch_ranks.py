@@ -143,11 +143,12 @@ def test_a_failing_rank_ends_the_others_with_a_clear_message(tmp_path: Path) -> 
 
 
 def test_a_rank_killed_by_a_signal_is_named(tmp_path: Path) -> None:
-    p, tag = launch(tmp_path, "--headless", DDP_TINY_KILL_RANK="1")
+    p, tag = launch(tmp_path, "--headless", "--quiet", DDP_TINY_KILL_RANK="1")
     out, err = p.communicate(timeout=120)
     assert p.returncode == 1, (out, err)
     assert "rank 1: killed by SIGKILL (the kernel's out-of-memory killer" in out
     assert "autograd-tui: rank 1 failed first: killed by SIGKILL" in err
+    assert [line.split(":")[0] for line in out.splitlines()] == ["rank 0", "rank 1"]  # quiet
     assert "Traceback" not in out + err
     assert gone(tag)
 
