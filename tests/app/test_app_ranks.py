@@ -113,3 +113,23 @@ def test_snapshot_rank_1_shown_rank_0_kept_at_event_3(snap_compare: Any,
         await finish(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_five_ranks_fit_the_bar_and_go_round(tmp_path: Path) -> None:
+    recs = [record(tmp_path / f"rank{k}.jsonl.gz", "linear-relu", k) for k in (4, 2, 0, 3, 1)]
+    n = len(recs[0].events)
+    app = App(recordings=recs)
+
+    async def script(pilot: Pilot[Any]) -> None:
+        assert [s.rank for s in app.ranks] == [0, 1, 2, 3, 4]
+        assert bar(app).count(f": {n}/{n}") == 5 and "▶ 0:" in bar(app)
+        await press(pilot, "home")  # rank 0 at its start; the others where they open
+        seen = []
+        for _ in range(5):
+            await press(pilot, "greater_than_sign")
+            seen.append(app.debugger.rank)  # type: ignore[attr-defined]
+        assert seen == [1, 2, 3, 4, 0] and shown(app) == (0, n)
+        assert f"▶ 0: 0/{n}" in bar(app) and bar(app).count(f": {n}/{n}") == 4
+        await pilot.press("q")
+
+    run_app(app, script)
