@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -248,3 +251,54 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed: the "
+                    "real-terminal test needs it (apt-get install tmux; CI installs it)")
+def test_in_a_terminal_the_app_opens_on_both_ranks(tmp_path: Path) -> None:
+    """``torch --ranks 2`` in tmux: the ranks run, then the app shows both; ``>`` shows
+    rank 1 while rank 0 keeps its event; q ends it all (exit 0, no process left)."""
+    name = f"autograd-tui-ranks-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tag = uuid.uuid4().hex
+    status = tmp_path / "status"
+    cli = Path(sys.executable).parent / "autograd-tui"
+    command = (f"cd {shlex.quote(str(tmp_path))} && env -u COLUMNS -u LINES "
+               f"RANKS_TEST_TAG={tag} {shlex.quote(str(cli))} torch {shlex.quote(SCRIPT)} "
+               f"--ranks 2 --record runs; echo $? > {shlex.quote(str(status))}")
+
+    def tmux(*args: str) -> str:
+        return subprocess.run(["tmux", "-u", *args], capture_output=True, text=True,
+                              timeout=20).stdout
+
+    def wait_for(text: str, timeout: float = 90) -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = tmux("capture-pane", "-p", "-t", name)
+            if text in screen:
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"no {text!r}; the screen was:\n{screen}")
+
+    tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", command)
+    try:
+        screen = wait_for("ranks (< >)")
+        n = int(re.search(r"▶ rank 0 · event \d+/(\d+)", screen).group(1))  # type: ignore[union-attr]
+        assert f"rank 1 · event {n}/{n}" in screen
+        tmux("send-keys", "-t", name, "Home")
+        wait_for(f"▶ rank 0 · event 0/{n}")
+        tmux("send-keys", "-t", name, "Right")
+        wait_for(f"▶ rank 0 · event 1/{n}")
+        tmux("send-keys", "-t", name, ">")
+        screen = wait_for("▶ rank 1")
+        assert f"rank 0 · event 1/{n}" in screen
+        tmux("send-keys", "-t", name, "q")
+        deadline = time.monotonic() + 30
+        while not status.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert status.read_text().strip() == "0"
+    finally:
+        tmux("kill-session", "-t", name)
+    assert sorted(p.name for p in (tmp_path / "runs").glob("rank*")) == [
+        "rank0.jsonl.gz", "rank1.jsonl.gz"]
+    assert gone(tag)
