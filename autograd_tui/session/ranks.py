@@ -252,7 +252,11 @@ def _start_time(pid: int) -> bytes:
 def descendants(root: int) -> list[int]:
     """Every process under ``root`` now (a scan of ``/proc``: children by parent id)."""
     children: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no /proc (not Linux): the launcher's own SIGTERM has to do
+        return []
+    for d in entries:
         if not d.isdigit():
             continue
         try:
