@@ -168,6 +168,8 @@ class Launch:
                 return Outcome(rank, True, "completed", summary)
             if line.startswith(("error in the script", "stopped:")):
                 return Outcome(rank, False, line, summary)
+            if line.startswith("stopped at"):  # --stop-at: found (a NaN is a failure)
+                return Outcome(rank, "non-finite" not in line, line, summary)
         said = [line.removeprefix("autograd-tui: ") for line in err.splitlines()
                 if line.startswith("autograd-tui: ")]
         if said:
