@@ -130,6 +130,19 @@ def test_two_ranks_one_recording_each_with_its_rank(tmp_path: Path) -> None:
                    for ev in t["traceEvents"])
 
 
+def test_stop_at_stops_every_rank_at_its_first_match(tmp_path: Path) -> None:
+    p, tag = launch(tmp_path, "--headless", "--quiet", "--stop-at", "node_start AccumulateGrad",
+                    "--record", "runs")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, (out, err)
+    for k in (0, 1):
+        assert f"rank {k}: stopped at event " in out
+        rec = recordings.load(tmp_path / "runs" / f"rank{k}.jsonl.gz")
+        assert rec.footer["status"] == "running" and rec.events[-1].kind == "node_start"
+        assert rec.events[-1].data["name"] == "AccumulateGrad"
+    assert gone(tag)
+
+
 def test_a_failing_rank_ends_the_others_with_a_clear_message(tmp_path: Path) -> None:
     start = time.monotonic()
     p, tag = launch(tmp_path, "--headless", DDP_TINY_FAIL_RANK="0")
