@@ -116,7 +116,7 @@ class Launch:
         """The ranks whose recording is written."""
         return [k for k in range(self.n) if record_path(self.folder, k).is_file()]
 
-    def wait(self, on_tick: object = None, every: float = 0.2) -> int:
+    def wait(self, on_tick: object = None, every: float = 0.1) -> int:
         """Until the launcher ends (``on_tick()`` every ``every`` s meanwhile); its code."""
         while (code := self.poll()) is None:
             if callable(on_tick):
@@ -147,6 +147,7 @@ class Launch:
         for pid in descendants(self.proc.pid):
             if pid not in self._seen:
                 self._seen[pid] = _start_time(pid)
+            if pid not in self._rank_pids:  # again: first seen between fork and exec
                 rank = _rank_of_process(pid)
                 if rank is not None:
                     self._rank_pids[pid] = rank
@@ -193,7 +194,7 @@ class Launch:
         return {int(r): int(c) for r, c in _FAILED.findall(self.launcher_text())}
 
     def first_to_end(self, ranks: Sequence[int]) -> int | None:
-        """Of ``ranks``, the one whose process was seen gone first (polled every 0.2 s:
+        """Of ``ranks``, the one whose process was seen gone first (polled every 0.1 s:
         a rank that fails because another did ends later than it), if any was seen."""
         seen = [(self.ended[r], r) for r in ranks if r in self.ended]
         return min(seen)[1] if seen else None
