@@ -51,10 +51,12 @@ def run(args: argparse.Namespace) -> int:
     output = output_file(args.output, "-o/--output")
     files = rank_files(args.source)
     if files is not None:
-        return _merge(files, output)
+        return _merge([load_recording(f) for f in files], output)
     source = args.source[0]
     if is_recording(source):
         rec = load_recording(source)
+        if isinstance(rec.header.get("distributed"), dict):  # one rank: its process too
+            return _merge([rec], output)
         events, header = rec.events, rec.header
     else:
         r = make_run(source, args)
@@ -72,16 +74,15 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _merge(files: list[str], output: str | None) -> int:
+def _merge(recs: list[Any], output: str | None) -> int:
     from autograd_tui.export.chrome_ranks import merge_chrome_traces
     from autograd_tui.export.chrome_trace import write_trace_object
 
-    recs = [load_recording(f) for f in files]
     trace = merge_chrome_traces([(r.events, r.header) for r in recs])
     assert output is not None
     write_trace_object(output, trace)
     ranks = ", ".join(str(r["rank"]) for r in trace["metadata"]["ranks"])
-    print(f"wrote {shown(output)} ({sum(len(r.events) for r in recs)} events of "
-          f"{len(recs)} ranks: {ranks}, a process each); open it in https://ui.perfetto.dev "
-          "or chrome://tracing")
+    what = f"{len(recs)} ranks: {ranks}, a process each" if len(recs) > 1 else f"rank {ranks}"
+    print(f"wrote {shown(output)} ({sum(len(r.events) for r in recs)} events of {what}); "
+          "open it in https://ui.perfetto.dev or chrome://tracing")
     return EXIT_OK

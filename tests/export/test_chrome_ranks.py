@@ -89,9 +89,12 @@ def test_the_command_merges_a_folder_and_several_files(two_runs: list[Any], tmp_
     assert main(["chrome-trace", str(runs / "rank1.jsonl.gz"), str(runs / "rank0.jsonl.gz"),
                  "-o", str(out)]) == 0
     assert json.loads(out.read_text()) == t
-    # one recording: the one process of before
-    assert main(["chrome-trace", str(runs / "rank1.jsonl.gz"), "-o", str(out)]) == 0
-    assert {ev["pid"] for ev in json.loads(out.read_text())["traceEvents"]} == {1}
+    # one rank's recording: its own process, pid = its rank
+    assert main(["chrome-trace", str(runs / "rank0.jsonl.gz"), "-o", str(out)]) == 0
+    assert "events of rank 0)" in capsys.readouterr().out
+    one = json.loads(out.read_text())["traceEvents"]
+    assert {ev["pid"] for ev in one} == {0}
+    assert [ev["args"]["name"] for ev in one if ev["name"] == "process_name"] == ["rank 0"]
     capsys.readouterr()
     assert main(["chrome-trace", str(tmp_path), "-o", str(out)]) == 1
     assert "no recording of a rank in it" in capsys.readouterr().err
