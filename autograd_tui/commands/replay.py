@@ -4,7 +4,8 @@ A recording is untrusted data: everything printed from it is printed as text
 (``print_text``: no Rich markup, control characters made visible), and
 ``--reexecute`` runs a built-in scenario by the name the file gives, or the
 scenario the person names with ``--scenario NAME|PATH`` (``runner.reexecute``):
-never a file the recording names.
+never a file the recording names.  Several ranks' recordings (files, or the folder
+``torch --ranks N --record DIR`` wrote) open side by side, a debugger per rank.
 """
 
 from __future__ import annotations
@@ -36,8 +37,12 @@ def add_parser(sub: Any) -> None:
                                        "autograd-tui replay run.jsonl.gz --headless",
                                        "autograd-tui replay run.jsonl --reexecute",
                                        "autograd-tui replay run.jsonl --reexecute "
-                                       "--scenario ./my_scenario.py"))
-    p.add_argument("file", metavar="FILE")
+                                       "--scenario ./my_scenario.py",
+                                       "autograd-tui replay runs/    # torch --ranks 2 "
+                                       "--record runs/"))
+    p.add_argument("files", metavar="FILE", nargs="+",
+                   help="a recording; or several ranks' recordings (files, or a folder of "
+                        "rank*.jsonl.gz): side by side, < and > go from rank to rank")
     p.add_argument("--headless", action="store_true", help="no app: print the trace")
     p.add_argument("--reexecute", action="store_true",
                    help="run the engine again under the recorded schedule and compare")
@@ -51,20 +56,40 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.scenario is not None and not args.reexecute:
         raise UsageError("--scenario goes with --reexecute (it names the scenario to run)")
+    from autograd_tui.commands.torch_ranks import rank_files
+
+    files = rank_files(args.files)
+    if files is not None:
+        if args.reexecute:
+            raise UsageError("--reexecute takes one recording, not several ranks'")
+        recs = [load_recording(f, background=not args.headless) for f in files]
+        if not args.headless:
+            return open_app(recordings=recs)
+        codes = [_print(f, rec) for f, rec in zip(files, recs, strict=True)]
+        return max(codes)
     # the app checks the fold in the background, as it shows the recording
-    rec = load_recording(args.file, background=not (args.headless or args.reexecute))
+    file = args.files[0]
+    rec = load_recording(file, background=not (args.headless or args.reexecute))
     if args.reexecute:
         return _reexecute(rec, args.scenario)
     if not args.headless:
         return open_app(recording=rec)
+    return _print(file, rec)
+
+
+def _print(file: str, rec: Any) -> int:
+    """``--headless``: the recording's trace and summary; the exit code."""
     from autograd_tui.export.text import print_trace
 
     con = console()
     print_trace(rec.events, con)
     con.print()
-    lines = [f"recording: {args.file}", f"scenario: {rec.scenario}",
+    lines = [f"recording: {file}", f"scenario: {rec.scenario}",
              f"events: {len(rec.events)}"]
     status = rec.footer.get("status", "completed")
+    d = rec.header.get("distributed")
+    if isinstance(d, dict):
+        lines.append(f"rank: {d.get('rank')} of {d.get('world_size')}")
     lines.append(f"status: {status}")
     grads = rec.footer.get("gradients")
     for k, v in (grads.items() if isinstance(grads, dict) else ()):

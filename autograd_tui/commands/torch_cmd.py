@@ -7,12 +7,20 @@ Without ``--headless`` the app opens on it; with it, the trace and a summary
 are printed, as ``run --headless`` does.  Without PyTorch installed, one
 message says how to install it.  While a big forward pass is captured, standard
 error says how many nodes it has made so far (``capture_progress``).
+
+``--ranks N`` runs the script as N data-parallel ranks under PyTorch's own launcher
+(``session/ranks.py``: gloo on 127.0.0.1), one recording per rank in ``--record DIR``
+(or a temporary folder), then opens the app on them side by side, or with
+``--headless`` prints each rank's outcome.  Under a launcher (``RANK`` set), ``{rank}`` in
+``--record`` is the rank, and the recording's header says ``distributed: {rank,
+world_size, backend}``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -23,6 +31,7 @@ from autograd_tui.commands.common import (
     EXIT_ERROR,
     EXIT_OK,
     FORMATTER,
+    UsageError,
     add_stop_option,
     app_only_options,
     console,
@@ -47,6 +56,8 @@ def add_parser(sub: Any) -> None:
         epilog=examples("autograd-tui torch my_model.py",
                         "autograd-tui torch my_model.py --entry build_and_run",
                         "autograd-tui torch my_model.py --headless --record run.jsonl.gz",
+                        "autograd-tui torch ddp_model.py --ranks 2 --record runs/",
+                        "autograd-tui torch ddp_model.py --ranks 2 --headless",
                         "autograd-tui check-order my_model.py"))
     p.add_argument("script", metavar="SCRIPT.py")
     p.add_argument("--entry", default="main",
@@ -54,7 +65,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--headless", action="store_true", help="no app: print a trace")
     p.add_argument("--quiet", action="store_true", help="--headless: the summary only")
     add_stop_option(p)
-    p.add_argument("--record", metavar="FILE", help="write a recording (.jsonl or .jsonl.gz)")
+    p.add_argument("--record", metavar="FILE",
+                   help="write a recording (.jsonl or .jsonl.gz; {rank}: the rank, under "
+                        "torchrun); with --ranks, a folder for one recording per rank")
+    p.add_argument("--ranks", type=int, metavar="N",
+                   help="run N data-parallel ranks (torch.distributed.run, gloo on "
+                        "127.0.0.1), record each; open the app on them side by side, or "
+                        "with --headless print each rank's outcome")
     p.set_defaults(func=run)
 
 
@@ -63,14 +80,28 @@ def run(args: argparse.Namespace) -> int:
     from autograd_tui.session.run import Run
     from autograd_tui.session.torch_script import script_scenario
 
+    if args.ranks is not None:
+        from autograd_tui.commands.torch_ranks import run_ranks
+
+        return run_ranks(args)
+    if args.record and "{rank}" in args.record:
+        args.record = args.record.replace("{rank}", _env_rank("--record's {rank}"))
     record = output_file(args.record, "--record")
+    if os.environ.get("TORCHELASTIC_RUN_ID"):  # torchrun stops a rank with SIGTERM: at once,
+        import signal  # also while it waits in a collective (no Python handler runs there)
+
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if os.environ.get("AUTOGRAD_TUI_RANKS"):  # --ranks's: it ends if its agent dies
+            from autograd_tui.session.ranks import end_with_parent
+
+            end_with_parent(os.getppid())
     if not args.headless:
         app_only_options(args, record)
     with progress(None, "importing torch and the script (a few seconds)"):
         scenario = script_scenario(args.script, args.entry)  # on a terminal: a line meanwhile
     if not args.headless:
         return open_app(scenario)
-    r = Run(scenario)
+    r = _rank_run(Run)(scenario)
     try:
         with capture_progress():
             result = run_to_end(r, args.stop_at)
@@ -127,6 +158,39 @@ def capture_progress(stream: IO[str] | None = None, every: float = 0.5,
     finally:
         done.set()
         t.join()
+
+
+def _env_rank(what: str) -> str:
+    rank = os.environ.get("RANK", "")
+    if not rank.isdigit():
+        raise UsageError(f"{what} needs a rank: run under torchrun, or with --ranks N")
+    return rank
+
+
+def _rank_run(run_class: Any) -> Any:
+    """``Run``, whose recording's header says which rank of how many it was (from
+    ``torch.distributed`` once the script initialized it, else torchrun's environment)."""
+
+    class RankedRun(run_class):  # type: ignore[misc, valid-type]
+        def header(self) -> dict[str, Any]:
+            header: dict[str, Any] = super().header()
+            where = _distributed()
+            if where is not None:
+                header["distributed"] = where
+            return header
+
+    return RankedRun
+
+
+def _distributed() -> dict[str, Any] | None:
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return {"rank": dist.get_rank(), "world_size": dist.get_world_size(),
+                "backend": str(dist.get_backend())}
+    rank, world = os.environ.get("RANK", ""), os.environ.get("WORLD_SIZE", "")
+    if rank.isdigit() and world.isdigit() and int(rank) < int(world):
+        return {"rank": int(rank), "world_size": int(world), "backend": None}
+    return None
 
 
 def _summary(con: Any, run: Any, result: Any) -> int:

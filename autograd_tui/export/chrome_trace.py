@@ -57,7 +57,7 @@ CLOCK_NOTE = ("logical: ts is the event's seq number shown as microseconds (1 µ
 
 # Sort rank at equal ts: slices first (so instants and flows at the same ts nest in
 # them), then instants, counters, and flows last (they bind to what is already open).
-_RANK = {"M": -1, "X": 0, "B": 0, "i": 1, "C": 2, "s": 3, "f": 3}
+PHASE_ORDER = {"M": -1, "X": 0, "B": 0, "i": 1, "C": 2, "s": 3, "f": 3}
 
 
 class _Slice:
@@ -68,12 +68,13 @@ class _Slice:
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, pid: int = PID, first_flow: int = 0) -> None:
+        self.pid = pid
         self.out: list[dict[str, Any]] = []
         self.tids: dict[str, int] = {}
         self.names: dict[int, str] = {}
         self.stacks: dict[int, list[_Slice]] = {}
-        self.flow_ids = 0
+        self.flow_ids = first_flow  # flow ids are global to a file: one run's follow another's
         # GraphTask id -> (flow id, name) of a reentrant hand-off waiting for its first pop
         self.handoffs: dict[int, tuple[int, str]] = {}
         # (GraphTask id, queue) -> [flow id] of wake-up tasks waiting for their dummy pop
@@ -95,16 +96,16 @@ class _Builder:
 
     def instant(self, e: Event, tid: int, name: str, args: dict[str, Any]) -> None:
         self.counts["instants"] += 1
-        self.out.append({"ph": "i", "s": "t", "name": name, "cat": e.kind, "pid": PID,
+        self.out.append({"ph": "i", "s": "t", "name": name, "cat": e.kind, "pid": self.pid,
                          "tid": tid, "ts": e.seq, "args": args})
 
     def counter(self, name: str, cat: str, tid: int, ts: int, key: str, value: int) -> None:
         self.counts["counters"] += 1
-        self.out.append({"ph": "C", "name": name, "cat": cat, "pid": PID, "tid": tid,
+        self.out.append({"ph": "C", "name": name, "cat": cat, "pid": self.pid, "tid": tid,
                          "ts": ts, "args": {key: value}})
 
     def flow(self, ph: str, fid: int, name: str, cat: str, tid: int, ts: int) -> None:
-        ev: dict[str, Any] = {"ph": ph, "id": fid, "name": name, "cat": cat, "pid": PID,
+        ev: dict[str, Any] = {"ph": ph, "id": fid, "name": name, "cat": cat, "pid": self.pid,
                               "tid": tid, "ts": ts}
         if ph == "f":
             ev["bp"] = "e"
@@ -119,7 +120,7 @@ class _Builder:
             s.args["unfinished"] = True
             self.counts["unfinished_slices"] += 1
         self.counts["slices"] += 1
-        self.out.append({"ph": "X", "name": s.name, "cat": s.cat, "pid": PID, "tid": tid,
+        self.out.append({"ph": "X", "name": s.name, "cat": s.cat, "pid": self.pid, "tid": tid,
                          "ts": s.ts, "dur": max(end - s.ts, 0), "args": s.args})
 
     def close(self, tid: int, cat: str, key: Any, ts: int) -> _Slice | None:
@@ -291,21 +292,40 @@ class _Builder:
 def to_chrome_trace(events: Iterable[Event], header: dict[str, Any] | None = None
                     ) -> dict[str, Any]:
     """The events as a Trace Event Format object (see the module docstring)."""
+    b, evs = build_run(events, PID, 0)
+    return {"traceEvents": process_meta(b, PID, PROCESS_NAME) + body_of(b), "displayTimeUnit": "ms",
+            "metadata": run_metadata(b, evs, header)}
+
+
+def build_run(events: Iterable[Event], pid: int, first_flow: int) -> tuple[_Builder, list[Event]]:
     evs = sorted(events, key=lambda e: e.seq)
-    b = _Builder()
+    b = _Builder(pid, first_flow)
     for e in evs:
         b.add(e)
     b.finish()
-    body = sorted(b.out, key=lambda ev: (ev["ts"], _RANK[ev["ph"]], -ev.get("dur", 0)))
+    return b, evs
+
+
+def body_of(b: _Builder) -> list[dict[str, Any]]:
+    return sorted(b.out, key=lambda ev: (ev["ts"], PHASE_ORDER[ev["ph"]], -ev.get("dur", 0)))
+
+
+def process_meta(b: _Builder, pid: int, name: str) -> list[dict[str, Any]]:
+    """The process's and its threads' names (metadata events)."""
     meta: list[dict[str, Any]] = [
-        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "ts": 0,
-         "args": {"name": PROCESS_NAME}},
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "ts": 0,
+         "args": {"name": name}},
     ]
     for thread, tid in b.tids.items():
-        meta.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": tid, "ts": 0,
+        meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "ts": 0,
                      "args": {"name": thread}})
-        meta.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid, "ts": 0,
+        meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "ts": 0,
                      "args": {"sort_index": tid}})
+    return meta
+
+
+def run_metadata(b: _Builder, evs: list[Event], header: dict[str, Any] | None
+              ) -> dict[str, Any]:
     h = header or {}
     metadata: dict[str, Any] = {
         "source": "autograd-tui",
@@ -316,23 +336,22 @@ def to_chrome_trace(events: Iterable[Event], header: dict[str, Any] | None = Non
         "threads": dict(b.tids),
         **b.counts,
     }
-    for key in ("format", "version", "program", "scenario", "engine", "schedule", "tensors"):
+    for key in ("format", "version", "program", "scenario", "engine", "schedule", "tensors",
+                "distributed"):
         if key in h:
             metadata["recording_" + key if key in ("format", "version") else key] = h[key]
-    return {"traceEvents": meta + body, "displayTimeUnit": "ms", "metadata": metadata}
+    return metadata
 
 
-def write_chrome_trace(path: str | os.PathLike[str], events: Iterable[Event],
-                       header: dict[str, Any] | None = None) -> int:
-    """Write ``to_chrome_trace(events, header)`` to ``path`` (gzip if it ends in ``.gz``),
-    atomically: on failure any existing file is left as it was.  Returns the number of
-    bytes written.  Raises ``TraceError`` with one clear message if it cannot write."""
+def write_trace_object(path: str | os.PathLike[str], trace: dict[str, Any]) -> int:
+    """Write a trace object (``to_chrome_trace``'s, ``merge_chrome_traces``') to ``path``
+    (gzip if it ends in ``.gz``), atomically; the number of bytes written.  Raises
+    ``TraceError`` with one clear message if it cannot write."""
     p = Path(path)
     if p.is_dir():
         raise TraceError(f"{p}: cannot write: it is a directory")
     try:
-        data = json.dumps(to_chrome_trace(events, header), separators=(",", ":"),
-                          allow_nan=False).encode()
+        data = json.dumps(trace, separators=(",", ":"), allow_nan=False).encode()
     except ValueError as e:
         raise TraceError(f"{p}: cannot write: {e}") from None
     if p.name.endswith(".gz"):
@@ -342,3 +361,11 @@ def write_chrome_trace(path: str | os.PathLike[str], events: Iterable[Event],
     except CannotWrite as e:
         raise TraceError(str(e)) from None
     return len(data)
+
+
+def write_chrome_trace(path: str | os.PathLike[str], events: Iterable[Event],
+                       header: dict[str, Any] | None = None) -> int:
+    """Write ``to_chrome_trace(events, header)`` to ``path`` (gzip if it ends in ``.gz``),
+    atomically: on failure any existing file is left as it was.  Returns the number of
+    bytes written.  Raises ``TraceError`` with one clear message if it cannot write."""
+    return write_trace_object(path, to_chrome_trace(events, header))

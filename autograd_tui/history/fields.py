@@ -52,6 +52,14 @@ class Schedule(msgspec.Struct, frozen=True):
     serialized: bool = True
 
 
+class Distributed(msgspec.Struct, frozen=True):
+    """Which rank of a data-parallel run a recording is (``torch --ranks``, torchrun)."""
+
+    rank: Size
+    world_size: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+    backend: Text | None = None
+
+
 class Header(msgspec.Struct):
     format: Text
     version: int
@@ -61,6 +69,7 @@ class Header(msgspec.Struct):
     schedule: Schedule = Schedule()
     tensors: Literal["summary", "full"] = "summary"
     graph: dict[Text, list[Any]] = {}  # not read back: the events describe the graph
+    distributed: Distributed | None = None  # absent: not one rank of several
 
 
 class Footer(msgspec.Struct):
@@ -89,3 +98,10 @@ def _check(obj: dict[str, Any], kind: type[msgspec.Struct]) -> str | None:
     except msgspec.ValidationError as e:
         return str(e).replace("\n", " ")
     return None
+
+
+def rank_of(header: dict[str, Any] | None, default: int) -> int:
+    """The rank a recording's header names (``distributed.rank``), else ``default``."""
+    d = (header or {}).get("distributed")
+    rank = d.get("rank") if isinstance(d, dict) else None
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else default

@@ -38,6 +38,7 @@ HELP = f"""\
 | `w` | the next side pane, where they are tabs (a terminal under {TALL_HEIGHT} rows) |
 | `T` / `Q` / `R` / `G` | show the threads / ready queues / not_ready / GraphTasks pane |
 | `T` | also focuses the threads pane: `up` / `down` choose a thread, `p` pauses it |
+| `<` / `>` | several ranks (`torch --ranks N`): the previous / next rank, where it was left |
 | `enter` / click | grouped view (PyTorch nodes by nn.Module; `v`): open / close a group |
 | `f` | grouped view: open the groups holding the shown event's node, select its row |
 | `L` | under `serve --follow`: back to the leader's event, and follow it again |

@@ -8,6 +8,7 @@ from autograd_tui.app.widgets.header import Header
 from autograd_tui.app.widgets.key_footer import KeyFooter
 from autograd_tui.app.widgets.line_table import LineTable
 from autograd_tui.app.widgets.pane_tabs import PaneTabs
+from autograd_tui.app.widgets.rank_bar import RankBar
 from autograd_tui.app.widgets.rows import Cell, LazyRows, Row, cells
 from autograd_tui.app.widgets.side_pane import SidePane
 from autograd_tui.app.widgets.text_line import TextLine
@@ -17,6 +18,6 @@ from autograd_tui.app.widgets.timeline import Timeline
 
 __all__ = [
     "Banner", "Cell", "EventLog", "GraphPane", "Header", "KeyFooter", "LazyRows", "LineTable",
-    "PaneTabs", "Row",
+    "PaneTabs", "RankBar", "Row",
     "SidePane", "TextLine", "TextView", "ThreadsPane", "ThreadsTable", "Timeline", "cells",
 ]
