@@ -1,8 +1,8 @@
 """DDP lesson: a parameter unused on one rank, and the bucket that never becomes ready.
 
-Run it on two ranks (gloo on 127.0.0.1): ``torchrun --nproc-per-node 2 -m autograd_tui
-torch scenarios/_torch_ddp_unused.py`` (``autograd-tui torch --ranks 2 ...`` where the
-launcher is built in).  ``LESSON_FIX`` picks a fix (``FIXES``); ``LESSON_TIMEOUT`` the
+Run it on two ranks (gloo on 127.0.0.1): ``autograd-tui torch --ranks 2
+scenarios/_torch_ddp_unused.py`` (or ``torchrun --nproc-per-node 2 -m autograd_tui torch
+scenarios/_torch_ddp_unused.py``).  ``LESSON_FIX`` picks a fix (``FIXES``); ``LESSON_TIMEOUT`` the
 process group's timeout in seconds; ``LESSON_NEXT=1`` runs the next iteration's forward
 pass at exit (PyTorch's own, where it says what it says).  Not a built-in scenario (the
 leading underscore): it needs two processes.

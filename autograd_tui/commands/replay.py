@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
 def _print(file: str, rec: Any) -> int:
     """``--headless``: the recording's trace and summary; the exit code."""
     from autograd_tui.export.text import print_trace
+    from autograd_tui.history.ddp import never_ready_lines
 
     con = console()
     print_trace(rec.events, con)
@@ -98,6 +99,7 @@ def _print(file: str, rec: Any) -> int:
     missing = rec.footer.get("no_gradient")
     for k, why in (missing.items() if isinstance(missing, dict) else ()):
         lines.append(f"no grad {k}: {why}")
+    lines += [f"ddp: {line}" for line in never_ready_lines(rec.events)]
     lines.append(f"schedule: {rec.footer.get('schedule', '')}")
     for line in lines:
         print_text(con, line)

@@ -195,6 +195,8 @@ def _distributed() -> dict[str, Any] | None:
 
 def _summary(con: Any, run: Any, result: Any) -> int:
     """The lines after the trace (as ``run --headless`` prints them); the exit code."""
+    from autograd_tui.history.ddp import never_ready_lines
+
     con.print()
     print_text(con, f"script: {run.scenario.source}")
     if run.scenario.banner:
@@ -216,6 +218,8 @@ def _summary(con: Any, run: Any, result: Any) -> int:
             print_text(con, f"grad {k}: shape {list(v.shape)}, norm {_norm(v):.6g}")
         for k, why in run.no_grad.items():
             print_text(con, f"no grad {k}: {why}")
+        for line in never_ready_lines(run.events):  # DDP's unused-parameter failure
+            print_text(con, f"ddp: {line}")
         code = EXIT_OK
     else:
         print_text(con, f"stopped: {result.status}")

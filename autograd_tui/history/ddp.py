@@ -78,3 +78,17 @@ def ddp_state(events: Iterable[Any]) -> dict[int, RankState]:
             b.params, b.missing, b.state = list(e.params), list(e.missing), NEVER
             b.find_unused, b.static_graph = e.find_unused, e.static_graph
     return ranks
+
+
+def never_ready_lines(events: Iterable[Any]) -> list[str]:
+    """The explanation of each bucket that never became ready (the unused-parameter
+    failure), for a headless summary: the parameter, the rank and the bucket."""
+    from autograd_tui.words import never_ready_explanation  # words reads history's fields
+
+    out = []
+    for r in ddp_state(events).values():
+        for b in r.buckets.values():
+            if b.state == NEVER:
+                out.append(never_ready_explanation(r.rank, b.index, b.missing, b.find_unused,
+                                                   b.static_graph))
+    return out
