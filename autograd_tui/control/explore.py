@@ -227,7 +227,7 @@ def run_cooperative(program: Callable[[], Any], options: dict[str, Any],
     """``run_schedule`` on greenlets (``fastrun.py``): the same steps and outcome."""
     from autograd_tui.control.fastrun import Cooperative
 
-    run = Cooperative(program, options)
+    run = Cooperative(program, options, lean=True)
     policy = _Policy(run, decide, footprints, needs)
     run.policy = policy
     try:
