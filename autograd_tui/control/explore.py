@@ -146,14 +146,22 @@ class _Policy:
         return fp
 
     def choose(self, eligible: list[Any]) -> Any:
+        """At each gate (43 a two-devices run): kept to the fewest calls."""
         now = len(self._history.events)
-        j = len(self.steps)
+        steps = self.steps
+        j = len(steps)
         prev = None
-        if j and self.want_footprints and (self.needs is None or self.needs(j)):
-            prev = self._finish_step(now)
-        indices = self.offered = tuple([t.index for t in eligible])
+        if j and self.want_footprints:
+            needs = self.needs
+            if needs is None or needs(j):
+                prev = self._finish_step(now)
+        if len(eligible) == 1:
+            t = eligible[0]
+            indices = self.offered = (t.index,)
+        else:
+            indices = self.offered = tuple([t.index for t in eligible])
         pick = self.decide(j, indices, prev)
-        self.steps.append((pick, indices, now, len(self._table)))
+        steps.append((pick, indices, now, len(self._table)))
         for t in eligible:
             if t.index == pick:
                 self._info = t
