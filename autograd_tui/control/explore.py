@@ -145,21 +145,13 @@ class _Policy:
         self.footprints[len(self.steps) - 1] = fp
         return fp
 
-    def choose(self, eligible: list[Any]) -> Any:
-        """At each gate (43 a two-devices run): kept to the fewest calls."""
-        now = len(self._history.events)
-        steps = self.steps
-        j = len(steps)
-        prev = None
-        if j and self.want_footprints:
-            needs = self.needs
-            if needs is None or needs(j):
-                prev = self._finish_step(now)
-        if len(eligible) == 1:
-            t = eligible[0]
-            indices = self.offered = (t.index,)
-        else:
-            indices = self.offered = tuple([t.index for t in eligible])
+    def choose(self, eligible: list[Any]) -> Any:  # at each gate: the fewest calls
+        now, steps = len(self._history.events), self.steps
+        j, prev, needs = len(steps), None, self.needs
+        if j and self.want_footprints and (needs is None or needs(j)):
+            prev = self._finish_step(now)
+        indices = self.offered = (eligible[0].index,) if len(eligible) == 1 else \
+            tuple([t.index for t in eligible])
         pick = self.decide(j, indices, prev)
         steps.append((pick, indices, now, len(self._table)))
         for t in eligible:
