@@ -18,7 +18,8 @@ Every run is a fresh Engine.  Each search is measured twice, one after the other
 process: ``before`` (the base commit's explorer: a Controller and a History a run, real
 threads started, handed the turn and joined, every run run) and ``after`` (the default
 for a built-in scenario: the same engine code, its threads greenlets on one OS thread, no
-History, ``control/fastrun.py``; runs the trie knows not run again, ``runtrie.py``);
+History, events without tensor summaries, ``control/fastrun.py``; runs the trie knows
+not run again, ``runtrie.py``);
 ``x``: after over before, from the same process.  The
 cost of a schedule is the cost of a whole run (``bench.md`` and ``docs/explore.md`` say
 where it goes).  On a loaded machine, read the ratios, not the rates.
@@ -104,7 +105,7 @@ def breakdown(reps: int = 5, n: int = 200) -> list[tuple[str, float]]:
         (x.to("cuda:0") * 3.0).to("cpu").sum()
 
     def run(observe: str) -> None:
-        c = Cooperative(_two_devices, {})
+        c = Cooperative(_two_devices, {}, lean=True)  # as the explorer runs it: no summaries
         c.policy = First()
         if observe == "none":
             c.engine._observers = ()
@@ -122,7 +123,7 @@ def breakdown(reps: int = 5, n: int = 200) -> list[tuple[str, float]]:
     parts: list[tuple[str, Any, int]] = [
         ("forward only", forward, 1),
         ("greenlets: engine unobserved", lambda: run("none"), 1),
-        ("  + events built", lambda: run("events"), 1),
+        ("  + events built (lean)", lambda: run("events"), 1),
         ("  + gates (a trivial policy)", lambda: run("gates"), 1),
         ("  + the explorer (dfs, no trie)", lambda: search("cooperative", False), 25),
         ("  + the run trie (after, per run)", lambda: search("cooperative", True), 25),

@@ -145,15 +145,15 @@ class _Policy:
         self.footprints[len(self.steps) - 1] = fp
         return fp
 
-    def choose(self, eligible: list[Any]) -> Any:
-        now = len(self._history.events)
-        j = len(self.steps)
-        prev = None
-        if j and self.want_footprints and (self.needs is None or self.needs(j)):
+    def choose(self, eligible: list[Any]) -> Any:  # at each gate: the fewest calls
+        now, steps = len(self._history.events), self.steps
+        j, prev, needs = len(steps), None, self.needs
+        if j and self.want_footprints and (needs is None or needs(j)):
             prev = self._finish_step(now)
-        indices = self.offered = tuple([t.index for t in eligible])
+        indices = self.offered = (eligible[0].index,) if len(eligible) == 1 else \
+            tuple([t.index for t in eligible])
         pick = self.decide(j, indices, prev)
-        self.steps.append((pick, indices, now, len(self._table)))
+        steps.append((pick, indices, now, len(self._table)))
         for t in eligible:
             if t.index == pick:
                 self._info = t
@@ -227,7 +227,7 @@ def run_cooperative(program: Callable[[], Any], options: dict[str, Any],
     """``run_schedule`` on greenlets (``fastrun.py``): the same steps and outcome."""
     from autograd_tui.control.fastrun import Cooperative
 
-    run = Cooperative(program, options)
+    run = Cooperative(program, options, lean=True)
     policy = _Policy(run, decide, footprints, needs)
     run.policy = policy
     try:

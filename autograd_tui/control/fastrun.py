@@ -49,10 +49,18 @@ from autograd_tui.control.policies import encode_schedule
 from autograd_tui.control.table import ThreadTable
 from autograd_tui.control.threads import ThreadInfo
 from autograd_tui.engine.engine import Engine, use_engine
-from autograd_tui.engine.events import EVENT_TYPES, Event, make_event
+from autograd_tui.engine.events import EVENT_TYPES, NULL, Event, make_event, raw_list
 from autograd_tui.engine.sync import ThreadAborted, TrackedLock
 
 _NODE_META = EVENT_TYPES["node_meta"]
+
+
+def _no_summary(t: Any) -> Any:
+    return NULL
+
+
+def _no_summaries(ts: Any) -> Any:
+    return raw_list([NULL] * len(ts))
 
 def _module_locals() -> list[threading.local]:
     """Every module-level ``threading.local`` of the engine (an engine's own ``_tls`` is
@@ -73,13 +81,19 @@ class Cooperative:
     """One serialized run of ``program`` on a fresh ``Engine(**options)``, its threads
     greenlets; the engine's wait tracker and observer.  ``run()`` drives it to the end
     (``policy.choose`` picks each step, as it does under the controller); ``close()``
-    ends the threads still parked."""
+    ends the threads still parked.  ``lean``: the events carry no tensor summaries
+    (null, one per tensor) since the explorer reads none (a footprint reads an event's
+    kind, task, queue and wait; the outcome the gradients): a NumPy norm per tensor
+    saved, the same steps."""
 
     serialized = True
 
-    def __init__(self, program: Any, options: dict[str, Any]) -> None:
+    def __init__(self, program: Any, options: dict[str, Any], lean: bool = False) -> None:
         self.program = program
         self.engine = Engine(**options)
+        if lean:  # instance attributes over Engine's two summary helpers (engine.py)
+            self.engine._summarize = _no_summary  # type: ignore[method-assign]
+            self.engine._summaries = _no_summaries  # type: ignore[method-assign]
         self.table = ThreadTable()
         self.events: list[Event] = []
         self.history = SimpleNamespace(events=self.events)  # what ``_Policy`` reads

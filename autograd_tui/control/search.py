@@ -81,22 +81,26 @@ class BoundedDFS:
         prev, preempt = None, 0
         if j > 0:
             parent = frames[j - 1]
-            c, fc = parent.chosen, parent.done.get(parent.chosen, EVERYTHING)
+            c = parent.chosen
             prev, preempt = c, parent.preempt + parent.cost(c)
-            if self.reduce:
+            if self.reduce and (parent.sleep or len(parent.done) > (c in parent.done)):
+                fc = parent.done.get(c, EVERYTHING)
                 for u, fu in chain(parent.sleep.items(), parent.done.items()):
                     if u != c and independent(fu, fc):
                         sleep[u] = fu
-        awake = [t for t in eligible if t not in sleep]
-        if prev in awake:
+        if not sleep and prev in eligible:  # the commonest step: the same thread goes on
             pick = prev
-        elif awake:
-            pick = awake[0]
         else:
-            self.pruned += 1
-            raise Cut()  # every thread's next step was explored from an equivalent state
+            awake = [t for t in eligible if t not in sleep]
+            if prev in awake:
+                pick = prev
+            elif awake:
+                pick = awake[0]
+            else:
+                self.pruned += 1
+                raise Cut()  # every thread's next step was explored from an equivalent state
         frame = _Frame(eligible, prev, preempt, sleep, pick)
-        if preempt + frame.cost(pick) > self.bound:
+        if pick != prev and preempt + frame.cost(pick) > self.bound:
             self.capped = True
             raise Cut()  # going on needs a preemption (the thread that could is asleep)
         frames.append(frame)
