@@ -226,6 +226,9 @@ class Engine:
         self._observers: tuple[Observer, ...] = ()
         self.waits: Any = None  # wait tracker installed by the controller
         self.record_values = False  # events carry whole tensors, not just summaries
+        # How an event summarizes a tensor (raw JSON); the explorer's lean runs, which read
+        # no summary, swap in a null one (autograd_tui/control/fastrun.py).
+        self.summary_of = summary_raw
         self._lock = threading.Lock()
         self.device_ready_queues: dict[int, ReadyQueue] = {}
         self.cpu_ready_queues: dict[str, ReadyQueue] = {}  # one per thread that called backward
@@ -325,11 +328,11 @@ class Engine:
 
     def _summarize(self, t: Any) -> Any:
         """A tensor's summary as the event keeps it (raw JSON; made once per tensor)."""
-        return summary_raw(t, self.record_values) if t is not None else NULL
+        return self.summary_of(t, self.record_values) if t is not None else NULL
 
     def _summaries(self, ts: Sequence[Any]) -> Any:
-        full = self.record_values
-        return raw_list([summary_raw(t, full) if t is not None else NULL for t in ts])
+        full, of = self.record_values, self.summary_of
+        return raw_list([of(t, full) if t is not None else NULL for t in ts])
 
     def _deliver(self, event: Event) -> None:
         for obs in self._observers:
@@ -795,7 +798,8 @@ class Engine:
             # Each output's summary, reused below by the buffer it moves into ("first"):
             # no code runs between, so the value cannot have changed.
             full = self.record_values
-            out_sums = {id(o): summary_raw(o, full) for o in outputs if o is not None}
+            of = self.summary_of
+            out_sums = {id(o): of(o, full) for o in outputs if o is not None}
             self._send(_NODE_END, graph_task, func, None, func.name(),
                        raw_list([out_sums[id(o)] if o is not None else NULL
                                  for o in outputs]), leaf)

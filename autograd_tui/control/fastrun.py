@@ -49,18 +49,14 @@ from autograd_tui.control.policies import encode_schedule
 from autograd_tui.control.table import ThreadTable
 from autograd_tui.control.threads import ThreadInfo
 from autograd_tui.engine.engine import Engine, use_engine
-from autograd_tui.engine.events import EVENT_TYPES, NULL, Event, make_event, raw_list
+from autograd_tui.engine.events import EVENT_TYPES, NULL, Event, make_event
 from autograd_tui.engine.sync import ThreadAborted, TrackedLock
 
 _NODE_META = EVENT_TYPES["node_meta"]
 
 
-def _no_summary(t: Any) -> Any:
+def _no_summary(t: Any, full: bool) -> Any:
     return NULL
-
-
-def _no_summaries(ts: Any) -> Any:
-    return raw_list([NULL] * len(ts))
 
 def _module_locals() -> list[threading.local]:
     """Every module-level ``threading.local`` of the engine (an engine's own ``_tls`` is
@@ -91,9 +87,8 @@ class Cooperative:
     def __init__(self, program: Any, options: dict[str, Any], lean: bool = False) -> None:
         self.program = program
         self.engine = Engine(**options)
-        if lean:  # instance attributes over Engine's two summary helpers (engine.py)
-            self.engine._summarize = _no_summary  # type: ignore[method-assign]
-            self.engine._summaries = _no_summaries  # type: ignore[method-assign]
+        if lean:  # no event's summary is read: the engine's hook gives a null one
+            self.engine.summary_of = _no_summary
         self.table = ThreadTable()
         self.events: list[Event] = []
         self.history = SimpleNamespace(events=self.events)  # what ``_Policy`` reads
