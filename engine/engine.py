@@ -76,7 +76,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -107,9 +107,7 @@ from .input_buffer import InputBuffer
 from .python_hook import check_result, check_single_result
 from .ready_queue import NodeTask, ReadyQueue
 from .sync import ThreadAborted, Waitable, set_tracker_lookup, start_thread
-
-if TYPE_CHECKING:
-    from .tensor import Tensor
+from .tensor import Tensor, _tensor_of
 
 _new_buffer = object.__new__  # an InputBuffer without its __init__ frame (the hot path)
 
@@ -765,7 +763,21 @@ class Engine:
             outputs = func.apply(inputs.buffer)
             if type(outputs) is not list:
                 outputs = list(outputs)
-            validate_outputs(func._next_edges, outputs, func)
+            # validate_outputs, inlined for its common case: as many gradients as edges,
+            # each equal in shape, dtype and device to its InputMetadata (one tuple
+            # comparison); anything else is validate_outputs' own work (it checks all).
+            edges = func._next_edges
+            if len(outputs) != len(edges):
+                validate_outputs(edges, outputs, func)
+            else:
+                for grad, (fn, input_nr) in zip(outputs, edges):
+                    if fn is not None and grad is not None:
+                        meta = fn._input_metadata
+                        data = grad.data
+                        if (input_nr >= len(meta)
+                                or (data.shape, data.dtype, grad.device) != meta[input_nr]):
+                            validate_outputs(edges, outputs, func)
+                            break
 
         if not graph_task.keep_graph:
             func.release_variables()
@@ -847,7 +859,21 @@ class Engine:
                                 [v is not None for v in input_buffer.buffer])
                 else:
                     # The node already has a buffer in not_ready: accumulate into it.
-                    mode = input_buffer.add(input_nr, output)
+                    if (not observing and output is not None and type(output) is Tensor
+                            and not getattr(grad_tls, "enabled", True)):
+                        # InputBuffer.add's common case, inlined: two of our tensors
+                        # summed out of place, no graph recorded (no create_graph).
+                        buffer = input_buffer.buffer
+                        old = buffer[input_nr]
+                        if old is None:
+                            buffer[input_nr] = output
+                        elif type(old) is Tensor:
+                            buffer[input_nr] = _tensor_of(old.data + output.data, old.device)
+                        else:
+                            input_buffer.add(input_nr, output)
+                        mode = ""
+                    else:
+                        mode = input_buffer.add(input_nr, output)
                     if observing:
                         self._send(
                             _BUF_ACC, graph_task, next_fn, None, input_nr, mode,
