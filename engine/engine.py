@@ -58,8 +58,13 @@ Departures, all deliberate:
   ``GraphTask::completed``, the outstanding-task decrement and the guards
   (``AutoGradMode``, ``GraphTaskGuard``, ``NodeGuard``) in ``thread_main``; with no
   observer, tasks go through ``ReadyQueue.push_node``/``try_pop_task`` (the same
-  heap, one call each).  ``compute_dependencies`` keeps its ``seen`` set as the keys
-  of ``dependencies`` (one lookup per edge) and fills ``nodes_in_graph`` from them.
+  heap, one call each).  ``evaluate_function`` also inlines ``validate_outputs``'
+  common case (as many gradients as edges, each equal in shape, dtype and device to
+  its ``InputMetadata``: one tuple comparison; anything else is ``validate_outputs``'
+  own work, which checks them all again) and, with no observer and no grad mode,
+  ``InputBuffer::add``'s out-of-place sum of two of our tensors.
+  ``compute_dependencies`` keeps its ``seen`` set as the keys of ``dependencies``
+  (one lookup per edge) and fills ``nodes_in_graph`` from them.
 - Options that re-create historical designs, each off by default, for the
   controller's deadlock lessons: ``reentrant="block"`` (a reentrant backward on
   a worker thread just waits on its future, as before PyTorch's reentrant
@@ -755,9 +760,11 @@ class Engine:
                                       graph_task.reentrant_depth,
                                       self._summaries(inputs.buffer))
         if (func._pre_hooks or func._post_hooks or func._tensor_pre_hooks
-                or func._retains_grad_hooks or isinstance(func, AccumulateGrad)):
+                or func._retains_grad_hooks
+                or isinstance(func, AccumulateGrad) and func.variable._backward_hooks):
             outputs = self.call_function(graph_task, func, inputs)
-        else:  # call_function for a node without hooks (the common case), inlined;
+        else:  # call_function for a node without hooks (the common case, a leaf's
+            # AccumulateGrad without tensor hooks included: its variable's), inlined;
             # the buffer is moved into the node (InputBuffer::variables(std::move(...))):
             # nothing reads it after
             outputs = func.apply(inputs.buffer)

@@ -10,6 +10,10 @@ operand is a constant: its edge is invalid, as in PyTorch.
 Departures: ``neg`` lives here, not with the unary functions in ``pointwise.py``: it is
 the operator ``-a`` that ``sub``'s and ``div``'s gradients are written with, and the
 unary functions' formulas are written with this module, so the imports go one way.
+``MulBackward0`` without grad mode (a backward pass without ``create_graph``) skips
+``mul()``: nothing is recorded, and for a 1-dim float32/float64 gradient times a tensor of
+its shape, dtype and device, or times a Python float, it multiplies the arrays at once
+(``_product_1d``: ``elementwise``'s result, without its general checks).
 A comparison records nothing (a bool result has no gradient); masks are constants, made
 with their operand's array module on its device.
 """
