@@ -58,8 +58,13 @@ Departures, all deliberate:
   ``GraphTask::completed``, the outstanding-task decrement and the guards
   (``AutoGradMode``, ``GraphTaskGuard``, ``NodeGuard``) in ``thread_main``; with no
   observer, tasks go through ``ReadyQueue.push_node``/``try_pop_task`` (the same
-  heap, one call each).  ``compute_dependencies`` keeps its ``seen`` set as the keys
-  of ``dependencies`` (one lookup per edge) and fills ``nodes_in_graph`` from them.
+  heap, one call each).  ``evaluate_function`` also inlines ``validate_outputs``'
+  common case (as many gradients as edges, each equal in shape, dtype and device to
+  its ``InputMetadata``: one tuple comparison; anything else is ``validate_outputs``'
+  own work, which checks them all again) and, with no observer and no grad mode,
+  ``InputBuffer::add``'s out-of-place sum of two of our tensors.
+  ``compute_dependencies`` keeps its ``seen`` set as the keys of ``dependencies``
+  (one lookup per edge) and fills ``nodes_in_graph`` from them.
 - Options that re-create historical designs, each off by default, for the
   controller's deadlock lessons: ``reentrant="block"`` (a reentrant backward on
   a worker thread just waits on its future, as before PyTorch's reentrant
@@ -76,7 +81,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -107,9 +112,7 @@ from .input_buffer import InputBuffer
 from .python_hook import check_result, check_single_result
 from .ready_queue import NodeTask, ReadyQueue
 from .sync import ThreadAborted, Waitable, set_tracker_lookup, start_thread
-
-if TYPE_CHECKING:
-    from .tensor import Tensor
+from .tensor import Tensor, _tensor_of
 
 _new_buffer = object.__new__  # an InputBuffer without its __init__ frame (the hot path)
 
@@ -779,15 +782,34 @@ class Engine:
                                       graph_task.reentrant_depth,
                                       self._summaries(inputs.buffer))
         if (func._pre_hooks or func._post_hooks or func._tensor_pre_hooks
-                or func._retains_grad_hooks or isinstance(func, AccumulateGrad)):
+                or func._retains_grad_hooks
+                or isinstance(func, AccumulateGrad) and func.variable._backward_hooks):
             outputs = self.call_function(graph_task, func, inputs)
-        else:  # call_function for a node without hooks (the common case), inlined;
+        else:  # call_function for a node without hooks (the common case, a leaf's
+            # AccumulateGrad without tensor hooks included: its variable's), inlined;
             # the buffer is moved into the node (InputBuffer::variables(std::move(...))):
             # nothing reads it after
             outputs = func.apply(inputs.buffer)
             if type(outputs) is not list:
                 outputs = list(outputs)
-            validate_outputs(func._next_edges, outputs, func)
+            # validate_outputs, inlined for its common case: as many gradients as edges,
+            # each equal in shape, dtype and device to its InputMetadata (one tuple
+            # comparison); anything else is validate_outputs' own work (it checks all).
+            edges = func._next_edges
+            if len(outputs) != len(edges):
+                validate_outputs(edges, outputs, func)
+            else:
+                for grad, (fn, input_nr) in zip(outputs, edges):
+                    if fn is not None and grad is not None:
+                        try:
+                            meta = fn._input_metadata[input_nr]
+                        except IndexError:  # no metadata: validate_outputs skips it
+                            validate_outputs(edges, outputs, func)
+                            break
+                        data = grad.data
+                        if (data.shape, data.dtype, grad.device) != meta:
+                            validate_outputs(edges, outputs, func)
+                            break
 
         if not graph_task.keep_graph:
             func.release_variables()
@@ -824,10 +846,10 @@ class Engine:
                 if next_fn is None:
                     continue
                 is_ready = False
-                count = dependencies.get(next_fn)
-                if count is None:
-                    raise RuntimeError(f"dependency not found for {next_fn.name()}")
-                count -= 1
+                try:  # (a subscript costs less than dict.get; a miss is an engine error)
+                    count = dependencies[next_fn] - 1
+                except KeyError:
+                    raise RuntimeError(f"dependency not found for {next_fn.name()}") from None
                 if count == 0:
                     del dependencies[next_fn]
                     is_ready = True
@@ -875,7 +897,21 @@ class Engine:
                                 [v is not None for v in input_buffer.buffer])
                 else:
                     # The node already has a buffer in not_ready: accumulate into it.
-                    mode = input_buffer.add(input_nr, output)
+                    if (not observing and output is not None and type(output) is Tensor
+                            and not getattr(grad_tls, "enabled", True)):
+                        # InputBuffer.add's common case, inlined: two of our tensors
+                        # summed out of place, no graph recorded (no create_graph).
+                        buffer = input_buffer.buffer
+                        old = buffer[input_nr]
+                        if old is None:
+                            buffer[input_nr] = output
+                        elif type(old) is Tensor:
+                            buffer[input_nr] = _tensor_of(old.data + output.data, old.device)
+                        else:
+                            input_buffer.add(input_nr, output)
+                        mode = ""
+                    else:
+                        mode = input_buffer.add(input_nr, output)
                     if observing:
                         self._send(
                             _BUF_ACC, graph_task, next_fn, None, input_nr, mode,

@@ -422,6 +422,26 @@ class Tensor(TensorMethods):
         return _ops.to(self, f"cuda:{index}", None)
 
 
+_new_tensor = object.__new__
+
+
+def _tensor_of(data: Any, device: str) -> Tensor:
+    """``Tensor(data, device=device)`` (no requires_grad) for the backward pass's hot paths,
+    where a gradient is made per node: no ``__init__`` frame, no keyword parsing."""
+    t = _new_tensor(Tensor)
+    t.data = data
+    t.device = device
+    t.grad_fn = None
+    t.output_nr = 0
+    t._grad = None
+    t._grad_accumulator = None
+    t._backward_hooks = []
+    t._retains_grad = False
+    t._requires_grad = False
+    t._version_counter = None
+    return t
+
+
 # The one cycle of the tensor/ops core: the ops make Tensors and Tensor's operators call the
 # ops, so ``ops`` is imported here, once Tensor is defined (its methods read it at call time).
 from . import ops as _ops  # noqa: E402
@@ -485,3 +505,4 @@ def ones_like(t: Tensor, requires_grad: bool = False) -> Tensor:
     with _dev.on_device(t.device):
         data = _dev.array_module(t.data).ones_like(t.data)
     return Tensor(data, requires_grad=requires_grad, device=t.device)
+

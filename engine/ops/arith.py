@@ -10,6 +10,10 @@ operand is a constant: its edge is invalid, as in PyTorch.
 Departures: ``neg`` lives here, not with the unary functions in ``pointwise.py``: it is
 the operator ``-a`` that ``sub``'s and ``div``'s gradients are written with, and the
 unary functions' formulas are written with this module, so the imports go one way.
+``MulBackward0`` without grad mode (a backward pass without ``create_graph``) skips
+``mul()``: nothing is recorded, and for a 1-dim float32/float64 gradient times a tensor of
+its shape, dtype and device, or times a Python float, it multiplies the arrays at once
+(``_product_1d``: ``elementwise``'s result, without its general checks).
 A comparison records nothing (a bool result has no gradient); masks are constants, made
 with their operand's array module on its device.
 """
@@ -23,8 +27,10 @@ import numpy as np
 from .. import device as _dev
 from .. import grad_mode
 from ..dtypes import binary_result_type, float_result_type, result_type
+from ..errstate import errors_ignored
+from ..grad_mode import _tls as _grad_tls
 from ..strides import elementwise_layout
-from ..tensor import Tensor
+from ..tensor import Tensor, _tensor_of
 from .base import (
     Grads,
     OpNode,
@@ -39,6 +45,24 @@ from .base import (
     operand_arrays,
     record,
 )
+
+_multiply = np.multiply
+
+
+def _product_1d(g: Tensor, gd: np.ndarray, x: Any) -> Tensor:
+    """``elementwise(g, x, np.multiply)`` where ``g``'s array ``gd`` is 1-dim, float32 or
+    float64, and NumPy's errors are ignored already: for ``x`` a tensor of the same shape,
+    dtype and device, or a Python float, the product is a fresh 1-dim array, laid out as
+    TensorIterator lays it (contiguous), in ``g``'s dtype, whatever the operands' strides;
+    anything else is ``elementwise``'s."""
+    if type(x) is Tensor:
+        xd = x.data
+        if (type(xd) is np.ndarray and xd.dtype == gd.dtype and xd.shape == gd.shape
+                and x.device == g.device):
+            return _tensor_of(_multiply(gd, xd), g.device)
+    elif type(x) is float:
+        return _tensor_of(_multiply(gd, x), g.device)
+    return elementwise(g, x, _multiply)
 
 
 # The formulas below run once per node in most backward passes: each checks
@@ -81,6 +105,16 @@ class MulBackward0(OpNode):
             return [None] * len(self._next_edges)
         s = self.saved()
         e0, e1 = self._next_edges
+        if not getattr(_grad_tls, "enabled", True):
+            # mul() without grad mode (a backward pass without create_graph), inlined: the
+            # saved operands passed mul's checks already, and nothing is recorded.
+            gd = g.data
+            if type(gd) is np.ndarray and gd.ndim == 1 and gd.dtype.char in "df" \
+                    and errors_ignored():
+                return [_product_1d(g, gd, s["other"]) if e0.function is not None else None,
+                        _product_1d(g, gd, s["self"]) if e1.function is not None else None]
+            return [elementwise(g, s["other"], _multiply) if e0.function is not None else None,
+                    elementwise(g, s["self"], _multiply) if e1.function is not None else None]
         return [mul(g, s["other"]) if e0.function is not None else None,
                 mul(g, s["self"]) if e1.function is not None else None]
 

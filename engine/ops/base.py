@@ -41,7 +41,7 @@ from ..dtypes import binary_result_type
 from ..errstate import errors_ignored
 from ..graph import SAVED_FREED, Node, collect_next_edges
 from ..strides import contiguous_strides, elementwise_layout
-from ..tensor import Tensor
+from ..tensor import Tensor, _tensor_of
 
 Grads = list[Tensor | None]
 
@@ -344,7 +344,7 @@ def elementwise(a: Tensor, b: Any, np_fn: Any, dtype: Any = None) -> Tensor:
             if type(data) is not np.ndarray or not (
                     data.ndim == 1 and data.strides[0] == data.itemsize or is_dense(data)):
                 data = elementwise_layout(data, ad, bd)  # (is_dense's 1-dim case inline)
-            return Tensor(data, device=a.device)
+            return _tensor_of(data, a.device)
     dt = binary_result_type(a, b) if dtype is None else dtype
     dev = check_same_device(a, b)
     check_broadcast(a, b)
