@@ -206,7 +206,7 @@ def measure_jobs(name: str, reduce: bool, jobs: int, repeats: int = 5) -> dict[s
         pair = {}
         for n in (1, jobs):
             gc.collect()
-            ex = (Explorer(make, name, budget=budget, reduce=reduce) if n == 1 else
+            ex = (Explorer(make.spec(), name, budget=budget, reduce=reduce) if n == 1 else
                   ParallelExplorer(make, name, jobs=n, budget=budget, reduce=reduce))
             kids = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0, c0 = time.perf_counter(), time.process_time()
