@@ -81,6 +81,7 @@ def build():
     timeout = datetime.timedelta(seconds=float(os.environ.get("LESSON_TIMEOUT", "60")))
     if not dist.is_initialized():
         dist.init_process_group("gloo", timeout=timeout)
+        atexit.register(close)  # registered first, so it runs after the others below
     torch.manual_seed(0)
     fix = FIXES[os.environ.get("LESSON_FIX", "none")]
     # 1.2 KiB per bucket: DDP makes several buckets from the first iteration
@@ -111,6 +112,19 @@ def next_iteration() -> None:
         print("next iteration: completed", flush=True)
     except RuntimeError as e:
         print(f"next iteration: RuntimeError: {str(e).splitlines()[0]}", flush=True)
+
+
+def close() -> None:
+    """At exit: the model, then the process group, before the interpreter tears down
+    (left to it, gloo's threads may be destroyed while joinable: SIGABRT)."""
+    import gc
+
+    import torch.distributed as dist
+
+    MODEL.clear()
+    gc.collect()
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def dump(folder: str) -> None:
