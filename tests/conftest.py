@@ -56,3 +56,17 @@ def pytest_sessionfinish(session, exitstatus):
     if left:
         print(f"\nERROR: engine threads still alive after the suite: {[t.name for t in left]}")
         session.exitstatus = 1
+
+
+@pytest.fixture(scope="module")
+def multi_device_recording(tmp_path_factory: pytest.TempPathFactory):
+    """A real recording (two devices, so two threads and queues) and its events."""
+    from autograd_tui import scenarios
+    from autograd_tui.session.run import Run
+
+    p = tmp_path_factory.mktemp("recorded") / "multi.jsonl"
+    with Run(scenarios.get("multi-device")) as run:
+        run.run()
+        run.save(p)
+        events = list(run.events)
+    return p, events

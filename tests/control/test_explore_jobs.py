@@ -352,38 +352,13 @@ def test_a_seconds_budget_stops_the_workers():
 def test_the_progress_bar_runs_with_jobs(tmp_path: Path):
     """On a terminal the bar is drawn while two workers search, and the report is the
     one process's (standard output a pipe, standard error a pseudo-terminal)."""
-    import pty
+    from terminal import run_on_terminal, run_piped
 
-    args = [sys.executable, "-m", "autograd_tui", "explore", "race-lock-order",
-            "--preemptions", "1"]
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS="120")
-    one = subprocess.run(args, capture_output=True, text=True, timeout=150, env=env)
-    master, slave = pty.openpty()
-    p = subprocess.Popen([*args, "--jobs", "2"], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=slave, env=env)
-    os.close(slave)
-    chunks: list[bytes] = []
-
-    def read() -> None:
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the child closed its end
-                return
-            if not data:
-                return
-            chunks.append(data)
-
-    reader = threading.Thread(target=read, name="pty-reader")
-    reader.start()
-    try:
-        out, _ = p.communicate(timeout=150)
-    finally:
-        reader.join(10)
-        os.close(master)
-    terminal = b"".join(chunks).decode(errors="replace")
-    assert p.returncode == one.returncode == 3, terminal
+    args = ["explore", "race-lock-order", "--preemptions", "1"]
+    one = run_piped(args, tmp_path)
+    rc, out, terminal = run_on_terminal([*args, "--jobs", "2"], tmp_path)
+    assert rc == one.returncode == 3, terminal
     assert "exploring" in terminal and "deadlock" in terminal
     assert "Traceback" not in terminal  # the workers stop without a word
     last = [line for line in one.stdout.splitlines() if line.startswith("explored ")][0]
-    assert last.split(" in ")[0] in out.decode()  # the same counts; the time may differ
+    assert last.split(" in ")[0] in out  # the same counts; the time may differ

@@ -11,24 +11,17 @@ import time
 import pytest
 from forge import signed
 
-from autograd_tui import scenarios
 from autograd_tui.engine.events import EVENT_TYPES
 from autograd_tui.history import History
 from autograd_tui.history import recordings as trace
 from autograd_tui.session import Session
-from autograd_tui.session.run import Run
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory):
-    p = tmp_path_factory.mktemp("check") / "multi.jsonl"
-    with Run(scenarios.get("multi-device")) as run:
-        run.run()
-        run.save(p)
-        events = list(run.events)
-    return p, events
+def recorded(multi_device_recording):
+    return multi_device_recording
 
 
 def _parts(p):

@@ -12,26 +12,18 @@ import numpy as np
 import pytest
 from forge import signed
 
-from autograd_tui import scenarios
 from autograd_tui.engine.events import make_event
 from autograd_tui.history import History
 from autograd_tui.history import recordings as trace
 from autograd_tui.history import store as store_mod
 from autograd_tui.history.store import KINDS, EventStore
-from autograd_tui.session.run import Run
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory):
-    """A real recording (two devices, so two threads and queues) and its events."""
-    p = tmp_path_factory.mktemp("store") / "multi.jsonl"
-    with Run(scenarios.get("multi-device")) as run:
-        run.run()
-        run.save(p)
-        events = list(run.events)
-    return p, events
+def recorded(multi_device_recording):
+    return multi_device_recording
 
 
 def test_a_loaded_recording_reads_as_the_list_of_its_events(recorded, monkeypatch):
