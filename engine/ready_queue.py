@@ -305,9 +305,17 @@ class ReadyQueue(Waitable):
         task.inputs = inputs
         task.is_shutdown_task = False
         task._seq = seq = fn._sequence_nr
-        with self._mutex:
-            with graph_task._count_lock:  # increment_outstanding, inlined
+        # ``with lock:`` as acquire/try/finally/release: half the cost of the context manager's
+        # __enter__/__exit__ lookups and calls, on a path taken once per node.
+        mutex = self._mutex
+        mutex.acquire()
+        try:
+            count_lock = graph_task._count_lock
+            count_lock.acquire()  # increment_outstanding, inlined
+            try:
                 graph_task.outstanding_tasks += 1
+            finally:
+                count_lock.release()
             if self._keyed:
                 if self._deaths != _deaths[0]:
                     self._rekey()
@@ -316,6 +324,8 @@ class ReadyQueue(Waitable):
                 _push_heap_port(self._heap, task, self._compare)
             if self._waiters:
                 self.notify_waiters(self._engine.waits if self._engine is not None else None)
+        finally:
+            mutex.release()
 
     def try_pop(self, on_pop: Callable[[NodeTask, int, Any], Any] | None = None,
                 before_pop: Callable[[], Any] | None = None) -> tuple[NodeTask | None, Any]:
@@ -332,7 +342,9 @@ class ReadyQueue(Waitable):
 
     def try_pop_task(self) -> NodeTask | None:
         """``try_pop()``'s task, for the engine when nobody observes."""
-        with self._mutex:
+        mutex = self._mutex
+        mutex.acquire()  # (``with``, unrolled: see push_node)
+        try:
             if not self._heap:
                 return None
             if self._keyed:
@@ -340,6 +352,8 @@ class ReadyQueue(Waitable):
                     self._rekey()
                 return heappop(self._heap)[1]  # type: ignore[no-any-return]
             return _pop_heap_port(self._heap, self._compare)
+        finally:
+            mutex.release()
 
     def pop(self) -> NodeTask:
         """``ReadyQueue::pop``: block until a task is ready (no events; for tools and tests)."""
