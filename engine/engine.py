@@ -548,7 +548,10 @@ class Engine:
             fn = queue.pop()
             if fn._topological_nr < min_topo_nr:
                 continue  # cannot reach any output of grad(): prune
-            for next_ptr, _ in fn._next_edges:
+            for edge in fn._next_edges:
+                # Edge.function, by index: unpacking an Edge (a tuple subclass) goes
+                # through an iterator
+                next_ptr = edge[0]
                 if next_ptr is not None:
                     # The nodes seen are the keys of dependencies: a node is new when it
                     # has no count yet (one dict lookup instead of the set's and the map's).
@@ -803,10 +806,16 @@ class Engine:
             if len(outputs) != len(edges):
                 validate_outputs(edges, outputs, func)
             else:
-                for grad, (fn, input_nr) in zip(outputs, edges):
+                # (zip() and unpacking an Edge, a tuple subclass, each cost more than
+                # the loop's work here: a counter and an Edge's items by index instead)
+                i = -1
+                for edge in edges:
+                    i += 1
+                    fn = edge[0]  # Edge.function
+                    grad = outputs[i]
                     if fn is not None and grad is not None:
                         try:
-                            meta = fn._input_metadata[input_nr]
+                            meta = fn._input_metadata[edge[1]]  # Edge.input_nr
                         except IndexError:  # no metadata: validate_outputs skips it
                             validate_outputs(edges, outputs, func)
                             break
@@ -849,9 +858,14 @@ class Engine:
             dependencies = graph_task.dependencies
             not_ready = graph_task.not_ready
             # validate_outputs made len(outputs) == len(func._next_edges)
-            for output, (next_fn, input_nr) in zip(outputs, func._next_edges):
+            i = -1
+            for edge in func._next_edges:  # (no zip(), no unpacking: see above)
+                i += 1
+                next_fn = edge[0]  # Edge.function
                 if next_fn is None:
                     continue
+                input_nr = edge[1]  # Edge.input_nr
+                output = outputs[i]
                 is_ready = False
                 try:  # (a subscript costs less than dict.get; a miss is an engine error)
                     count = dependencies[next_fn] - 1

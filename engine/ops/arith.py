@@ -27,10 +27,12 @@ import numpy as np
 from .. import device as _dev
 from .. import grad_mode
 from ..dtypes import binary_result_type, float_result_type, result_type
-from ..errstate import errors_ignored
+from ..errstate import _ignoring
+from ..errstate import _state as _errstate
 from ..grad_mode import _tls as _grad_tls
+from ..graph import SAVED_FREED
 from ..strides import elementwise_layout
-from ..tensor import Tensor, _tensor_of
+from ..tensor import Tensor, _new_tensor
 from .base import (
     Grads,
     OpNode,
@@ -42,6 +44,7 @@ from .base import (
     dtype_name,
     elementwise,
     mask_of,
+    modified_message,
     operand_arrays,
     record,
 )
@@ -57,12 +60,29 @@ def _product_1d(g: Tensor, gd: np.ndarray, x: Any) -> Tensor:
     anything else is ``elementwise``'s."""
     if type(x) is Tensor:
         xd = x.data
-        if (type(xd) is np.ndarray and xd.dtype == gd.dtype and xd.shape == gd.shape
-                and x.device == g.device):
-            return _tensor_of(_multiply(gd, xd), g.device)
+        # (1-dim both: equal lengths are equal shapes, without building the shape tuples)
+        if (type(xd) is np.ndarray and xd.dtype == gd.dtype and xd.ndim == 1
+                and len(xd) == len(gd) and x.device == g.device):
+            data = _multiply(gd, xd)
+        else:
+            return elementwise(g, x, _multiply)
     elif type(x) is float:
-        return _tensor_of(_multiply(gd, x), g.device)
-    return elementwise(g, x, _multiply)
+        data = _multiply(gd, x)
+    else:
+        return elementwise(g, x, _multiply)
+    # _tensor_of(data, g.device), inlined: two per MulBackward0 of a backward pass
+    t = _new_tensor(Tensor)
+    t.data = data
+    t.device = g.device
+    t.grad_fn = None
+    t.output_nr = 0
+    t._grad = None
+    t._grad_accumulator = None
+    t._backward_hooks = []
+    t._retains_grad = False
+    t._requires_grad = False
+    t._version_counter = None
+    return t
 
 
 # The formulas below run once per node in most backward passes: each checks
@@ -103,14 +123,22 @@ class MulBackward0(OpNode):
         g = grads[0]
         if g is None:
             return [None] * len(self._next_edges)
-        s = self.saved()
+        # self.saved(), inlined (OpNode.saved: the saved tensors' versions checked)
+        if self._released:
+            raise RuntimeError(SAVED_FREED)
+        s = self._saved or {}
+        for k, version, is_output in self._saved_versions:
+            vc = s[k]._version_counter
+            if (0 if vc is None else vc.version) != version:
+                raise RuntimeError(modified_message(self, s[k], version, is_output))
         e0, e1 = self._next_edges
         if not getattr(_grad_tls, "enabled", True):
             # mul() without grad mode (a backward pass without create_graph), inlined: the
             # saved operands passed mul's checks already, and nothing is recorded.
             gd = g.data
             if type(gd) is np.ndarray and gd.ndim == 1 and gd.dtype.char in "df" \
-                    and errors_ignored():
+                    and _errstate is not None and _errstate.get() in _ignoring:
+                # (errors_ignored(), inlined)
                 return [_product_1d(g, gd, s["other"]) if e0.function is not None else None,
                         _product_1d(g, gd, s["self"]) if e1.function is not None else None]
             return [elementwise(g, s["other"], _multiply) if e0.function is not None else None,
