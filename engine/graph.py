@@ -12,7 +12,10 @@ Departures, and why:
 - Saved tensors are plain references (no ``SavedVariable`` version counter
   check); releasing them sets a flag so that a second backward raises
   PyTorch's "Trying to backward through the graph a second time" error.
-- ``input_metadata`` keeps only shape, dtype and device (no streams).
+- ``input_metadata`` keeps only shape, dtype and device (no streams); nodes whose
+  inputs have equal ones share one tuple (``input_metadata_of``), where each C++ node
+  holds its own copy inline: a Python node reaches it through pointers, and a shared
+  tuple stays in the cache over a long backward pass.
 """
 
 from __future__ import annotations
@@ -67,6 +70,32 @@ class InputMetadata(NamedTuple):
     shape: tuple[int, ...]
     dtype: Any
     device: str
+
+
+#: InputMetadata shared by the nodes whose input has the same shape, dtype and device (a
+#: tuple, never changed): a backward pass then reads one hot tuple, not one per node.
+_interned_metadata: dict[tuple[Any, ...], InputMetadata] = {}
+_INTERN_MAX = 4096  # distinct (shape, dtype, device) kept; the cache starts over past it
+
+
+def input_metadata_of(shape: Sequence[int], dtype: Any, device: str) -> InputMetadata:
+    """``InputMetadata(tuple(shape), dtype, device)``, the interned one when there is one.
+    Only plain values are shared (a ``str`` device, ``int`` sizes, the very same dtype
+    object): an equal key of another type (``np.int64(2)`` for ``2``) prints otherwise."""
+    shape = tuple(shape)
+    if type(device) is not str or not all(type(n) is int for n in shape):
+        return InputMetadata(shape, dtype, device)
+    key = (shape, dtype, device)
+    try:
+        meta = _interned_metadata.get(key)
+    except TypeError:  # an unhashable dtype: nothing shared
+        return InputMetadata(shape, dtype, device)
+    if meta is None or meta.dtype is not dtype:
+        meta = InputMetadata(shape, dtype, device)
+        if len(_interned_metadata) >= _INTERN_MAX:
+            _interned_metadata.clear()
+        _interned_metadata[key] = meta
+    return meta
 
 
 class RemovableHandle:
@@ -170,7 +199,7 @@ class Node:
 
     # --- inputs (forward outputs) -------------------------------------------------
     def add_input_metadata(self, shape: tuple[int, ...], dtype: Any, device: str) -> int:
-        self._input_metadata.append(InputMetadata(tuple(shape), dtype, device))
+        self._input_metadata.append(input_metadata_of(shape, dtype, device))
         return len(self._input_metadata) - 1
 
     def num_inputs(self) -> int:

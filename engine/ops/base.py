@@ -82,6 +82,11 @@ def modified_message(node: Node, t: Tensor, version: int, is_output: bool) -> st
             "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
+_interned_versions: dict[tuple[tuple[str, int, bool], ...],
+                         tuple[tuple[str, int, bool], ...]] = {}
+_INTERN_MAX = 4096  # distinct ones kept; the cache starts over past it
+
+
 class OpNode(Node):
     """An op's backward node, made with everything it keeps (``record`` makes it):
 
@@ -109,8 +114,16 @@ class OpNode(Node):
             self.__dict__.update(fields)
         if saved:
             self.save(**saved)
-            self._saved_versions = [(k, v._version, v is output) for k, v in saved.items()
-                                    if type(v) is Tensor]
+            versions = tuple([(k, v._version, v is output) for k, v in saved.items()
+                              if type(v) is Tensor])
+            # One tuple shared by the nodes that saved alike (a str, an int and a bool per
+            # tensor, never changed): a backward pass reads it hot, not one list per node.
+            shared = _interned_versions.get(versions)
+            if shared is None:
+                if len(_interned_versions) >= _INTERN_MAX:
+                    _interned_versions.clear()
+                shared = _interned_versions[versions] = versions
+            self._saved_versions = shared
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
