@@ -126,6 +126,14 @@ class Node:
     """A backward function: ``apply`` maps gradients of its forward outputs
     (its *inputs*) to gradients of its forward inputs (one per ``next_edge``)."""
 
+    # Node's own fields live in the object, as a C++ Node's do (a backward pass reads a
+    # node's fields once or more per edge: one memory block, not the object and its
+    # values); other attributes (a subclass's, an op's fields) go in a __dict__.
+    __slots__ = ("_sequence_nr", "_next_edges", "_topological_nr", "_has_parent",
+                 "_input_metadata", "_pre_hooks", "_post_hooks", "_tensor_pre_hooks",
+                 "_retains_grad_hooks", "_saved", "_released", "metadata", "_eid",
+                 "__dict__", "__weakref__")
+
     def __init__(self, next_edges: Sequence[Edge] = (), sequence_nr: int | None = None) -> None:
         self._sequence_nr = _SequenceNr(
             _next_sequence_nr() if sequence_nr is None else sequence_nr)
