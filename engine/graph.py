@@ -25,6 +25,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
+
 from . import grad_mode
 
 if TYPE_CHECKING:
@@ -305,21 +307,40 @@ class AccumulateGrad(Node):
             raise RuntimeError("leaf variable has been moved into the graph interior")
         if not var.requires_grad:
             return []
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # (``with``, unrolled: the context manager costs twice as much)
+        try:
             # accumulateGrad(): first gradient is stolen (here: copied, as the
             # incoming buffer may alias a user tensor); later ones are added,
             # in place unless grad mode is on (create_graph), then out of place.
             if var._grad is None:
-                var._grad = new_grad if grad_mode.is_grad_enabled() else new_grad.detach().clone()
+                if grad_mode.is_grad_enabled():
+                    var._grad = new_grad
+                else:
+                    var._grad = _copy_of(new_grad)
             elif grad_mode.is_grad_enabled():
                 var._grad = var._grad + new_grad
             else:
                 var._grad.data += new_grad.data
+        finally:
+            lock.release()
         return []
 
     @property
     def tensor_hooks_source(self) -> Tensor:
         return self.variable
+
+
+def _copy_of(t: Tensor) -> Tensor:
+    """``t.detach().clone()`` without grad mode; for a C-contiguous NumPy array (a
+    gradient, nearly always) the copy that clone would make, without its two tensors
+    and op dispatch."""
+    from .tensor import Tensor, _tensor_of  # (here: tensor.py imports this module)
+
+    data = t.data
+    if type(t) is Tensor and type(data) is np.ndarray and data.flags.c_contiguous:
+        return _tensor_of(np.array(data, copy=True), t.device)  # _clone's dense case
+    return t.detach().clone()
 
 
 class GraphRoot(Node):

@@ -75,3 +75,34 @@ def test_saved_versions_shared_and_checked_per_node() -> None:
         y1.sum().backward()
     # the shared tuple is unchanged: the version check compares the tensor's counter
     assert y2.grad_fn._saved_versions == (("self", 0, False), ("other", 0, False))
+
+
+def _layouts() -> list[np.ndarray]:
+    base = np.arange(24.0).reshape(2, 3, 4)
+    return [np.array([1.5, -2.0]), np.array(3.0), base, base.astype(np.float32),
+            base.transpose(2, 0, 1), base[:, ::2], np.asfortranarray(base[0])]
+
+
+@pytest.mark.parametrize("data", _layouts(), ids=lambda a: f"{a.dtype}{a.shape}{a.strides}")
+def test_first_leaf_gradient_copy_is_clones(data: np.ndarray) -> None:
+    """AccumulateGrad's first gradient, without grad mode: ``graph._copy_of`` gives what
+    ``detach().clone()`` gives (values, dtype, strides, Tensor fields), never an alias."""
+    from autograd_tui.engine.tensor import Tensor
+
+    g = Tensor(data)
+    with engine.no_grad():
+        got, want = graph._copy_of(g), g.detach().clone()
+    assert type(got) is type(want) is Tensor and type(got.data) is np.ndarray
+    assert got.data.dtype == want.data.dtype and got.data.strides == want.data.strides
+    np.testing.assert_array_equal(got.data, want.data)
+    assert not np.shares_memory(got.data, data)
+    for field in ("device", "grad_fn", "output_nr", "_grad", "_grad_accumulator",
+                  "_backward_hooks", "_retains_grad", "_requires_grad", "_version_counter"):
+        assert getattr(got, field) == getattr(want, field), field
+    # through the engine: the leaf's .grad is a copy of the incoming gradient
+    leaf = engine.tensor(np.ones_like(data), requires_grad=True)
+    seed = engine.tensor(data)
+    leaf.backward(seed)
+    assert leaf.grad is not seed and not np.shares_memory(leaf.grad.data, seed.data)
+    assert leaf.grad.data.strides == want.data.strides
+    np.testing.assert_array_equal(leaf.grad.data, data)
