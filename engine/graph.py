@@ -335,11 +335,9 @@ def _copy_of(t: Tensor) -> Tensor:
     """``t.detach().clone()`` without grad mode; for a C-contiguous NumPy array (a
     gradient, nearly always) the copy that clone would make, without its two tensors
     and op dispatch."""
-    from .tensor import Tensor, _tensor_of  # (here: tensor.py imports this module)
-
     data = t.data
-    if type(t) is Tensor and type(data) is np.ndarray and data.flags.c_contiguous:
-        return _tensor_of(np.array(data, copy=True), t.device)  # _clone's dense case
+    if type(t) is _tensor.Tensor and type(data) is np.ndarray and data.flags.c_contiguous:
+        return _tensor._tensor_of(np.array(data, copy=True), t.device)  # _clone's dense case
     return t.detach().clone()
 
 
@@ -392,3 +390,8 @@ def collect_next_edges(*tensors: Tensor | None) -> list[Edge]:
         else:
             out.append(gradient_edge(t))
     return out
+
+
+# tensor.py imports this module (Node, AccumulateGrad): the module, not its names, here,
+# at the end (whichever of the two is imported first, the other's names are read at call time)
+from . import tensor as _tensor  # noqa: E402
