@@ -64,7 +64,11 @@ Departures, all deliberate:
   own work, which checks them all again) and, with no observer and no grad mode,
   ``InputBuffer::add``'s out-of-place sum of two of our tensors.
   ``compute_dependencies`` keeps its ``seen`` set as the keys of ``dependencies``
-  (one lookup per edge) and fills ``nodes_in_graph`` from them.
+  (one lookup per edge) and fills ``nodes_in_graph`` from them.  On the per-node
+  path the locks engine.cpp takes with ``std::lock_guard`` are taken with
+  ``acquire``/``try``/``finally``/``release`` (a ``with`` block's ``__enter__`` and
+  ``__exit__`` cost twice as much), and edges are walked with a counter and read by
+  index (``zip()`` and unpacking an ``Edge``, a tuple subclass, cost more than the work).
 - Options that re-create historical designs, each off by default, for the
   controller's deadlock lessons: ``reentrant="block"`` (a reentrant backward on
   a worker thread just waits on its future, as before PyTorch's reentrant

@@ -13,7 +13,9 @@ unary functions' formulas are written with this module, so the imports go one wa
 ``MulBackward0`` without grad mode (a backward pass without ``create_graph``) skips
 ``mul()``: nothing is recorded, and for a 1-dim float32/float64 gradient times a tensor of
 its shape, dtype and device, or times a Python float, it multiplies the arrays at once
-(``_product_1d``: ``elementwise``'s result, without its general checks).
+(``_product_1d``: ``elementwise``'s result, without its general checks; it makes the
+tensor inline, and ``MulBackward0`` inlines ``saved()`` and ``errors_ignored()``: one
+Python call per product instead of four).
 A comparison records nothing (a bool result has no gradient); masks are constants, made
 with their operand's array module on its device.
 """
