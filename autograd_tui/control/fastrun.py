@@ -58,18 +58,27 @@ _NODE_META = EVENT_TYPES["node_meta"]
 def _no_summary(t: Any, full: bool) -> Any:
     return NULL
 
-def _module_locals() -> list[threading.local]:
-    """Every module-level ``threading.local`` of the engine (an engine's own ``_tls`` is
-    added per run)."""
-    from autograd_tui.engine import engine as eng
-    from autograd_tui.engine import grad_mode, graph, graph_task
+_LOCALS: dict[tuple[bool, ...], tuple[threading.local, ...]] = {}
+_BRIDGE = ("saved", "_tls"), ("bridge", "_local"), ("hooks", "_probe")
 
-    out: list[threading.local] = [eng._thread_engine, grad_mode._tls, graph_task._current,
-                                  graph._seq_tls]
-    for mod, attr in (("saved", "_tls"), ("bridge", "_local"), ("hooks", "_probe")):
-        m = sys.modules.get(f"autograd_tui.engine.torch_bridge.{mod}")
-        if m is not None:
-            out.append(getattr(m, attr))
+
+def _module_locals() -> tuple[threading.local, ...]:
+    """Every module-level ``threading.local`` of the engine (an engine's own ``_tls`` is
+    added per run); the same objects each run, once the torch bridge's modules loaded are
+    the same (kept by which are)."""
+    mods = sys.modules
+    key = tuple(f"autograd_tui.engine.torch_bridge.{m}" in mods for m, _ in _BRIDGE)
+    out = _LOCALS.get(key)
+    if out is None:
+        from autograd_tui.engine import engine as eng
+        from autograd_tui.engine import grad_mode, graph, graph_task
+
+        found = [eng._thread_engine, grad_mode._tls, graph_task._current, graph._seq_tls]
+        for mod, attr in _BRIDGE:
+            m = mods.get(f"autograd_tui.engine.torch_bridge.{mod}")
+            if m is not None:
+                found.append(getattr(m, attr))
+        out = _LOCALS[key] = tuple(found)
     return out
 
 
@@ -104,8 +113,10 @@ class Cooperative:
         self._greenlets: dict[int, greenlet] = {}  # by thread number: its carrier
         self._bodies: dict[int, Any] = {}  # threads not entered yet: what their carrier runs
         self._exited: set[int] = set()  # threads whose body returned (carrier idle again)
-        self._locals = [self.engine._tls, *_module_locals()]
-        self._saved: dict[int, list[dict[str, Any]]] = {}  # thread number (0: the driver)
+        self._infos: list[ThreadInfo] = []  # by number: ``table.by_name``'s values, a list
+        self._locals = (self.engine._tls, *_module_locals())
+        # thread number (0: the driver) -> each local's dict (None: empty, nothing to copy)
+        self._saved: dict[int, list[dict[str, Any] | None]] = {}
         self._pending: ThreadInfo | None = None
         self._failure: BaseException | None = None  # raised by the policy at a gate
         self._woken: list[ThreadInfo] = []  # woken in this step, not yet at their gate
@@ -122,9 +133,15 @@ class Cooperative:
         return TrackedLock(name, self)
 
     def register_thread(self, name: str) -> None:
-        info = self.table.add(name, paused=False)
+        table = self.table
+        if name in table.by_name:
+            raise RuntimeError(f"thread name {name!r} registered twice")
+        # ``table.add`` without the condition each thread waits on there: a greenlet waits
+        # on none (its turn is a switch)
+        info = ThreadInfo(name, len(table.by_name) + 1)
         info.ident = -info.index
-        self.table.by_ident[info.ident] = info
+        table.by_name[name] = table.by_ident[info.ident] = info
+        self._infos.append(info)
         self._pending = info
 
     def spawn(self, thread: threading.Thread) -> None:
@@ -135,7 +152,7 @@ class Cooperative:
         self._pending = None
         self._greenlets[info.index] = carrier(self._driver)
         self._bodies[info.index] = lambda: self._carried(info.index, thread.run)
-        self._saved[info.index] = [{} for _ in self._locals]  # a new thread's are empty
+        self._saved[info.index] = [None] * len(self._locals)  # a new thread's are empty
         info.state = "paused"
 
     def thread_begin(self, name: str) -> None:
@@ -220,7 +237,7 @@ class Cooperative:
             raise ThreadAborted()
         if self._woken:
             self._wake(me)
-        eligible = [t for t in self.table.by_name.values() if t.state == "paused"]
+        eligible = [t for t in self._infos if t.state == "paused"]
         pick = None
         if INTERRUPTED[0]:
             self._failure = KeyboardInterrupt()
@@ -251,9 +268,10 @@ class Cooperative:
 
     def _switch(self, me: ThreadInfo | None, to: ThreadInfo | None) -> None:
         """Run ``to`` (None: the driver) until it switches back here.  The engine's
-        thread-locals are the running greenlet's: saved and restored at every switch."""
-        saved = self._saved
-        saved[me.index if me is not None else 0] = [loc.__dict__.copy() for loc in self._locals]
+        thread-locals are the running greenlet's: saved and restored at every switch
+        (an empty one as None: most are empty on most threads)."""
+        self._saved[me.index if me is not None else 0] = [
+            d.copy() if d else None for d in [loc.__dict__ for loc in self._locals]]
         self._restore(to.index if to is not None else 0)
         self._current = to
         if to is None:
@@ -269,10 +287,15 @@ class Cooperative:
 
     def _restore(self, index: int) -> None:
         """Put thread ``index``'s (0: the driver's) thread-locals in place."""
-        for loc, d in zip(self._locals, self._saved.get(index, ())):
+        saved = self._saved.get(index)
+        if saved is None:
+            return
+        for loc, d in zip(self._locals, saved):
             ld = loc.__dict__
-            ld.clear()
-            ld.update(d)
+            if ld:
+                ld.clear()
+            if d:
+                ld.update(d)
 
     # --- the driver's side ---------------------------------------------------------------------
     def _body(self) -> None:
@@ -309,7 +332,7 @@ class Cooperative:
         return self._no_progress()
 
     def _next_from_driver(self) -> None:
-        eligible = [t for t in self.table.by_name.values() if t.state == "paused"]
+        eligible = [t for t in self._infos if t.state == "paused"]
         try:
             pick = self.policy.choose(eligible)
         except Exception as e:  # noqa: BLE001
