@@ -31,6 +31,7 @@ def _carry(body: Any) -> None:
             body()
         except ThreadAborted:
             pass
+        body = None  # idle, it keeps nothing of the run it carried alive
         body = getcurrent().parent.switch(_DONE)
 
 

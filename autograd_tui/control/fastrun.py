@@ -122,7 +122,8 @@ class Cooperative:
         self._woken: list[ThreadInfo] = []  # woken in this step, not yet at their gate
         self._waker: ThreadInfo | None = None  # whose step a woken thread runs in
         self.engine.waits = self
-        self.engine.add_observer(self.on_event)
+        self._observer = self.on_event  # one bound method: the one ``close`` removes
+        self.engine.add_observer(self._observer)
 
     # --- the tracker interface (engine/sync.py): the threads themselves ----------------------
     def ident(self) -> int:
@@ -391,6 +392,15 @@ class Cooperative:
                 ok = False
         self._restore(0)
         self._current = None
-        self.engine.remove_observer(self.on_event)
-        self.engine.waits = None
+        engine = self.engine
+        engine.remove_observer(self._observer)
+        self._observer = None
+        engine.waits = None
+        # References back to this run and engine, which end here: left, each run would
+        # wait for the cyclic collector (the policy names the run, ``_Policy.ctl``; each
+        # queue its engine)
+        self.policy = None
+        if ok:
+            engine.cpu_ready_queues = {}
+            engine.device_ready_queues = {}
         return ok
