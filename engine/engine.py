@@ -111,7 +111,7 @@ from .graph_task import _current as current_tls
 from .input_buffer import InputBuffer
 from .python_hook import check_result, check_single_result
 from .ready_queue import NodeTask, ReadyQueue
-from .sync import ThreadAborted, Waitable, set_tracker_lookup, start_thread
+from .sync import CarriedThread, ThreadAborted, Waitable, set_tracker_lookup, start_thread
 from .tensor import Tensor, _tensor_of
 
 _new_buffer = object.__new__  # an InputBuffer without its __init__ frame (the hot path)
@@ -1006,8 +1006,12 @@ class Engine:
 
     # --- threads --------------------------------------------------------------------------------
     def _start_thread(self, name: str, target: Callable[..., None], *args: Any) -> None:
-        t = threading.Thread(target=self._thread_body, args=(name, target, *args),
-                             name=f"autograd {name}", daemon=True)
+        t: Any
+        if hasattr(self.waits, "spawn"):  # a tracker that runs the threads (greenlets)
+            t = CarriedThread(self._thread_body, (name, target, *args), f"autograd {name}")
+        else:
+            t = threading.Thread(target=self._thread_body, args=(name, target, *args),
+                                 name=f"autograd {name}", daemon=True)
         with self._lock:
             self._threads.append(t)
         if self.waits is not None:

@@ -50,7 +50,7 @@ from autograd_tui.control.table import ThreadTable
 from autograd_tui.control.threads import ThreadInfo
 from autograd_tui.engine.engine import Engine, use_engine
 from autograd_tui.engine.events import EVENT_TYPES, NULL, Event, make_event
-from autograd_tui.engine.sync import ThreadAborted, TrackedLock
+from autograd_tui.engine.sync import CarriedThread, ThreadAborted, TrackedLock
 
 _NODE_META = EVENT_TYPES["node_meta"]
 
@@ -145,7 +145,7 @@ class Cooperative:
         self._infos.append(info)
         self._pending = info
 
-    def spawn(self, thread: threading.Thread) -> None:
+    def spawn(self, thread: CarriedThread) -> None:
         """A thread started: paused at its first gate, as a real one gets there within
         the step that started it (its first gate precedes any of its engine code)."""
         info = self._pending
@@ -228,7 +228,21 @@ class Cooperative:
         info.last_event = event
         info.gates += 1
         info.state = "paused"
-        self._next(info)
+        if self._woken or INTERRUPTED[0]:
+            self._next(info)
+            return
+        # ``_next``'s commonest case, inlined (a gate per event): nobody to wake, and a
+        # thread to pick (this one is paused)
+        try:
+            pick = self.policy.choose([t for t in self._infos if t.state == "paused"])
+        except Exception as e:  # noqa: BLE001 - a Cut, a divergence: the driver's
+            self._failure = e
+            self._switch(info, None)
+            return
+        self.choices.append(pick.index)
+        pick.state = "running"
+        if pick is not info:
+            self._switch(info, pick)
 
     def _next(self, me: ThreadInfo) -> None:
         """``me``'s step ended (paused at a gate, waiting or finished): take the next one,
@@ -319,7 +333,7 @@ class Cooperative:
         """To the end: ``finished``, ``deadlock`` (``report``) or ``paused`` (nothing can
         move and analysis finds no deadlock); the policy's exception is raised here."""
         self.register_thread("cpu (owner)")
-        self.spawn(threading.Thread(target=self._body, daemon=True))
+        self.spawn(CarriedThread(self._body))
         self._next_from_driver()
         if self._current is not None:  # back as the last thread's greenlet ended
             self._restore(0)
