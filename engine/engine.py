@@ -111,7 +111,14 @@ from .graph_task import _current as current_tls
 from .input_buffer import InputBuffer
 from .python_hook import check_result, check_single_result
 from .ready_queue import NodeTask, ReadyQueue
-from .sync import CarriedThread, ThreadAborted, Waitable, set_tracker_lookup, start_thread
+from .sync import (
+    CarriedThread,
+    ThreadAborted,
+    Waitable,
+    condition,
+    set_tracker_lookup,
+    start_thread,
+)
 from .tensor import Tensor, _tensor_of
 
 _new_buffer = object.__new__  # an InputBuffer without its __init__ frame (the hot path)
@@ -187,7 +194,7 @@ class ThreadPoolShared(Waitable):
 
     def __init__(self) -> None:
         self.mutex = threading.Lock()
-        self.work = threading.Condition(self.mutex)
+        self.work = condition(self.mutex)
         self._cond = self.work
         self._waiters: list[int] = []
         self.num_workers = 0

@@ -24,6 +24,7 @@ find the tracker of the engine the calling thread uses through ``current_tracker
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -46,6 +47,33 @@ class WaitTracker(Protocol):
     def notify(self, obj: Any, waiters: list[int]) -> None: ...
 
     def emit_wait(self, kind: str, on: str, obj: Any) -> None: ...
+
+
+def _plain_condition(lock: Any) -> threading.Condition:
+    """``threading.Condition(lock)`` for a plain ``threading.Lock``, without the three
+    ``AttributeError``s its constructor raises and catches looking for an RLock's
+    internals (3 us of the 5 a condition costs; a run of the explorer makes several)."""
+    cond = threading.Condition.__new__(threading.Condition)
+    cond.__dict__.update(_lock=lock, acquire=lock.acquire, release=lock.release,
+                         _waiters=deque())
+    return cond
+
+
+def _same_as_constructed() -> bool:
+    """Whether ``_plain_condition`` builds what this Python's Condition(Lock()) does (its
+    attributes are CPython's private ones): else ``condition`` takes the constructor."""
+    lock = threading.Lock()
+    made, ours = threading.Condition(lock), _plain_condition(lock)
+    return (made.__dict__.keys() == ours.__dict__.keys()
+            and type(made._waiters) is type(ours._waiters))  # type: ignore[attr-defined]
+
+
+def condition(lock: Any = None) -> threading.Condition:
+    """A condition variable on ``lock`` (a new ``threading.Lock`` if None)."""
+    return _make_condition(threading.Lock() if lock is None else lock)
+
+
+_make_condition = _plain_condition if _same_as_constructed() else threading.Condition
 
 
 class Waitable:
@@ -137,7 +165,7 @@ class TrackedLock(Waitable):
 
     def __init__(self, name: str, tracker: WaitTracker | None = None) -> None:
         self.name = name
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = condition()
         self._waiters: list[int] = []
         self.holder: int | None = None
         self._tracker = tracker
@@ -196,7 +224,7 @@ class Signal(Waitable):
     def __init__(self, name: str, set_by: str | None = None) -> None:
         self.name = name
         self.set_by = set_by
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = condition()
         self._waiters: list[int] = []
         self._flag = False
 
