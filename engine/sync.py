@@ -53,10 +53,15 @@ def _plain_condition(lock: Any) -> threading.Condition:
     """``threading.Condition(lock)`` for a plain ``threading.Lock``, without the three
     ``AttributeError``s its constructor raises and catches looking for an RLock's
     internals (3 us of the 5 a condition costs; a run of the explorer makes several)."""
-    cond = threading.Condition.__new__(threading.Condition)
-    cond.__dict__.update(_lock=lock, acquire=lock.acquire, release=lock.release,
-                         _waiters=deque())
+    cond = _new_condition(threading.Condition)
+    cond._lock = lock  # type: ignore[attr-defined]
+    cond.acquire = lock.acquire  # type: ignore[method-assign]
+    cond.release = lock.release  # type: ignore[method-assign]
+    cond._waiters = deque()  # type: ignore[attr-defined]
     return cond
+
+
+_new_condition = threading.Condition.__new__
 
 
 def _same_as_constructed() -> bool:

@@ -115,6 +115,9 @@ class Cooperative:
         self._exited: set[int] = set()  # threads whose body returned (carrier idle again)
         self._infos: list[ThreadInfo] = []  # by number: ``table.by_name``'s values, a list
         self._locals = (self.engine._tls, *_module_locals())
+        # their dicts on this OS thread, the one every greenlet of the run shares: the same
+        # objects for the run (cleared and refilled at a switch, never replaced)
+        self._dicts = [loc.__dict__ for loc in self._locals]
         # thread number (0: the driver) -> each local's dict (None: empty, nothing to copy)
         self._saved: dict[int, list[dict[str, Any] | None]] = {}
         self._pending: ThreadInfo | None = None
@@ -285,9 +288,16 @@ class Cooperative:
         """Run ``to`` (None: the driver) until it switches back here.  The engine's
         thread-locals are the running greenlet's: saved and restored at every switch
         (an empty one as None: most are empty on most threads)."""
-        self._saved[me.index if me is not None else 0] = [
-            d.copy() if d else None for d in [loc.__dict__ for loc in self._locals]]
-        self._restore(to.index if to is not None else 0)
+        dicts = self._dicts
+        self._saved[me.index if me is not None else 0] = [d.copy() if d else None
+                                                            for d in dicts]
+        saved = self._saved.get(to.index if to is not None else 0)
+        if saved is not None:  # ``_restore``, inlined
+            for ld, d in zip(dicts, saved):
+                if ld:
+                    ld.clear()
+                if d:
+                    ld.update(d)
         self._current = to
         if to is None:
             self._driver.switch()
@@ -305,8 +315,7 @@ class Cooperative:
         saved = self._saved.get(index)
         if saved is None:
             return
-        for loc, d in zip(self._locals, saved):
-            ld = loc.__dict__
+        for ld, d in zip(self._dicts, saved):
             if ld:
                 ld.clear()
             if d:
