@@ -170,7 +170,8 @@ class TrackedLock(Waitable):
 
     def __init__(self, name: str, tracker: WaitTracker | None = None) -> None:
         self.name = name
-        self._cond = condition()
+        self._mutex = threading.Lock()  # the condition's: taken directly where it need not wait
+        self._cond = condition(self._mutex)
         self._waiters: list[int] = []
         self.holder: int | None = None
         self._tracker = tracker
@@ -179,9 +180,11 @@ class TrackedLock(Waitable):
         return self._tracker if self._tracker is not None else current_tracker()
 
     def acquire(self, blocking: bool = True) -> bool:
-        waits = self._waits()
+        waits = self._tracker
+        if waits is None:
+            waits = current_tracker()
         me = _ident(waits)
-        with self._cond:
+        with self._mutex:  # uncontended (the commonest case): taken here
             if self.holder is None:
                 self.holder = me
                 return True
@@ -199,12 +202,12 @@ class TrackedLock(Waitable):
         return True
 
     def release(self) -> None:
-        waits = self._waits()
-        with self._cond:
+        with self._mutex:
             if self.holder is None:
                 raise RuntimeError(f"release of unlocked lock {self.name!r}")
             self.holder = None
-            self.notify_waiters(waits)
+            if self._waiters:
+                self.notify_waiters(self._waits())
 
     def locked(self) -> bool:
         return self.holder is not None
