@@ -35,7 +35,6 @@ explorer takes greenlets for built-in scenarios (they wait through ``TrackedLock
 
 from __future__ import annotations
 
-import sys
 import threading
 from types import SimpleNamespace
 from typing import Any
@@ -43,7 +42,7 @@ from typing import Any
 from greenlet import getcurrent, greenlet
 
 from autograd_tui import engine as engine_pkg
-from autograd_tui.control.carriers import INTERRUPTED, POOL, carrier
+from autograd_tui.control.carriers import INTERRUPTED, POOL, carrier, module_locals
 from autograd_tui.control.deadlock import DeadlockReport, analyse
 from autograd_tui.control.policies import encode_schedule
 from autograd_tui.control.table import ThreadTable
@@ -58,38 +57,13 @@ _NODE_META = EVENT_TYPES["node_meta"]
 def _no_summary(t: Any, full: bool) -> Any:
     return NULL
 
-_LOCALS: dict[tuple[bool, ...], tuple[threading.local, ...]] = {}
-_BRIDGE = ("saved", "_tls"), ("bridge", "_local"), ("hooks", "_probe")
-
-
-def _module_locals() -> tuple[threading.local, ...]:
-    """Every module-level ``threading.local`` of the engine (an engine's own ``_tls`` is
-    added per run); the same objects each run, once the torch bridge's modules loaded are
-    the same (kept by which are)."""
-    mods = sys.modules
-    key = tuple(f"autograd_tui.engine.torch_bridge.{m}" in mods for m, _ in _BRIDGE)
-    out = _LOCALS.get(key)
-    if out is None:
-        from autograd_tui.engine import engine as eng
-        from autograd_tui.engine import grad_mode, graph, graph_task
-
-        found = [eng._thread_engine, grad_mode._tls, graph_task._current, graph._seq_tls]
-        for mod, attr in _BRIDGE:
-            m = mods.get(f"autograd_tui.engine.torch_bridge.{mod}")
-            if m is not None:
-                found.append(getattr(m, attr))
-        out = _LOCALS[key] = tuple(found)
-    return out
-
-
 class Cooperative:
     """One serialized run of ``program`` on a fresh ``Engine(**options)``, its threads
     greenlets; the engine's wait tracker and observer.  ``run()`` drives it to the end
-    (``policy.choose`` picks each step, as it does under the controller); ``close()``
-    ends the threads still parked.  ``lean``: the events carry no tensor summaries
-    (null, one per tensor) since the explorer reads none (a footprint reads an event's
-    kind, task, queue and wait; the outcome the gradients): a NumPy norm per tensor
-    saved, the same steps."""
+    (``policy.choose`` picks each step, as under the controller); ``close()`` ends the
+    threads still parked.  ``lean``: the events carry no tensor summaries (null), which
+    the explorer never reads (a footprint reads an event's kind, task, queue and wait;
+    the outcome the gradients): a NumPy norm per tensor saved, the same steps."""
 
     serialized = True
 
@@ -114,9 +88,9 @@ class Cooperative:
         self._bodies: dict[int, Any] = {}  # threads not entered yet: what their carrier runs
         self._exited: set[int] = set()  # threads whose body returned (carrier idle again)
         self._infos: list[ThreadInfo] = []  # by number: ``table.by_name``'s values, a list
-        self._locals = (self.engine._tls, *_module_locals())
-        # their dicts on this OS thread, the one every greenlet of the run shares: the same
-        # objects for the run (cleared and refilled at a switch, never replaced)
+        self._locals = (self.engine._tls, *module_locals())
+        # their dicts on this OS thread, which every greenlet of the run shares: refilled
+        # at a switch, never replaced
         self._dicts = [loc.__dict__ for loc in self._locals]
         # thread number (0: the driver) -> each local's dict (None: empty, nothing to copy)
         self._saved: dict[int, list[dict[str, Any] | None]] = {}
@@ -140,8 +114,7 @@ class Cooperative:
         table = self.table
         if name in table.by_name:
             raise RuntimeError(f"thread name {name!r} registered twice")
-        # ``table.add`` without the condition each thread waits on there: a greenlet waits
-        # on none (its turn is a switch)
+        # ``table.add`` without the condition a thread waits on there for its turn: a switch here
         info = ThreadInfo(name, len(table.by_name) + 1)
         info.ident = -info.index
         table.by_name[name] = table.by_ident[info.ident] = info
@@ -286,8 +259,7 @@ class Cooperative:
 
     def _switch(self, me: ThreadInfo | None, to: ThreadInfo | None) -> None:
         """Run ``to`` (None: the driver) until it switches back here.  The engine's
-        thread-locals are the running greenlet's: saved and restored at every switch
-        (an empty one as None: most are empty on most threads)."""
+        thread-locals are the running greenlet's: saved (None: empty) and restored."""
         dicts = self._dicts
         self._saved[me.index if me is not None else 0] = [d.copy() if d else None
                                                             for d in dicts]
@@ -419,9 +391,8 @@ class Cooperative:
         engine.remove_observer(self._observer)
         self._observer = None
         engine.waits = None
-        # References back to this run and engine, which end here: left, each run would
-        # wait for the cyclic collector (the policy names the run, ``_Policy.ctl``; each
-        # queue its engine)
+        # cycles, else each run waits for the cyclic collector: the policy names this run
+        # (``_Policy.ctl``), each queue its engine
         self.policy = None
         if ok:
             engine.cpu_ready_queues = {}
