@@ -185,14 +185,17 @@ class Explorer:
                     report.pruned += search.pruned
                     report.per_bound[bound] = report.explored - before
                     return
-                replay = (search.frames, search.known)
+                # Replayed, ``decide`` answers each frame's choice and reads the footprint
+                # of no step before ``known``: the frames the walk added after it have
+                # theirs (from the trie, what the run would work out again)
                 known = trie.walk(search.decide, self.reduce, search.needs_footprint,
-                                  replay) if self.memo else None
+                                  (search.frames, len(search.frames))) if self.memo else None
                 if known is not None:
                     result = known[0]
                 else:
                     result, policy = self._one(search.decide, self.reduce,
-                                               search.needs_footprint, replay)
+                                               search.needs_footprint,
+                                               (search.frames, len(search.frames)))
                     trie.record(policy.steps, policy.footprints,
                                 policy.offered if result is None else None, result)
                 self._record(report, result, seen)
