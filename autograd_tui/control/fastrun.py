@@ -19,8 +19,8 @@ unchanged, its threads greenlets on the explorer's one OS thread, one at a time:
   (``engine/sync.py``).  A thread woken from a wait runs on to its after_wait gate
   within the waker's step, as a real one does (it takes the lock it waited for, pops
   the pool's task): here when the waker reaches its next gate;
-* events go to a list, no History is folded; a run that deadlocks builds one for the
-  controller's own analysis (``deadlock.py``) and its wait-for cycle.
+* events go to a list, no History is folded; a run that deadlocks builds one (in full:
+  ``lean.py``) for the controller's own analysis (``deadlock.py``) and its cycle.
 
 Weighed against (measured): keeping the OS threads and one engine across schedules
 (PyTorch's engine is a singleton) still pays a hand-off per switch, and changes the
@@ -42,56 +42,50 @@ from typing import Any
 from greenlet import getcurrent, greenlet
 
 from autograd_tui import engine as engine_pkg
+from autograd_tui.control import lean as lean_events
 from autograd_tui.control.carriers import INTERRUPTED, POOL, carrier, module_locals
 from autograd_tui.control.deadlock import DeadlockReport, analyse
 from autograd_tui.control.policies import encode_schedule
 from autograd_tui.control.table import ThreadTable
 from autograd_tui.control.threads import ThreadInfo
 from autograd_tui.engine.engine import Engine, use_engine
-from autograd_tui.engine.events import EVENT_TYPES, NULL, Event, make_event
+from autograd_tui.engine.events import EVENT_TYPES, Event, make_event
 from autograd_tui.engine.sync import CarriedThread, ThreadAborted, TrackedLock
 
 _NODE_META = EVENT_TYPES["node_meta"]
 
 
-def _no_summary(t: Any, full: bool) -> Any:
-    return NULL
-
 class Cooperative:
     """One serialized run of ``program`` on a fresh ``Engine(**options)``, its threads
     greenlets; the engine's wait tracker and observer.  ``run()`` drives it to the end
     (``policy.choose`` picks each step, as under the controller); ``close()`` ends the
-    threads still parked.  ``lean``: the events carry no tensor summaries (null), which
-    the explorer never reads (a footprint reads an event's kind, task, queue and wait;
-    the outcome the gradients): a NumPy norm per tensor saved, the same steps."""
+    threads still parked.  ``lean``: its events leave out what the explorer never reads
+    (``lean.py``): the same events and steps."""
 
     serialized = True
 
     def __init__(self, program: Any, options: dict[str, Any], lean: bool = False) -> None:
-        self.program = program
+        self.program, self.options, self.lean = program, options, lean
         self.engine = Engine(**options)
-        if lean:  # no event's summary is read: the engine's hook gives a null one
-            self.engine.summary_of = _no_summary
+        if lean:  # what no footprint or outcome reads is not built (``lean.py``)
+            lean_events.install(self.engine)
         self.table = ThreadTable()
         self.events: list[Event] = []
         self.history = SimpleNamespace(events=self.events)  # what ``_Policy`` reads
         self.choices: list[int] = []
         self.policy: Any = None
-        self.aborted = False
         self.report: DeadlockReport | None = None
-        self.program_done = False
+        self.aborted, self.program_done, self.result = False, False, None
         self.program_error: BaseException | None = None
-        self.result: Any = None
         self._driver = getcurrent()
         self._current: ThreadInfo | None = None  # None: the driver
         self._greenlets: dict[int, greenlet] = {}  # by thread number: its carrier
         self._bodies: dict[int, Any] = {}  # threads not entered yet: what their carrier runs
         self._exited: set[int] = set()  # threads whose body returned (carrier idle again)
         self._infos: list[ThreadInfo] = []  # by number: ``table.by_name``'s values, a list
-        self._locals = (self.engine._tls, *module_locals())
-        # their dicts on this OS thread, which every greenlet of the run shares: refilled
-        # at a switch, never replaced
-        self._dicts = [loc.__dict__ for loc in self._locals]
+        # the engine's thread-locals' dicts on this OS thread, which the greenlets share:
+        # refilled at a switch, never replaced
+        self._dicts = [loc.__dict__ for loc in (self.engine._tls, *module_locals())]
         # thread number (0: the driver) -> each local's dict (None: empty, nothing to copy)
         self._saved: dict[int, list[dict[str, Any] | None]] = {}
         self._pending: ThreadInfo | None = None
@@ -129,11 +123,11 @@ class Cooperative:
         self._pending = None
         self._greenlets[info.index] = carrier(self._driver)
         self._bodies[info.index] = lambda: self._carried(info.index, thread.run)
-        self._saved[info.index] = [None] * len(self._locals)  # a new thread's are empty
+        self._saved[info.index] = [None] * len(self._dicts)  # a new thread's are empty
         info.state = "paused"
 
-    def thread_begin(self, name: str) -> None:
-        pass  # it was at this gate since it was spawned, and is running now: granted
+    def thread_begin(self, name: str) -> None:  # at this gate since spawned, granted now
+        pass
 
     def thread_end(self, name: str) -> None:
         info = self.table.by_name[name]
@@ -339,14 +333,19 @@ class Cooperative:
         self._switch(None, pick)
 
     def _no_progress(self) -> str:
-        """``Controller._no_progress``: the controller's analysis on a History of the run."""
+        """``Controller._no_progress``: the controller's analysis on a History of the run
+        (a lean run's events leave out what it reads: its report is a full run's)."""
         from autograd_tui.history import History
 
-        history = History(every=128)
-        for e in self.events:
-            history.append(e)
-        snap = self.table.snapshot(history.latest(), serialized=True)
-        self.report = report = analyse(snap, history, self.engine)  # type: ignore[arg-type]
+        if self.lean:
+            report = lean_events.report_in_full(self.program, self.options, self.choices)
+        else:
+            history = History(every=128)
+            for e in self.events:
+                history.append(e)
+            snap = self.table.snapshot(history.latest(), serialized=True)
+            report = analyse(snap, history, self.engine)  # type: ignore[arg-type]
+        self.report = report
         if not report.real:
             return "paused"
         self.events.append(make_event(
@@ -391,6 +390,7 @@ class Cooperative:
         engine.remove_observer(self._observer)
         self._observer = None
         engine.waits = None
+        lean_events.uninstall(engine)
         # cycles, else each run waits for the cyclic collector: the policy names this run
         # (``_Policy.ctl``), each queue its engine
         self.policy = None
