@@ -334,12 +334,13 @@ class Cooperative:
 
     def _no_progress(self) -> str:
         """``Controller._no_progress``: the controller's analysis on a History of the run
-        (a lean run's events leave out what it reads: its report is a full run's)."""
-        from autograd_tui.history import History
-
+        (a lean run's events leave out what it reads: a full run's report)."""
         if self.lean:
-            report = lean_events.report_in_full(self.program, self.options, self.choices)
+            report = lean_events.report_in_full(type(self)(self.program, self.options),
+                                                self.choices)
         else:
+            from autograd_tui.history import History
+
             history = History(every=128)
             for e in self.events:
                 history.append(e)
@@ -395,6 +396,5 @@ class Cooperative:
         # (``_Policy.ctl``), each queue its engine
         self.policy = None
         if ok:
-            engine.cpu_ready_queues = {}
-            engine.device_ready_queues = {}
+            engine.cpu_ready_queues, engine.device_ready_queues = {}, {}
         return ok

@@ -68,11 +68,9 @@ class _Again:
             "needs a deterministic program")
 
 
-def report_in_full(program: Any, options: dict[str, Any], choices: list[int]) -> Any:
-    """The deadlock report of the run that ``choices`` gives, run in full (not lean)."""
-    from autograd_tui.control.fastrun import Cooperative
-
-    full = Cooperative(program, options)
+def report_in_full(full: Any, choices: list[int]) -> Any:
+    """The deadlock report of the run that ``choices`` gives, run in full: ``full``, a
+    fresh ``fastrun.Cooperative`` of the same program, not lean."""
     full.policy = _Again(choices)
     try:
         status = full.run()
