@@ -115,7 +115,14 @@ from .graph_task import _current as current_tls
 from .input_buffer import InputBuffer
 from .python_hook import check_result, check_single_result
 from .ready_queue import NodeTask, ReadyQueue
-from .sync import ThreadAborted, Waitable, set_tracker_lookup, start_thread
+from .sync import (
+    CarriedThread,
+    ThreadAborted,
+    Waitable,
+    condition,
+    set_tracker_lookup,
+    start_thread,
+)
 from .tensor import Tensor, _tensor_of
 
 _new_buffer = object.__new__  # an InputBuffer without its __init__ frame (the hot path)
@@ -133,6 +140,7 @@ _DEP_DEC, _BUF_ACC = EVENT_TYPES["dependency_decrement"], EVENT_TYPES["buffer_ac
 _OUT_DEC, _SKIPPED = EVENT_TYPES["outstanding_decrement"], EVENT_TYPES["node_skipped"]
 _NR_INSERT, _NR_REMOVE = EVENT_TYPES["not_ready_insert"], EVENT_TYPES["not_ready_remove"]
 _NODE_META, _DEPS = EVENT_TYPES["node_meta"], EVENT_TYPES["dependencies_computed"]
+_GT_CREATED, _THREAD_START = EVENT_TYPES["graph_task_created"], EVENT_TYPES["thread_start"]
 #: the ``gone`` of every push and pop that reports none: one list, read only, not one
 #: more object per event for the cyclic collector to scan in a History
 _NO_GONE: list[int] = []
@@ -191,7 +199,7 @@ class ThreadPoolShared(Waitable):
 
     def __init__(self) -> None:
         self.mutex = threading.Lock()
-        self.work = threading.Condition(self.mutex)
+        self.work = condition(self.mutex)
         self._cond = self.work
         self._waiters: list[int] = []
         self.num_workers = 0
@@ -483,13 +491,11 @@ class Engine:
         # A single root needs no GraphRoot: its node is queued directly.
         skip_dummy_node = len(roots) == 1
         graph_root: Node = roots[0].function if skip_dummy_node else GraphRoot(roots, inputs)  # type: ignore[assignment]
-        if self._observers:
-            self._emit("graph_task_created", graph_task, None, None,
-                       reentrant_depth=graph_task.reentrant_depth, keep_graph=keep_graph,
-                       create_graph=create_graph, accumulate_grad=accumulate_grad,
-                       roots=[self.node_id(e.function) for e in roots if e.function],
-                       graph_root=self.node_id(graph_root),
-                       depth_priority=self.depth_priority)
+        if self._observers:  # its fields in SCHEMA order (``_send``: no generic dict walk)
+            root_ids = [self.node_id(e.function) for e in roots if e.function]
+            self._send(_GT_CREATED, graph_task, None, None, graph_task.reentrant_depth,
+                       keep_graph, create_graph, accumulate_grad, root_ids,
+                       self.node_id(graph_root), self.depth_priority)
 
         min_topo_nr = compute_min_topological_nr(outputs)
         self.compute_dependencies(graph_root, graph_task, min_topo_nr)
@@ -1033,8 +1039,12 @@ class Engine:
 
     # --- threads --------------------------------------------------------------------------------
     def _start_thread(self, name: str, target: Callable[..., None], *args: Any) -> None:
-        t = threading.Thread(target=self._thread_body, args=(name, target, *args),
-                             name=f"autograd {name}", daemon=True)
+        t: Any
+        if hasattr(self.waits, "spawn"):  # a tracker that runs the threads (greenlets)
+            t = CarriedThread(self._thread_body, (name, target, *args), f"autograd {name}")
+        else:
+            t = threading.Thread(target=self._thread_body, args=(name, target, *args),
+                                 name=f"autograd {name}", daemon=True)
         with self._lock:
             self._threads.append(t)
         if self.waits is not None:
@@ -1066,7 +1076,7 @@ class Engine:
         tls.total_depth = 0
         self.init_local_ready_queue(ready_queue)
         if self._observers:
-            self._emit("thread_start", None, None, ready_queue, role="device")
+            self._send(_THREAD_START, None, None, ready_queue.name, "device")
         self.thread_main(None)
 
     def add_thread_pool_task(self, graph_task: GraphTask) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .ready_queue import graph_task_died
-from .sync import ThreadAborted, Waitable
+from .sync import ThreadAborted, Waitable, condition
 
 if TYPE_CHECKING:
     from .graph import Edge, Node
@@ -75,7 +75,7 @@ class Future(Waitable):
                  graph_task_id: int | None = None) -> None:
         self.name = name
         self.graph_task_id = graph_task_id
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = condition()
         self._waiters: list[int] = []
         self._completed = False
         self._value: Any = None

@@ -45,7 +45,7 @@ from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from .input_buffer import InputBuffer
-from .sync import Waitable
+from .sync import Waitable, condition
 
 if TYPE_CHECKING:
     from .graph import Node
@@ -244,7 +244,7 @@ class ReadyQueue(Waitable):
         self.device = device
         self._heap: list[Any] = []
         self._mutex = threading.Lock()
-        self._not_empty = threading.Condition(self._mutex)
+        self._not_empty = condition(self._mutex)  # explore3: Condition(lock), 3 us less
         self._cond = self._not_empty
         self._waiters: list[int] = []
         self._compare: Compare = (compare_node_task_time if depth_priority

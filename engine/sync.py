@@ -24,6 +24,7 @@ find the tracker of the engine the calling thread uses through ``current_tracker
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -46,6 +47,38 @@ class WaitTracker(Protocol):
     def notify(self, obj: Any, waiters: list[int]) -> None: ...
 
     def emit_wait(self, kind: str, on: str, obj: Any) -> None: ...
+
+
+def _plain_condition(lock: Any) -> threading.Condition:
+    """``threading.Condition(lock)`` for a plain ``threading.Lock``, without the three
+    ``AttributeError``s its constructor raises and catches looking for an RLock's
+    internals (3 us of the 5 a condition costs; a run of the explorer makes several)."""
+    cond = _new_condition(threading.Condition)
+    cond._lock = lock  # type: ignore[attr-defined]
+    cond.acquire = lock.acquire  # type: ignore[method-assign]
+    cond.release = lock.release  # type: ignore[method-assign]
+    cond._waiters = deque()  # type: ignore[attr-defined]
+    return cond
+
+
+_new_condition = threading.Condition.__new__
+
+
+def _same_as_constructed() -> bool:
+    """Whether ``_plain_condition`` builds what this Python's Condition(Lock()) does (its
+    attributes are CPython's private ones): else ``condition`` takes the constructor."""
+    lock = threading.Lock()
+    made, ours = threading.Condition(lock), _plain_condition(lock)
+    return (made.__dict__.keys() == ours.__dict__.keys()
+            and type(made._waiters) is type(ours._waiters))  # type: ignore[attr-defined]
+
+
+def condition(lock: Any = None) -> threading.Condition:
+    """A condition variable on ``lock`` (a new ``threading.Lock`` if None)."""
+    return _make_condition(threading.Lock() if lock is None else lock)
+
+
+_make_condition = _plain_condition if _same_as_constructed() else threading.Condition
 
 
 class Waitable:
@@ -137,7 +170,8 @@ class TrackedLock(Waitable):
 
     def __init__(self, name: str, tracker: WaitTracker | None = None) -> None:
         self.name = name
-        self._cond = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()  # the condition's: taken directly where it need not wait
+        self._cond = condition(self._mutex)
         self._waiters: list[int] = []
         self.holder: int | None = None
         self._tracker = tracker
@@ -146,9 +180,11 @@ class TrackedLock(Waitable):
         return self._tracker if self._tracker is not None else current_tracker()
 
     def acquire(self, blocking: bool = True) -> bool:
-        waits = self._waits()
+        waits = self._tracker
+        if waits is None:
+            waits = current_tracker()
         me = _ident(waits)
-        with self._cond:
+        with self._mutex:  # uncontended (the commonest case): taken here
             if self.holder is None:
                 self.holder = me
                 return True
@@ -166,12 +202,12 @@ class TrackedLock(Waitable):
         return True
 
     def release(self) -> None:
-        waits = self._waits()
-        with self._cond:
+        with self._mutex:
             if self.holder is None:
                 raise RuntimeError(f"release of unlocked lock {self.name!r}")
             self.holder = None
-            self.notify_waiters(waits)
+            if self._waiters:
+                self.notify_waiters(self._waits())
 
     def locked(self) -> bool:
         return self.holder is not None
@@ -196,7 +232,7 @@ class Signal(Waitable):
     def __init__(self, name: str, set_by: str | None = None) -> None:
         self.name = name
         self.set_by = set_by
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = condition()
         self._waiters: list[int] = []
         self._flag = False
 
@@ -238,7 +274,34 @@ THREAD_STACK_BYTES = 512 << 20
 _stack_lock = threading.Lock()
 
 
-def start_thread(thread: threading.Thread, waits: Any = None) -> None:
+class CarriedThread:
+    """A thread that a tracker runs itself (``spawn``, greenlets): its body, its name and
+    whether it runs, without ``threading.Thread``'s set-up (a lock, an event, a weak set:
+    about 3 us each), since no OS thread is started."""
+
+    __slots__ = ("_alive", "_args", "_target", "daemon", "name")
+
+    def __init__(self, target: Callable[..., None], args: tuple[Any, ...] = (),
+                 name: str = "") -> None:
+        self._target, self._args, self.name = target, args, name
+        self._alive = False
+        self.daemon = True
+
+    def run(self) -> None:
+        self._alive = True
+        try:
+            self._target(*self._args)
+        finally:
+            self._alive = False
+
+    def is_alive(self) -> bool:
+        return self._alive
+
+    def join(self, timeout: float | None = None) -> None:
+        """Nothing to wait for: it ends when its tracker runs it to its end or aborts it."""
+
+
+def start_thread(thread: threading.Thread | CarriedThread, waits: Any = None) -> None:
     """``thread.start()`` on a stack of ``THREAD_STACK_BYTES`` (``threading.stack_size``
     is process-wide and read when a thread starts: set it around this start only); a
     tracker that runs the threads itself (``spawn``) starts it its own way."""
@@ -251,9 +314,9 @@ def start_thread(thread: threading.Thread, waits: Any = None) -> None:
         try:
             threading.stack_size(THREAD_STACK_BYTES)
         except (ValueError, RuntimeError):  # a platform that cannot: its default
-            thread.start()
+            thread.start()  # type: ignore[union-attr]
             return
         try:
-            thread.start()
+            thread.start()  # type: ignore[union-attr]
         finally:
             threading.stack_size(old)

@@ -2,13 +2,16 @@
 
 Not in PyTorch.  *Carriers*: greenlets that outlive a run, each carrying one thread's
 body at a time, because a new greenlet costs more than a switch into an idle one (its
-frames' data stack is allocated afresh; about 27 us, measured).  And Ctrl-C: while
-greenlets run it must reach the explorer, not an engine thread.
+frames' data stack is allocated afresh; about 27 us, measured).  The engine's
+``threading.local`` objects, which the greenlets of one OS thread share (``fastrun``
+swaps their contents at a switch).  And Ctrl-C: while greenlets run it must reach the
+explorer, not an engine thread.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +34,7 @@ def _carry(body: Any) -> None:
             body()
         except ThreadAborted:
             pass
+        body = None  # idle, it keeps nothing of the run it carried alive
         body = getcurrent().parent.switch(_DONE)
 
 
@@ -41,6 +45,30 @@ def carrier(driver: greenlet) -> greenlet:
         if not g.dead and g.parent is driver:
             return g
     return greenlet(_carry, parent=driver)
+
+
+_LOCALS: dict[tuple[bool, ...], tuple[threading.local, ...]] = {}
+_BRIDGE = ("saved", "_tls"), ("bridge", "_local"), ("hooks", "_probe")
+
+
+def module_locals() -> tuple[threading.local, ...]:
+    """Every module-level ``threading.local`` of the engine (an engine's own ``_tls`` is
+    added per run); the same objects each run, once the torch bridge's modules loaded are
+    the same (kept by which are)."""
+    mods = sys.modules
+    key = tuple(f"autograd_tui.engine.torch_bridge.{m}" in mods for m, _ in _BRIDGE)
+    out = _LOCALS.get(key)
+    if out is None:
+        from autograd_tui.engine import engine as eng
+        from autograd_tui.engine import grad_mode, graph, graph_task
+
+        found = [eng._thread_engine, grad_mode._tls, graph_task._current, graph._seq_tls]
+        for mod, attr in _BRIDGE:
+            m = mods.get(f"autograd_tui.engine.torch_bridge.{mod}")
+            if m is not None:
+                found.append(getattr(m, attr))
+        out = _LOCALS[key] = tuple(found)
+    return out
 
 
 @contextmanager

@@ -3,8 +3,9 @@
 Not in PyTorch (its tests hope a race shows itself); this is what loom, CHESS and
 shuttle do for real systems.  Every serialized run is a schedule (``policies.py``),
 so instead of one schedule the explorer runs many, each from scratch on a fresh
-engine (real threads, or greenlets: ``fastrun.py``; a run it knows is not run again:
-``runtrie.py``), and sorts them by outcome: *completed* (a bit-exact fingerprint of the
+engine (real threads, or greenlets: ``fastrun.py``; one run and its outcome:
+``explore_run.py``; a run it knows is not run again: ``runtrie.py``), and sorts them by
+outcome: *completed* (a bit-exact fingerprint of the
 gradients, so a different float accumulation order is a different result),
 *deadlock* (with the wait-for cycle) or *error*.  Each schedule it reports replays
 with ``autograd-tui run NAME --policy schedule:STRING``.
@@ -23,18 +24,24 @@ Strategies:
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from autograd_tui.control.dependence import Footprint, step_footprint
+from autograd_tui.control.dependence import Footprint
+from autograd_tui.control.explore_run import (
+    Outcome,
+    Replay,
+    ScheduleResult,
+    _Policy,
+    cooperative_program,
+    fingerprint,
+    run_cooperative,
+    run_schedule,
+)
 from autograd_tui.control.runtrie import RunTrie
-from autograd_tui.control.search import PCT, BoundedDFS, Cut, Nondeterministic, RandomWalk
+from autograd_tui.control.search import PCT, BoundedDFS, Nondeterministic, RandomWalk
 
 __all__ = ["PCT", "STRATEGIES", "BoundedDFS", "Budget", "Explorer", "Nondeterministic",
            "Outcome", "OutcomeStats", "RandomWalk", "Report", "SUBSTRATES", "ScheduleResult",
@@ -44,36 +51,6 @@ STRATEGIES = ("dfs", "random", "pct")
 #: where each explored run runs: real threads under the controller, or greenlets
 #: (``fastrun.py``); ``auto`` takes greenlets for a built-in scenario (``cooperative_program``)
 SUBSTRATES = ("auto", "threads", "cooperative")
-
-
-# --- outcomes ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Outcome:
-    kind: str  # completed | deadlock | error | stuck
-    detail: str  # the gradients' fingerprint, the wait-for cycle, the error message
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.detail}" if self.detail else self.kind
-
-
-def fingerprint(grads: dict[str, np.ndarray]) -> str:
-    """Bit-exact: a gradient that differs in its last bit gives another fingerprint."""
-    h = hashlib.sha256()
-    for name in sorted(grads):
-        a = np.ascontiguousarray(grads[name])
-        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()[:12]
-
-
-@dataclass
-class ScheduleResult:
-    schedule: str
-    outcome: Outcome
-    preemptions: int
-    events: int
-    gradients: dict[str, np.ndarray] = field(default_factory=dict)
-    cycle: list[str] = field(default_factory=list)  # a deadlock's wait-for cycle
 
 
 @dataclass
@@ -110,157 +87,6 @@ class Report:
 
     def of_kind(self, kind: str) -> list[OutcomeStats]:
         return [s for s in self.outcomes.values() if s.outcome.kind == kind]
-
-
-# --- one run under a searching policy -------------------------------------------------------
-class _Policy:
-    """The controller's policy for one explored run: records each step (who moved, who
-    could have, where its events start) and asks ``decide`` who moves next."""
-
-    name = "explore"
-
-    def __init__(self, ctl: Any, decide: Callable[[int, tuple[int, ...], Footprint | None], int],
-                 footprints: bool = True, needs: Callable[[int], bool] | None = None) -> None:
-        self.ctl = ctl
-        self.decide = decide
-        self.want_footprints = footprints
-        # needs(j): whether decide(j, ...) reads the footprint of step j - 1 (a search that
-        # replays a prefix knows those already: they are the same each run)
-        self.needs = needs
-        self.steps: list[tuple[int, tuple[int, ...], int, int]] = []  # pick, eligible, start, n
-        self.footprints: dict[int, Footprint] = {}  # by step, those worked out
-        self.offered: tuple[int, ...] = ()  # who could move at the last choice
-        self._info: Any = None  # the thread of the last step (a ThreadInfo)
-        self._table, self._history = ctl.table.by_name, ctl.history
-
-    def _finish_step(self, end: int | None) -> Footprint:
-        """The footprint of the last step taken (its events are start:end)."""
-        _, _, start, nthreads = self.steps[-1]
-        info = self._info  # no lock: choose may run at a gate, which holds it
-        state = info.state
-        fp = step_footprint(
-            self.ctl.history.events[start:end], spawned=len(self._table) > nthreads,
-            finished=state == "finished",
-            waits=(info.waiting_kind, info.waiting_on) if state == "waiting" else None)
-        self.footprints[len(self.steps) - 1] = fp
-        return fp
-
-    def choose(self, eligible: list[Any]) -> Any:  # at each gate: the fewest calls
-        now, steps = len(self._history.events), self.steps
-        j, prev, needs = len(steps), None, self.needs
-        if j and self.want_footprints and (needs is None or needs(j)):
-            prev = self._finish_step(now)
-        indices = self.offered = (eligible[0].index,) if len(eligible) == 1 else \
-            tuple([t.index for t in eligible])
-        pick = self.decide(j, indices, prev)
-        steps.append((pick, indices, now, len(self._table)))
-        for t in eligible:
-            if t.index == pick:
-                self._info = t
-                return t
-        raise RuntimeError(f"the explorer picked thread {pick}, which cannot move")
-
-    def end(self) -> None:
-        """After the run: the last step's footprint (the controller's own deadlock event
-        is not part of it)."""
-        if self.want_footprints and self.steps:
-            events = self.ctl.history.events
-            end = len(events) - (1 if events and events[-1].kind == "deadlock" else 0)
-            self._finish_step(end)
-
-    def preemptions(self) -> int:
-        n, prev = 0, None
-        for pick, eligible, _, _ in self.steps:
-            if prev is not None and pick != prev and prev in eligible:
-                n += 1
-            prev = pick
-        return n
-
-
-def _result(status: str, report: Any, error: BaseException | None,
-            gradients: Callable[[], dict[str, np.ndarray]], schedule: str, policy: _Policy,
-            events: int) -> ScheduleResult:
-    """A run's outcome, from how it ended (the same for both substrates)."""
-    if status == "deadlock" and report is not None:
-        cycle = list(report.cycle)
-        return ScheduleResult(schedule, Outcome("deadlock", " -> ".join(cycle)),
-                              policy.preemptions(), events, cycle=cycle)
-    if error is not None:
-        outcome = Outcome("error", f"{type(error).__name__}: {error}")
-    elif status == "finished":
-        grads = gradients()
-        return ScheduleResult(schedule, Outcome("completed", fingerprint(grads)),
-                              policy.preemptions(), events, grads)
-    else:
-        outcome = Outcome(status, report.explanation if report is not None else "")
-    return ScheduleResult(schedule, outcome, policy.preemptions(), events)
-
-
-def run_schedule(make_run: Callable[[], Any],
-                 decide: Callable[[int, tuple[int, ...], Footprint | None], int],
-                 footprints: bool = True, needs: Callable[[int], bool] | None = None
-                 ) -> tuple[ScheduleResult | None, _Policy]:
-    """One run of a fresh ``Run`` (``make_run()``) whose choices ``decide`` makes (given
-    each step's footprint when ``footprints``); None when ``decide`` cut it short (raised
-    ``Cut``).  The run is always closed."""
-    run = make_run()
-    policy = _Policy(run.controller, decide, footprints, needs)
-    run.controller.policy = policy
-    try:
-        run.start()
-        try:
-            result = run.controller.run()
-        except Cut:
-            return None, policy
-        policy.end()
-        return _result(result.status, result.report, run.error, run.gradients,
-                       run.controller.schedule_string(), policy, len(run.events)), policy
-    finally:
-        if not run.close():
-            raise RuntimeError("an explored run's engine threads did not exit")
-
-
-def run_cooperative(program: Callable[[], Any], options: dict[str, Any],
-                    decide: Callable[[int, tuple[int, ...], Footprint | None], int],
-                    footprints: bool = True, needs: Callable[[int], bool] | None = None
-                    ) -> tuple[ScheduleResult | None, _Policy]:
-    """``run_schedule`` on greenlets (``fastrun.py``): the same steps and outcome."""
-    from autograd_tui.control.fastrun import Cooperative
-
-    run = Cooperative(program, options, lean=True)
-    policy = _Policy(run, decide, footprints, needs)
-    run.policy = policy
-    try:
-        try:
-            status = run.run()
-        except Cut:
-            return None, policy
-        policy.end()
-        return _result(status, run.report, run.program_error, run.gradients,
-                       run.schedule_string(), policy, len(run.events)), policy
-    finally:
-        if not run.close():
-            raise RuntimeError("an explored run's threads did not end")
-
-
-def cooperative_program(make_run: Any, any_scenario: bool = False
-                        ) -> tuple[Callable[[], Any], dict[str, Any]] | None:
-    """``(program, engine options)`` for ``run_cooperative`` when ``make_run`` is a
-    ``RunSpec`` of a program greenlets can run (not torch; built in unless
-    ``any_scenario``: see ``fastrun.py``) and greenlet is installed; else None."""
-    scenario = getattr(make_run, "scenario", None)
-    if scenario is None or not hasattr(make_run, "engine_overrides"):
-        return None
-    if "torch" in getattr(scenario, "requires", ()):
-        return None
-    if not any_scenario and not str(getattr(scenario, "source", "")).startswith("scenarios."):
-        return None
-    if importlib.util.find_spec("greenlet") is None:
-        return None
-    probe = make_run()  # the checks a Run makes (parameters, engine options); no thread
-    probe.close()
-    params, program = probe.params, scenario.program
-    return (lambda: program(**params)), probe.options
 
 
 # --- the explorer -----------------------------------------------------------------------------
@@ -340,11 +166,11 @@ class Explorer:
         return report
 
     def _one(self, decide: Callable[[int, tuple[int, ...], Footprint | None], int],
-             footprints: bool, needs: Callable[[int], bool] | None = None
-             ) -> tuple[ScheduleResult | None, _Policy]:
+             footprints: bool, needs: Callable[[int], bool] | None = None,
+             replay: Replay = None) -> tuple[ScheduleResult | None, _Policy]:
         if self._coop is not None:
-            return run_cooperative(*self._coop, decide, footprints, needs)
-        return run_schedule(self.make_run, decide, footprints, needs)
+            return run_cooperative(*self._coop, decide, footprints, needs, replay)
+        return run_schedule(self.make_run, decide, footprints, needs, replay)
 
     def _dfs(self, report: Report, seen: set[str]) -> None:
         trie = RunTrie()  # the runs taken: one whose steps are all known is not run again
@@ -359,13 +185,17 @@ class Explorer:
                     report.pruned += search.pruned
                     report.per_bound[bound] = report.explored - before
                     return
-                known = trie.walk(search.decide, self.reduce, search.needs_footprint) \
-                    if self.memo else None
+                # Replayed, ``decide`` answers each frame's choice and reads the footprint
+                # of no step before ``known``: the frames the walk added after it have
+                # theirs (from the trie, what the run would work out again)
+                known = trie.walk(search.decide, self.reduce, search.needs_footprint,
+                                  (search.frames, len(search.frames))) if self.memo else None
                 if known is not None:
                     result = known[0]
                 else:
                     result, policy = self._one(search.decide, self.reduce,
-                                               search.needs_footprint)
+                                               search.needs_footprint,
+                                               (search.frames, len(search.frames)))
                     trie.record(policy.steps, policy.footprints,
                                 policy.offered if result is None else None, result)
                 self._record(report, result, seen)

@@ -19,8 +19,8 @@ unchanged, its threads greenlets on the explorer's one OS thread, one at a time:
   (``engine/sync.py``).  A thread woken from a wait runs on to its after_wait gate
   within the waker's step, as a real one does (it takes the lock it waited for, pops
   the pool's task): here when the waker reaches its next gate;
-* events go to a list, no History is folded; a run that deadlocks builds one for the
-  controller's own analysis (``deadlock.py``) and its wait-for cycle.
+* events go to a list, no History is folded; a run that deadlocks builds one (in full:
+  ``lean.py``) for the controller's own analysis (``deadlock.py``) and its cycle.
 
 Weighed against (measured): keeping the OS threads and one engine across schedules
 (PyTorch's engine is a singleton) still pays a hand-off per switch, and changes the
@@ -35,7 +35,6 @@ explorer takes greenlets for built-in scenarios (they wait through ``TrackedLock
 
 from __future__ import annotations
 
-import sys
 import threading
 from types import SimpleNamespace
 from typing import Any
@@ -43,75 +42,59 @@ from typing import Any
 from greenlet import getcurrent, greenlet
 
 from autograd_tui import engine as engine_pkg
-from autograd_tui.control.carriers import INTERRUPTED, POOL, carrier
+from autograd_tui.control import lean as lean_events
+from autograd_tui.control.carriers import INTERRUPTED, POOL, carrier, module_locals
 from autograd_tui.control.deadlock import DeadlockReport, analyse
 from autograd_tui.control.policies import encode_schedule
 from autograd_tui.control.table import ThreadTable
 from autograd_tui.control.threads import ThreadInfo
 from autograd_tui.engine.engine import Engine, use_engine
-from autograd_tui.engine.events import EVENT_TYPES, NULL, Event, make_event
-from autograd_tui.engine.sync import ThreadAborted, TrackedLock
+from autograd_tui.engine.events import EVENT_TYPES, Event, make_event
+from autograd_tui.engine.sync import CarriedThread, ThreadAborted, TrackedLock
 
 _NODE_META = EVENT_TYPES["node_meta"]
-
-
-def _no_summary(t: Any, full: bool) -> Any:
-    return NULL
-
-def _module_locals() -> list[threading.local]:
-    """Every module-level ``threading.local`` of the engine (an engine's own ``_tls`` is
-    added per run)."""
-    from autograd_tui.engine import engine as eng
-    from autograd_tui.engine import grad_mode, graph, graph_task
-
-    out: list[threading.local] = [eng._thread_engine, grad_mode._tls, graph_task._current,
-                                  graph._seq_tls]
-    for mod, attr in (("saved", "_tls"), ("bridge", "_local"), ("hooks", "_probe")):
-        m = sys.modules.get(f"autograd_tui.engine.torch_bridge.{mod}")
-        if m is not None:
-            out.append(getattr(m, attr))
-    return out
 
 
 class Cooperative:
     """One serialized run of ``program`` on a fresh ``Engine(**options)``, its threads
     greenlets; the engine's wait tracker and observer.  ``run()`` drives it to the end
-    (``policy.choose`` picks each step, as it does under the controller); ``close()``
-    ends the threads still parked.  ``lean``: the events carry no tensor summaries
-    (null, one per tensor) since the explorer reads none (a footprint reads an event's
-    kind, task, queue and wait; the outcome the gradients): a NumPy norm per tensor
-    saved, the same steps."""
+    (``policy.choose`` picks each step, as under the controller); ``close()`` ends the
+    threads still parked.  ``lean``: its events leave out what the explorer never reads
+    (``lean.py``): the same events and steps."""
 
     serialized = True
 
     def __init__(self, program: Any, options: dict[str, Any], lean: bool = False) -> None:
-        self.program = program
+        self.program, self.options, self.lean = program, options, lean
         self.engine = Engine(**options)
-        if lean:  # no event's summary is read: the engine's hook gives a null one
-            self.engine.summary_of = _no_summary
+        if lean:  # what no footprint or outcome reads is not built (``lean.py``)
+            lean_events.install(self.engine)
         self.table = ThreadTable()
         self.events: list[Event] = []
         self.history = SimpleNamespace(events=self.events)  # what ``_Policy`` reads
         self.choices: list[int] = []
         self.policy: Any = None
-        self.aborted = False
         self.report: DeadlockReport | None = None
-        self.program_done = False
+        self.aborted, self.program_done, self.result = False, False, None
         self.program_error: BaseException | None = None
-        self.result: Any = None
         self._driver = getcurrent()
         self._current: ThreadInfo | None = None  # None: the driver
         self._greenlets: dict[int, greenlet] = {}  # by thread number: its carrier
         self._bodies: dict[int, Any] = {}  # threads not entered yet: what their carrier runs
         self._exited: set[int] = set()  # threads whose body returned (carrier idle again)
-        self._locals = [self.engine._tls, *_module_locals()]
-        self._saved: dict[int, list[dict[str, Any]]] = {}  # thread number (0: the driver)
+        self._infos: list[ThreadInfo] = []  # by number: ``table.by_name``'s values, a list
+        # the engine's thread-locals' dicts on this OS thread, which the greenlets share:
+        # refilled at a switch, never replaced
+        self._dicts = [loc.__dict__ for loc in (self.engine._tls, *module_locals())]
+        # thread number (0: the driver) -> each local's dict (None: empty, nothing to copy)
+        self._saved: dict[int, list[dict[str, Any] | None]] = {}
         self._pending: ThreadInfo | None = None
         self._failure: BaseException | None = None  # raised by the policy at a gate
         self._woken: list[ThreadInfo] = []  # woken in this step, not yet at their gate
         self._waker: ThreadInfo | None = None  # whose step a woken thread runs in
         self.engine.waits = self
-        self.engine.add_observer(self.on_event)
+        self._observer = self.on_event  # one bound method: the one ``close`` removes
+        self.engine.add_observer(self._observer)
 
     # --- the tracker interface (engine/sync.py): the threads themselves ----------------------
     def ident(self) -> int:
@@ -122,12 +105,17 @@ class Cooperative:
         return TrackedLock(name, self)
 
     def register_thread(self, name: str) -> None:
-        info = self.table.add(name, paused=False)
+        table = self.table
+        if name in table.by_name:
+            raise RuntimeError(f"thread name {name!r} registered twice")
+        # ``table.add`` without the condition a thread waits on there for its turn: a switch here
+        info = ThreadInfo(name, len(table.by_name) + 1)
         info.ident = -info.index
-        self.table.by_ident[info.ident] = info
+        table.by_name[name] = table.by_ident[info.ident] = info
+        self._infos.append(info)
         self._pending = info
 
-    def spawn(self, thread: threading.Thread) -> None:
+    def spawn(self, thread: CarriedThread) -> None:
         """A thread started: paused at its first gate, as a real one gets there within
         the step that started it (its first gate precedes any of its engine code)."""
         info = self._pending
@@ -135,11 +123,11 @@ class Cooperative:
         self._pending = None
         self._greenlets[info.index] = carrier(self._driver)
         self._bodies[info.index] = lambda: self._carried(info.index, thread.run)
-        self._saved[info.index] = [{} for _ in self._locals]  # a new thread's are empty
+        self._saved[info.index] = [None] * len(self._dicts)  # a new thread's are empty
         info.state = "paused"
 
-    def thread_begin(self, name: str) -> None:
-        pass  # it was at this gate since it was spawned, and is running now: granted
+    def thread_begin(self, name: str) -> None:  # at this gate since spawned, granted now
+        pass
 
     def thread_end(self, name: str) -> None:
         info = self.table.by_name[name]
@@ -210,7 +198,21 @@ class Cooperative:
         info.last_event = event
         info.gates += 1
         info.state = "paused"
-        self._next(info)
+        if self._woken or INTERRUPTED[0]:
+            self._next(info)
+            return
+        # ``_next``'s commonest case, inlined (a gate per event): nobody to wake, and a
+        # thread to pick (this one is paused)
+        try:
+            pick = self.policy.choose([t for t in self._infos if t.state == "paused"])
+        except Exception as e:  # noqa: BLE001 - a Cut, a divergence: the driver's
+            self._failure = e
+            self._switch(info, None)
+            return
+        self.choices.append(pick.index)
+        pick.state = "running"
+        if pick is not info:
+            self._switch(info, pick)
 
     def _next(self, me: ThreadInfo) -> None:
         """``me``'s step ended (paused at a gate, waiting or finished): take the next one,
@@ -220,7 +222,7 @@ class Cooperative:
             raise ThreadAborted()
         if self._woken:
             self._wake(me)
-        eligible = [t for t in self.table.by_name.values() if t.state == "paused"]
+        eligible = [t for t in self._infos if t.state == "paused"]
         pick = None
         if INTERRUPTED[0]:
             self._failure = KeyboardInterrupt()
@@ -251,10 +253,17 @@ class Cooperative:
 
     def _switch(self, me: ThreadInfo | None, to: ThreadInfo | None) -> None:
         """Run ``to`` (None: the driver) until it switches back here.  The engine's
-        thread-locals are the running greenlet's: saved and restored at every switch."""
-        saved = self._saved
-        saved[me.index if me is not None else 0] = [loc.__dict__.copy() for loc in self._locals]
-        self._restore(to.index if to is not None else 0)
+        thread-locals are the running greenlet's: saved (None: empty) and restored."""
+        dicts = self._dicts
+        self._saved[me.index if me is not None else 0] = [d.copy() if d else None
+                                                            for d in dicts]
+        saved = self._saved.get(to.index if to is not None else 0)
+        if saved is not None:  # ``_restore``, inlined
+            for ld, d in zip(dicts, saved):
+                if ld:
+                    ld.clear()
+                if d:
+                    ld.update(d)
         self._current = to
         if to is None:
             self._driver.switch()
@@ -269,10 +278,14 @@ class Cooperative:
 
     def _restore(self, index: int) -> None:
         """Put thread ``index``'s (0: the driver's) thread-locals in place."""
-        for loc, d in zip(self._locals, self._saved.get(index, ())):
-            ld = loc.__dict__
-            ld.clear()
-            ld.update(d)
+        saved = self._saved.get(index)
+        if saved is None:
+            return
+        for ld, d in zip(self._dicts, saved):
+            if ld:
+                ld.clear()
+            if d:
+                ld.update(d)
 
     # --- the driver's side ---------------------------------------------------------------------
     def _body(self) -> None:
@@ -295,7 +308,7 @@ class Cooperative:
         """To the end: ``finished``, ``deadlock`` (``report``) or ``paused`` (nothing can
         move and analysis finds no deadlock); the policy's exception is raised here."""
         self.register_thread("cpu (owner)")
-        self.spawn(threading.Thread(target=self._body, daemon=True))
+        self.spawn(CarriedThread(self._body))
         self._next_from_driver()
         if self._current is not None:  # back as the last thread's greenlet ended
             self._restore(0)
@@ -309,7 +322,7 @@ class Cooperative:
         return self._no_progress()
 
     def _next_from_driver(self) -> None:
-        eligible = [t for t in self.table.by_name.values() if t.state == "paused"]
+        eligible = [t for t in self._infos if t.state == "paused"]
         try:
             pick = self.policy.choose(eligible)
         except Exception as e:  # noqa: BLE001
@@ -320,14 +333,20 @@ class Cooperative:
         self._switch(None, pick)
 
     def _no_progress(self) -> str:
-        """``Controller._no_progress``: the controller's analysis on a History of the run."""
-        from autograd_tui.history import History
+        """``Controller._no_progress``: the controller's analysis on a History of the run
+        (a lean run's events leave out what it reads: a full run's report)."""
+        if self.lean:
+            report = lean_events.report_in_full(type(self)(self.program, self.options),
+                                                self.choices)
+        else:
+            from autograd_tui.history import History
 
-        history = History(every=128)
-        for e in self.events:
-            history.append(e)
-        snap = self.table.snapshot(history.latest(), serialized=True)
-        self.report = report = analyse(snap, history, self.engine)  # type: ignore[arg-type]
+            history = History(every=128)
+            for e in self.events:
+                history.append(e)
+            snap = self.table.snapshot(history.latest(), serialized=True)
+            report = analyse(snap, history, self.engine)  # type: ignore[arg-type]
+        self.report = report
         if not report.real:
             return "paused"
         self.events.append(make_event(
@@ -368,6 +387,14 @@ class Cooperative:
                 ok = False
         self._restore(0)
         self._current = None
-        self.engine.remove_observer(self.on_event)
-        self.engine.waits = None
+        engine = self.engine
+        engine.remove_observer(self._observer)
+        self._observer = None
+        engine.waits = None
+        lean_events.uninstall(engine)
+        # cycles, else each run waits for the cyclic collector: the policy names this run
+        # (``_Policy.ctl``), each queue its engine
+        self.policy = None
+        if ok:
+            engine.cpu_ready_queues, engine.device_ready_queues = {}, {}
         return ok

@@ -45,11 +45,24 @@ class RunTrie:
         self.walked = 0  # runs answered from the trie
 
     def walk(self, decide: Callable[[int, tuple[int, ...], Footprint | None], int],
-             footprints: bool, needs: Callable[[int], bool] | None
-             ) -> tuple[Any] | None:
+             footprints: bool, needs: Callable[[int], bool] | None,
+             replay: tuple[Any, int] | None = None) -> tuple[Any] | None:
         """``(result,)`` (None: cut) of a run that stays on known steps, calling ``decide``
-        as that run would; None when it leaves them (run it: ``record`` afterwards)."""
+        as that run would; None when it leaves them (run it: ``record`` afterwards).
+        ``replay``: (frames, n): at steps 0..n-1 decide answers frames[j].chosen, given the
+        same eligible threads, reading no footprint (``explore_run._Policy``): taken as is."""
         node, j = self.root, 0
+        frames, n = replay if replay is not None else ((), 0)
+        while j < n:
+            if node.result is not _OPEN or node.eligible is None:
+                break
+            f = frames[j]
+            if f.eligible != node.eligible:
+                break  # decide raises Nondeterministic: below
+            child = node.children.get(f.chosen)
+            if child is None:
+                return None
+            node, j = child, j + 1
         while True:
             if node.result is not _OPEN:
                 self.walked += 1

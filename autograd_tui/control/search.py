@@ -82,7 +82,9 @@ class BoundedDFS:
         if j > 0:
             parent = frames[j - 1]
             c = parent.chosen
-            prev, preempt = c, parent.preempt + parent.cost(c)
+            p = parent.prev  # parent.cost(c), inlined (a call a new step)
+            prev = c
+            preempt = parent.preempt + (p is not None and c != p and p in parent.eligible)
             if self.reduce and (parent.sleep or len(parent.done) > (c in parent.done)):
                 fc = parent.done.get(c, EVERYTHING)
                 for u, fu in chain(parent.sleep.items(), parent.done.items()):

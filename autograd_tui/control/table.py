@@ -21,6 +21,7 @@ from autograd_tui.control.threads import (
     own_cpu_clock,
     thread_status,
 )
+from autograd_tui.engine.sync import condition
 from autograd_tui.history import EngineState
 
 
@@ -60,7 +61,7 @@ class ThreadTable:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.cv = threading.Condition(self.lock)  # the driver's; each thread has its own
+        self.cv = condition(self.lock)  # the driver's; each thread has its own
         self.by_name: dict[str, ThreadInfo] = {}
         self.by_ident: dict[int, ThreadInfo] = {}
 
@@ -69,7 +70,7 @@ class ThreadTable:
         if name in self.by_name:
             raise RuntimeError(f"thread name {name!r} registered twice")
         info = ThreadInfo(name, len(self.by_name) + 1)  # threads are numbered from 1
-        info.cv = threading.Condition(self.lock)  # its own wake-up, on the one lock
+        info.cv = condition(self.lock)  # its own wake-up, on the one lock
         info.user_paused = paused
         self.by_name[name] = info
         return info

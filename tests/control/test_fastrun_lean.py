@@ -1,7 +1,8 @@
-"""The explorer's lean runs (``Cooperative(lean=True)``, ``control/fastrun.py``): events
-without tensor summaries, and otherwise the same run: the same events (kinds, threads,
-tasks, queues, waits), the same steps, footprints and gradients, for a search's every
-schedule on a scenario that completes and on one that deadlocks."""
+"""The explorer's lean runs (``Cooperative(lean=True)``, ``control/lean.py``): events
+without tensor summaries and without the graph ``dependencies_computed`` describes, and
+otherwise the same run: the same events (kinds, threads, tasks, queues, waits), the same
+steps, footprints and gradients, and the same deadlock report (a full run's), for a
+search's every schedule on a scenario that completes and on one that deadlocks."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from autograd_tui.session.run import RunSpec
 pytestmark = pytest.mark.timeout(300)
 
 _TENSORS = ("inputs", "outputs", "grad", "value", "leaf_grad")
+_GRAPH = ("dependencies", "nodes")  # dependencies_computed's: empty in a lean run
 
 
 def _one(name: str, schedule: str, lean: bool) -> tuple[Cooperative, str]:
@@ -38,7 +40,7 @@ def _one(name: str, schedule: str, lean: bool) -> tuple[Cooperative, str]:
 
 def _shape(e: Any) -> tuple[Any, ...]:
     """An event but its tensors' summaries."""
-    data = {k: v for k, v in e.data.items() if k not in _TENSORS}
+    data = {k: v for k, v in e.data.items() if k not in _TENSORS and k not in _GRAPH}
     return (e.kind, e.thread, e.graph_task, e.node, e.queue, repr(data))
 
 
@@ -62,7 +64,13 @@ def test_a_lean_run_is_the_same_run_without_summaries(name: str) -> None:
             assert gl.keys() == gf.keys()
             for k in gf:
                 assert np.array_equal(gl[k], gf[k])
+        if status_full == "deadlock":  # the lean run's report is the full run's
+            assert lean.report is not None and full.report is not None
+            assert lean.report.cycle == full.report.cycle
+            assert lean.report.explanation == full.report.explanation
         for e in lean.events:
+            if e.kind == "dependencies_computed":
+                assert e.data["nodes"] == [] and e.data["dependencies"] == []
             if e.kind == "node_end":
                 saw_null += 1
                 assert all(v is None for v in e.data["outputs"])
