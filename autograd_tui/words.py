@@ -93,6 +93,16 @@ def plain(text: object) -> str:
     return _UNSAFE.sub(_visible, s) if _UNSAFE.search(s) else s
 
 
+def plain_lines(text: object) -> list[str]:
+    """A library's multi-line message (a gloo or process-group error, PyTorch's "At:"
+    trace) as its lines, each ``plain``: a newline (``\\n``, ``\\r\\n``) separates lines
+    instead of showing as ``\\x0a``, every other control character is still escaped; blank
+    lines are dropped (one message is one block).  Not for a recording's strings: there a
+    newline stays escaped (one event is one line)."""
+    s = text if isinstance(text, str) else str(text)
+    return [plain(line.removesuffix("\r")) for line in s.split("\n") if line.strip()]
+
+
 def seq_text(seq: int | None) -> str:
     """A node's sequence number; AccumulateGrad's UINT64_MAX reads "max"."""
     return "max" if isinstance(seq, int) and seq >= UINT64_MAX else plain(seq)

@@ -4,8 +4,9 @@ Run it on two ranks (gloo on 127.0.0.1): ``autograd-tui torch --ranks 2
 scenarios/_torch_ddp_unused.py`` (or ``torchrun --nproc-per-node 2 -m autograd_tui torch
 scenarios/_torch_ddp_unused.py``).  ``LESSON_FIX`` picks a fix (``FIXES``); ``LESSON_TIMEOUT`` the
 process group's timeout in seconds; ``LESSON_NEXT=1`` runs the next iteration's forward
-pass at exit (PyTorch's own, where it says what it says).  Not a built-in scenario (the
-leading underscore): it needs two processes.
+pass at exit (PyTorch's own, where it says what it says; with
+``TORCH_DISTRIBUTED_DEBUG=INFO`` its error names the parameters, as ours do).  Not a
+built-in scenario (the leading underscore): it needs two processes.
 """
 
 import atexit
@@ -111,7 +112,11 @@ def next_iteration() -> None:
         step(MODEL[0]).backward()
         print("next iteration: completed", flush=True)
     except RuntimeError as e:
-        print(f"next iteration: RuntimeError: {str(e).splitlines()[0]}", flush=True)
+        lines = str(e).splitlines()
+        print(f"next iteration: RuntimeError: {lines[0]}", flush=True)
+        for line in lines:  # with TORCH_DISTRIBUTED_DEBUG=INFO: the parameters, by name
+            if line.startswith("Parameters which did not receive grad"):
+                print(f"next iteration: {line}", flush=True)
 
 
 def close() -> None:

@@ -85,3 +85,15 @@ def test_an_output_path_in_a_message_is_filtered(tmp_path, capsys):
         write_bytes(gone, b"")
     assert "\x1b" not in str(err.value) and "no\\x1bfolder" in str(err.value)
     assert sys.platform != "linux" or "does not exist" in str(err.value)
+
+
+def test_a_library_message_is_shown_as_its_lines_each_still_filtered() -> None:
+    from autograd_tui.words import plain_lines
+
+    msg = ("Connection closed by peer [127.0.0.1]:553.\r\n\nAt:\n  hooks.py(31): \x1b[2J"
+           "<lambda>\u202e\t\n")
+    assert plain_lines(msg) == ["Connection closed by peer [127.0.0.1]:553.", "At:",
+                                "  hooks.py(31): \\x1b[2J<lambda>\\u202e\\x09"]
+    assert plain_lines("one line") == ["one line"] and plain_lines("") == []
+    # a recording's strings keep a newline escaped: one event is one line
+    assert plain("a\nb") == "a\\x0ab"

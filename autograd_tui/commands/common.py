@@ -215,7 +215,10 @@ def say_program_error(run: Run) -> ProgramError | None:
     """The located error on stderr: ``typo.py:8: AttributeError: ...`` and the line."""
     located = locate_program_error(run)
     if located is not None:
-        say(located.headline())
+        first, *more = located.headline().split("\n")
+        say(first)
+        for line in more:  # plain already
+            print(line, file=sys.stderr, flush=True)
         from autograd_tui.words import plain
 
         for note in located.notes:

@@ -203,14 +203,12 @@ def _summary(con: Any, run: Any, result: Any) -> int:
         print_text(con, f"note: {run.scenario.banner}")
     con.print(f"events: {len(run.events)}")
     if isinstance(run.error, _plain_errors()):  # one plain message, no class path
-        con.print("[bold red]error in the script[/bold red]", end=" ")
-        print_text(con, str(run.error))
+        _error_lines(con, str(run.error))
         code = EXIT_ERROR
     elif run.error is not None:
         say_program_error(run)  # the script's file, line and source line, on stderr
-        con.print("[bold red]error in the script[/bold red]", end=" ")
         where = getattr(run.error, "_autograd_node", None)
-        print_text(con, (f"(in {where}) " if where else "") + program_error_text(run.error))
+        _error_lines(con, (f"(in {where}) " if where else "") + program_error_text(run.error))
         code = EXIT_ERROR
     elif result.status == "finished":
         con.print("[bold green]completed[/bold green]")
@@ -226,6 +224,20 @@ def _summary(con: Any, run: Any, result: Any) -> int:
         code = EXIT_ERROR
     con.print(f"schedule: {run.controller.schedule_string()}")
     return code
+
+
+def _error_lines(con: Any, text: str) -> None:
+    """``error in the script`` and the error's first line; its further lines (a gloo
+    error, PyTorch's "At:" trace) indented under it, each a line of its own (``--ranks``
+    reads them back: ``session.ranks.CONTINUED``)."""
+    from autograd_tui.session.ranks import CONTINUED
+    from autograd_tui.words import plain_lines
+
+    first, *more = plain_lines(text) or [""]
+    con.print("[bold red]error in the script[/bold red]", end=" ")
+    print_text(con, first)
+    for line in more:
+        print_text(con, CONTINUED + line)
 
 
 def _plain_errors() -> tuple[type[BaseException], ...]:

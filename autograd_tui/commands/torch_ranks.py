@@ -31,6 +31,7 @@ from autograd_tui.commands.common import (
     say,
 )
 from autograd_tui.files import shown
+from autograd_tui.words import plain
 
 MAX_RANKS = 64
 
@@ -84,6 +85,8 @@ def run_ranks(args: argparse.Namespace) -> int:
             for o in outcomes:
                 print_text(con, f"rank {o.rank}: {o.line}",
                            style="bold green" if o.ok else "bold red")
+                for line in o.more:  # a multi-line error: its lines, each filtered
+                    print_text(con, f"    {line}", style="red")
                 shown_lines = o.summary if o.ok and not args.quiet else ()
                 for line in (s for s in shown_lines if s != "completed"):
                     print_text(con, f"  {line}")
@@ -92,6 +95,8 @@ def run_ranks(args: argparse.Namespace) -> int:
             first = next((o for o in failed if o.rank == root), failed[0])
             say(f"rank {first.rank} failed{' first' if len(failed) > 1 else ''}: "
                 f"{first.line}")
+            for line in first.more:
+                print(f"    {plain(line)}", file=sys.stderr, flush=True)
             if all(o.line == STOPPED for o in failed):  # no rank said why: the launcher may
                 for line in launch.launcher_text().strip().splitlines()[-5:]:
                     say(f"launcher: {line}")

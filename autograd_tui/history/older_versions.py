@@ -9,6 +9,10 @@ them is read, checked as it was written, and brought to today's events and
 numbering (event k has seq k; threads count from 1) so that no view knows the
 difference: ``gone`` is found where a task of a finished GraphTask first shows as
 expired, ``depth_priority`` comes from the header's engine options.
+
+Version 4 needs nothing here: version 5 only added DDP's kinds (``ddp_*``) and the
+header's ``distributed``, so a version 4 file is read by version 5's reader, as it was
+(one written by the release that added them before the version was bumped may hold them).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Recordings: a versioned JSON-lines trace of a run, loaded safely and validated.
 
 Not in PyTorch.  The format is specified in ``docs/trace-format.md``: line 1, the
-**header** (``{"format": "autograd-tui-trace", "version": 4, ...}``: the program's
+**header** (``{"format": "autograd-tui-trace", "version": 5, ...}``: the program's
 version, the scenario and its parameters, the engine options, the policy and seed, and
 the graph); one line per **event** (``[kind, seq, thread, graph_task, node, queue,
 field...]``, the kind's fields in ``SCHEMA`` order; older versions are still read); the
@@ -58,8 +58,8 @@ from autograd_tui.history.state import StateError
 from autograd_tui.history.store import KINDS, EventStore
 
 FORMAT = "autograd-tui-trace"
-VERSION = 4  # 4: a push names its task, not the whole queue; push and pop say what is gone
-SUPPORTED_VERSIONS = (1, 2, 3, 4)  # 3: event k has seq k, schedules number threads from 1
+VERSION = 5  # 5: DDP's event kinds (ddp_*) and the header's ``distributed``
+SUPPORTED_VERSIONS = (1, 2, 3, 4, 5)  # 4: a push names its task; 3: event k has seq k
 
 _ENCODER = msgspec.json.Encoder()
 _SEQ, _DEPS_CODE = operator.attrgetter("seq"), KINDS.index("dependencies_computed")
@@ -186,7 +186,7 @@ def load(path: str | os.PathLike[str], *, validate_state: bool = True,
          on_stage: Callable[[str], None] = _no_stage, background: bool = False) -> Recording:
     """Read and validate a recording; raise ``TraceError`` with one clear message.
     ``on_stage`` is told when each of ``LOAD_STAGES`` starts (for a progress bar).
-    ``background`` (the app's, version 4): the fold's check is left to ``start_check``."""
+    ``background`` (the app's, versions 4 and 5): the fold's check is left to ``start_check``."""
     p = Path(path)
     on_stage("reading")
     data = read_file(p)

@@ -27,7 +27,7 @@ from typing import Any
 
 from autograd_tui import scenarios
 from autograd_tui.scenarios import ImportRaised, Scenario, ScenarioError
-from autograd_tui.words import plain
+from autograd_tui.words import plain, plain_lines
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,11 @@ class ProgramError:
         return f"{self.file}:{self.line}" if self.file and self.line else (self.file or "")
 
     def headline(self) -> str:
-        """``typo.py:8: AttributeError: ...; did you mean 'tanh'?`` (plain text)."""
+        """``typo.py:8: AttributeError: ...; did you mean 'tanh'?`` (plain text; a
+        multi-line message, as a gloo error's, has its further lines indented under it)."""
         text = self.error + (f"; {self.hint}" if self.hint else "")
-        return plain(f"{self.where}: {text}" if self.where else text)
+        first, *more = plain_lines(f"{self.where}: {text}" if self.where else text) or [""]
+        return "\n".join([first, *(f"    {line}" for line in more)])
 
     def text(self) -> str:
         """The headline, its notes and, indented under them, the source line."""

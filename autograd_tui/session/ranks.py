@@ -21,6 +21,7 @@ address and a free port.  Where it departs from a plain ``torchrun``:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import signal
@@ -29,7 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
@@ -69,15 +70,22 @@ def launcher_command(n: int, port: int, logs: str | os.PathLike[str],
             "-m", *rank_argv]
 
 
+#: how ``torch --headless`` indents the further lines of a multi-line error (a gloo
+#: error and PyTorch's "At:" trace) under ``error in the script ...``
+CONTINUED = "    "
+
+
 @dataclass
 class Outcome:
-    """One rank's end: ``ok`` (it completed), a line saying how it ended, and the
-    summary lines its ``torch --headless --quiet`` printed."""
+    """One rank's end: ``ok`` (it completed), a line saying how it ended (``more``: the
+    error's further lines, if it has several), and the summary lines its ``torch
+    --headless --quiet`` printed."""
 
     rank: int
     ok: bool
     line: str
     summary: list[str]
+    more: list[str] = field(default_factory=list)
 
 
 class Launch:
@@ -164,11 +172,13 @@ class Launch:
         """How rank ``rank`` ended, from its own output (torchrun's log of it)."""
         out, err = (_read(f) for f in _rank_logs(self.logs, rank))
         summary = [line for line in out.splitlines() if line.strip()]
-        for line in summary:
+        for i, line in enumerate(summary):
             if line == "completed":
                 return Outcome(rank, True, "completed", summary)
             if line.startswith(("error in the script", "stopped:")):
-                return Outcome(rank, False, line, summary)
+                more = itertools.takewhile(lambda s: s.startswith(CONTINUED), summary[i + 1:])
+                return Outcome(rank, False, line, summary,
+                               [s.removeprefix(CONTINUED) for s in more])
             if line.startswith("stopped at"):  # --stop-at: found (a NaN is a failure)
                 return Outcome(rank, "non-finite" not in line, line, summary)
         said = [line.removeprefix("autograd-tui: ") for line in err.splitlines()

@@ -43,6 +43,9 @@ Departures, and why:
   delayed all-reduce) queues onto our GraphTask while a bridged backward runs
   (``install``): it runs at our backward's end, as PyTorch runs it at its own.
 - The end-of-backward check (``ddp_check``) is a final callback of ours.
+- A parameter is named as the reducer names it in its own error ("Parameters which did
+  not receive grad for rank 1: b.bias, b.weight", ``TORCH_DISTRIBUTED_DEBUG=INFO`` or
+  ``DETAIL``): ``param_names`` follows ``_build_debug_param_to_name_mapping``.
 """
 
 from __future__ import annotations
@@ -71,12 +74,28 @@ def emit(kind: str, **data: Any) -> None:
     eng._emit(kind, gt, get_current_node(), None, **data)
 
 
+def param_names(ddp: Any) -> dict[int, str]:
+    """Parameter id -> the name DDP gives it in its errors, by the rule of
+    ``DistributedDataParallel._build_debug_param_to_name_mapping``: the module's path in
+    the wrapped module, a dot, the parameter's name (so no ``module.`` prefix, and a
+    parameter of the wrapped module itself reads ``.weight``); a parameter shared by
+    several modules takes its last module's name; ignored and frozen ones are not named."""
+    ignore = getattr(ddp, "parameters_to_ignore", ()) or ()
+    names: dict[int, str] = {}
+    for module_name, module in ddp.module.named_modules():
+        for name, p in module.named_parameters(recurse=False):
+            fqn = f"{module_name}.{name}"
+            if fqn not in ignore and p.requires_grad:
+                names[id(p)] = fqn
+    return names
+
+
 class Tracker:
     """One DDP module's buckets during one backward: what arrived, launched, finished."""
 
     def __init__(self, ddp: Any, leaves: set[int]) -> None:
         self.ddp, self.rank = ddp, int(ddp.process_group.rank())
-        names = {id(p): n for n, p in ddp.module.named_parameters()}
+        names = param_names(ddp)
         self.names = names
         self.buckets: dict[int, list[str]] = {}
         self.pending: dict[int, set[int]] = {}

@@ -1,6 +1,7 @@
 """A tiny DDP script for the ``--ranks`` tests: two ranks (gloo), each with its own batch.
 
-``DDP_TINY_FAIL_RANK=K``: rank K raises before its forward and the others wait in a
+``DDP_TINY_FAIL_RANK=K``: rank K raises before its forward (a multi-line message, as a
+gloo error with PyTorch's "At:" trace, with an ESC in it) and the others wait in a
 barrier (as a rank waits for a peer that is gone): the launcher must end them.
 ``DDP_TINY_HANG=1``: every rank sleeps (for the Ctrl-C test).  ``DDP_TINY_KILL_RANK=K``:
 rank K is killed by SIGKILL (as the kernel's OOM killer would), the others wait."""
@@ -28,7 +29,7 @@ def main() -> torch.Tensor:
     if os.environ.get("DDP_TINY_KILL_RANK"):
         dist.barrier()
     if os.environ.get("DDP_TINY_FAIL_RANK") == str(rank):
-        raise RuntimeError(f"rank {rank} fails on purpose")
+        raise RuntimeError(f"rank {rank} fails on purpose\n\nAt:\n  pair.cc(553): \x1b[2Jgone\n")
     if os.environ.get("DDP_TINY_FAIL_RANK"):
         dist.barrier()  # the failed rank never comes
     torch.manual_seed(0)

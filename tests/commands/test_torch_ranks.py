@@ -149,10 +149,13 @@ def test_a_failing_rank_ends_the_others_with_a_clear_message(tmp_path: Path) -> 
     out, err = p.communicate(timeout=120)
     assert p.returncode == 1, (out, err)
     # rank 1 waited in a barrier for rank 0, which never came: it did not complete
-    assert "rank 0: error in the script RuntimeError: rank 0 fails on purpose" in out
+    # the error's lines shown as lines, each filtered: no "\x0a", the ESC still escaped
+    assert "rank 0: error in the script RuntimeError: rank 0 fails on purpose\n" \
+           "    At:\n      pair.cc(553): \\x1b[2Jgone\n" in out
     assert "rank 1: completed" not in out and "rank 1: " in out
     assert "autograd-tui: rank 0 failed first: error in the script RuntimeError: rank 0 " \
-           "fails on purpose" in err
+           "fails on purpose\n    At:\n      pair.cc(553): \\x1b[2Jgone\n" in err
+    assert "\\x0a" not in out + err and "\x1b" not in out + err
     assert "Traceback" not in out + err
     assert time.monotonic() - start < 60  # not torchrun's 30 s wait for a SIGTERM
     assert gone(tag)

@@ -204,8 +204,8 @@ BAD = {
     "missing footer": (lambda t, g: _write(t, "f.jsonl", b"".join(
         g.read_bytes().splitlines(keepends=True)[:-1])), "missing footer"),
     "wrong version": (lambda t, g: _write(t, "v.jsonl", g.read_bytes().replace(
-        b'"version":4', b'"version":7', 1)), "version 7 is not understood; this program "
-        "reads version(s) 1, 2, 3, 4"),
+        b'"version":5', b'"version":7', 1)), "version 7 is not understood; this program "
+        "reads version(s) 1, 2, 3, 4, 5"),
     "reordered lines": (lambda t, g: _write(t, "r.jsonl", _swap(g.read_bytes(), 5, 6)),
                         "line 6: event 5 has seq 6: event k must have seq k"),
     "pop from an empty queue": (lambda t, g: _resave(t, g, _drop_first("push")),
@@ -363,11 +363,11 @@ def test_odd_values_give_a_message_not_a_traceback(good, tmp_path):
     huge = [json.dumps([*json.loads(line)[:1], 2**64 + k, *json.loads(line)[2:]],
                        separators=(",", ":")).encode() + b"\n"
             for k, line in enumerate(v3_lines)]
-    old = lines[0].replace(b'"version":4', b'"version":2', 1)  # versions 1, 2: increasing
+    old = lines[0].replace(b'"version":5', b'"version":2', 1)  # versions 1, 2: increasing
     p = _write(tmp_path, "huge2.jsonl", b"".join([old, *huge[:3][::-1], *huge[3:], lines[-1]]))
     with pytest.raises(trace.TraceError, match="line 3: events out of order"):
         trace.load(p)
-    v1 = [lines[0].replace(b'"version":4', b'"version":1'),
+    v1 = [lines[0].replace(b'"version":5', b'"version":1'),
           b'[0,"push","t",1,1,"cpu",{"depth":0,"seq":1,"dummy":false,"shutdown":false,'
           b'"size":1,"order":[[1,1]],"outstanding":1}]\n', b'{"footer":{"events":1}}\n']
     with pytest.raises(trace.TraceError, match="line 2: malformed push event"):
@@ -376,10 +376,10 @@ def test_odd_values_give_a_message_not_a_traceback(good, tmp_path):
 
 def test_a_version_2_recording_loads_in_todays_numbering(tmp_path):
     """Version 2 numbered events from 0 and schedule threads from 0: loaded, event k has
-    seq k and the schedule counts threads from 1, as a version 4 file of the same run."""
+    seq k and the schedule counts threads from 1, as a version 5 file of the same run."""
     record(scenarios.get("multi-device"), path=tmp_path / "new.jsonl")
     rec = trace.load(tmp_path / "new.jsonl")
-    assert rec.header["version"] == 4 and [e.seq for e in rec.events[:3]] == [1, 2, 3]
+    assert rec.header["version"] == 5 and [e.seq for e in rec.events[:3]] == [1, 2, 3]
     old_events = [msgspec.structs.replace(e, seq=e.seq - 1) for e in as_v3(rec.events)]
     runs = (p.partition(":") for p in rec.footer["schedule"].split(","))
     old_schedule = ",".join(f"{int(c) - 1}{sep}{n}" for c, sep, n in runs)
@@ -397,7 +397,7 @@ def test_a_version_2_recording_loads_in_todays_numbering(tmp_path):
 def test_a_version_3_recording_loads_as_today(name, tmp_path):
     """Version 3 listed the whole queue in every push: loaded, its events are today's
     (a push names its task; ``gone`` is found where a failed GraphTask's tasks first show
-    as expired) and every state equals that of the version 4 file of the same run."""
+    as expired) and every state equals that of the version 5 file of the same run."""
     record(scenarios.get(name), path=tmp_path / "new.jsonl")
     rec = trace.load(tmp_path / "new.jsonl")
     old = as_v3(rec.events)

@@ -1,0 +1,35 @@
+"""A library's multi-line error (a gloo error with PyTorch's "At:" trace) in a script run
+by ``autograd-tui torch --headless``: shown as lines, on stdout and in the located error
+on stderr, each line still filtered (an ESC stays escaped); no ``\\x0a`` in place of a
+newline.  (``--ranks`` reads these lines back: tests/commands/test_torch_ranks.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autograd_tui.commands.parser import main
+
+pytest.importorskip("torch", reason="the bridge needs PyTorch (pip install torch)")
+pytestmark = pytest.mark.timeout(120)
+
+SCRIPT = '''import torch
+
+def main():
+    x = torch.ones(2, requires_grad=True)
+    raise RuntimeError("Connection closed by peer [127.0.0.1]:553.\\n\\nAt:\\n"
+                       "  hooks.py(31): \\x1b[2J<lambda>\\n")
+'''
+
+
+def test_a_multi_line_error_is_shown_as_its_lines(tmp_path: Path, capsys) -> None:
+    script = tmp_path / "gloo.py"
+    script.write_text(SCRIPT)
+    assert main(["torch", str(script), "--headless", "--quiet"]) == 1
+    out, err = capsys.readouterr()
+    assert ("error in the script RuntimeError: Connection closed by peer [127.0.0.1]:553.\n"
+            "    At:\n      hooks.py(31): \\x1b[2J<lambda>\n") in out
+    assert (f"autograd-tui: {script}:5: RuntimeError: Connection closed by peer "
+            "[127.0.0.1]:553.\n    At:\n      hooks.py(31): \\x1b[2J<lambda>\n") in err
+    assert "\\x0a" not in out + err and "\x1b" not in out + err
