@@ -29,10 +29,10 @@ from .convert import (
     TorchGrad,
     node_label,
     node_metadata,
+    outputs_to_ours,
     to_ours,
     to_torch,
     torch_module,
-    torch_validate,
 )
 from .hooks import LeafView, RetainGrad, accumulate, install_hooks, probing
 
@@ -113,8 +113,7 @@ class TorchNode(LazyMeta, Node):
             # (PyTorch's shape and dtype of the next node's input; None: not PyTorch's)
             self._targets = [m[e.input_nr] if (m := getattr(e.function, "torch_meta", None))
                              is not None else None for e in self._next_edges]
-        fn = self.fn
-        return [to_ours(o, fn) for o in torch_validate(list(outs), self._targets)]
+        return outputs_to_ours(outs, self._targets, self.fn)
 
     def _apply_python(self, torch: Any, args: list[Any]) -> Sequence[Any]:
         """``PyNode::apply`` (python_function.cpp): a custom Function's backward."""
