@@ -187,12 +187,14 @@ def nbytes(n: int) -> str:
 _KINDS: dict[tuple[Any, Any], tuple[str, str, bool]] = {}
 
 
-#: the types of most saved values that are not tensors (sizes, dims, flags): their repr
+#: the types of most saved values that are not tensors (sizes, dims, flags; a tuple or
+#: list that starts with one is no list of tensors): their repr
 _PLAIN = frozenset({int, float, bool, type(None), str})
 
 
 def _summary(v: Any) -> str:
-    if type(v) in _PLAIN:
+    cls = type(v)
+    if cls in _PLAIN or ((cls is tuple or cls is list) and (not v or type(v[0]) in _PLAIN)):
         text = repr(v)
         return text if len(text) <= 60 else text[:57] + "..."
     torch = torch_module()
