@@ -12,6 +12,11 @@ engine runs, adds a ``hook`` event (``hook_kind`` ``unpack``) after each unpack.
 checkpoint's ``_recomputation_hook`` (the recompute starting) adds a ``hook`` event with
 ``hook_kind`` ``recompute`` on the node whose read started it.
 
+What ``node_meta`` says of the saved values is made once per node of an observed
+backward, so it is kept cheap: the ``looking()`` flag set once per node (no context
+manager), the text fixed by a tensor's shape and dtype made once (``_KINDS``), sizes and
+flags repr'd without the tensor checks, and one ATen call for a norm.
+
 Mirrors nothing in the engine: ``SavedVariable::unpack`` (``saved_variable.cpp``) calls
 the hook; PyTorch has no event for it.
 """
