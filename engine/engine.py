@@ -111,7 +111,7 @@ from .graph_task import (
 from .graph_task import _current as current_tls
 from .input_buffer import InputBuffer
 from .python_hook import check_result, check_single_result
-from .ready_queue import NodeTask, ReadyQueue
+from .ready_queue import INT_MAX, NodeTask, ReadyQueue
 from .sync import ThreadAborted, Waitable, set_tracker_lookup, start_thread
 from .tensor import Tensor, _tensor_of
 
@@ -404,12 +404,15 @@ class Engine:
                          getattr(self._tls, "name", None) or self.thread_name(),
                          gt.id if gt is not None else None,
                          None if fn is None else self._nid(fn), queue.name,
-                         task.get_reentrant_depth(),
+                         # task.get_reentrant_depth(), inlined: gt, held here, is its base
+                         gt.reentrant_depth if gt is not None else INT_MAX,
                          int(fn._sequence_nr) if fn is not None else None,
                          fn is None and not shutdown, shutdown, size,
                          gt.outstanding_tasks if gt is not None else 0, gone)
 
-        self._deliver(queue.push(task, increment, on_push=stamp))
+        event = queue.push(task, increment, on_push=stamp)
+        for obs in self._observers:  # _deliver, inlined
+            obs(event)
 
     def _gone(self) -> list[int]:
         """Not in PyTorch: the GraphTasks with tasks left in a queue (those that failed)
@@ -445,7 +448,8 @@ class Engine:
                 task, event = queue.try_pop()
             if task is not None:
                 if event is not None:
-                    self._deliver(event)
+                    for obs in self._observers:  # _deliver, inlined
+                        obs(event)
                 return task
             if observing:
                 self._emit("thread_wait", None, None, queue, on="queue", target=queue.name,
