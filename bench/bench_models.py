@@ -20,8 +20,9 @@ Then ``autograd-tui torch --headless --quiet --record FILE`` on a generated scri
 that size, in a fresh process: completed or not, wall time, peak RSS, file size.
 
 Alone: ``python -m bench.bench_models [--sizes 1000,5000,20000,100000] [--json]
-[--no-cli] [--reps N]``; ``BENCH_MODELS_TIMEOUT`` (seconds, default 900) stops a CLI
-run that takes longer.
+[--no-cli] [--reps N] [--clock wall|cpu]`` (``cpu``: the in-process figures in this
+process's CPU seconds, steadier than wall seconds on a machine others load);
+``BENCH_MODELS_TIMEOUT`` (seconds, default 900) stops a CLI run that takes longer.
 """
 
 from __future__ import annotations
@@ -116,8 +117,8 @@ def _spelled_out() -> Iterator[None]:
         yield
 
 
-def in_process(layers: int, reps: int) -> dict[str, float]:
-    """Every in-process figure for one depth (seconds; ``nodes``)."""
+def in_process(layers: int, reps: int, clock: Any = time.perf_counter) -> dict[str, float]:
+    """Every in-process figure for one depth (seconds of ``clock``; ``nodes``)."""
     import torch
 
     from autograd_tui import engine
@@ -135,32 +136,32 @@ def in_process(layers: int, reps: int) -> dict[str, float]:
     for _ in range(reps):
         for observed in (False, True):
             gc.collect()
-            t0 = time.perf_counter()
+            t0 = clock()
             loss = forward(model, x)
-            t1 = time.perf_counter()
+            t1 = clock()
             loss.backward()
-            t2 = time.perf_counter()
+            t2 = clock()
             if not observed:
                 parts["forward"].append(t1 - t0)
                 parts["backward"].append(t2 - t1)
             model.zero_grad(set_to_none=True)
             del loss
             gc.collect()
-            t0 = time.perf_counter()
+            t0 = clock()
             with forward_capture():
                 loss = forward(model, x)
-            t1 = time.perf_counter()
+            t1 = clock()
             g = from_torch(loss)
-            t2 = time.perf_counter()
+            t2 = clock()
             eng = engine.Engine()
             obs = engine.ListObserver()
             if observed:
                 eng.add_observer(obs)
             try:
                 with engine.use_engine(eng):
-                    t3 = time.perf_counter()
+                    t3 = clock()
                     g.backward()
-                    t4 = time.perf_counter()
+                    t4 = clock()
             finally:
                 eng.close()
             if observed:
@@ -263,13 +264,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reps", type=int, default=3, help="repetitions (best taken)")
     p.add_argument("--no-cli", action="store_true", help="skip the autograd-tui torch runs")
     p.add_argument("--json", action="store_true", help="also one JSON line per size")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="in-process figures in wall seconds, or in this process's CPU "
+                        "seconds (steadier on a machine others load; default: %(default)s)")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
     import torch
 
     torch.set_num_threads(1)
     timeout = float(os.environ.get("BENCH_MODELS_TIMEOUT", "900"))
+    clock = time.process_time if a.clock == "cpu" else time.perf_counter
     print(f"TransformerEncoder {SPEC}, torch {torch.__version__}, 1 thread; goals: capture "
-          f"<= {CAPTURE_GOAL:.0f}x forward, our backward <= {BACKWARD_GOAL:.0f}x torch's")
+          f"<= {CAPTURE_GOAL:.0f}x forward, our backward <= {BACKWARD_GOAL:.0f}x torch's; "
+          f"{a.clock} seconds")
     print(f"{'nodes':>7} {'layers':>6} {'forward':>8} {'backward':>8} {'capt fwd':>8} "
           f"{'from_trc':>8} {'ours':>8} {'observed':>8} {'events':>8} {'capture/fwd':>12} "
           f"{'ours/bwd':>9} {'obs/bwd':>8}", flush=True)
@@ -277,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
     for size in (int(s) for s in a.sizes.split(",") if s.strip()):
         layers = layers_for(size)
         reps = a.reps if size <= 20_000 else 1
-        r = on_big_stack(in_process, layers, reps)
+        r = on_big_stack(in_process, layers, reps, clock)
         cap, bwd = r["capture"] / r["forward"], r["ours"] / r["backward"]
         obs = r["observed"] / r["backward"]
         print(f"{r['nodes']:>7,} {layers:>6} {r['forward']:>8.3f} {r['backward']:>8.3f} "

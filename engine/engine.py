@@ -80,6 +80,7 @@ Departures, all deliberate:
 from __future__ import annotations
 
 import itertools
+import operator
 import sys
 import threading
 import weakref
@@ -114,7 +115,7 @@ from .graph_task import (
 from .graph_task import _current as current_tls
 from .input_buffer import InputBuffer
 from .python_hook import check_result, check_single_result
-from .ready_queue import NodeTask, ReadyQueue
+from .ready_queue import INT_MAX, NodeTask, ReadyQueue
 from .sync import (
     CarriedThread,
     ThreadAborted,
@@ -133,7 +134,8 @@ MAX_DEPTH = 60
 _generations = itertools.count(1)
 
 # The kinds emitted once or more per node, built field by field in SCHEMA order
-# (``Engine._event``): make_event's generic dict walk costs as much as the event.
+# (``Engine._send``, the push and pop stamps): make_event's generic dict walk costs as
+# much as the event.
 _PUSH, _POP = EVENT_TYPES["push"], EVENT_TYPES["pop"]
 _NODE_START, _NODE_END = EVENT_TYPES["node_start"], EVENT_TYPES["node_end"]
 _DEP_DEC, _BUF_ACC = EVENT_TYPES["dependency_decrement"], EVENT_TYPES["buffer_accumulate"]
@@ -141,6 +143,8 @@ _OUT_DEC, _SKIPPED = EVENT_TYPES["outstanding_decrement"], EVENT_TYPES["node_ski
 _NR_INSERT, _NR_REMOVE = EVENT_TYPES["not_ready_insert"], EVENT_TYPES["not_ready_remove"]
 _NODE_META, _DEPS = EVENT_TYPES["node_meta"], EVENT_TYPES["dependencies_computed"]
 _GT_CREATED, _THREAD_START = EVENT_TYPES["graph_task_created"], EVENT_TYPES["thread_start"]
+#: a ``node_meta`` dict's values in SCHEMA order (KeyError if one is absent)
+_meta_fields = operator.itemgetter(*[k for k, _, _ in _NODE_META.FIELDS])
 #: the ``gone`` of every push and pop that reports none: one list, read only, not one
 #: more object per event for the cyclic collector to scan in a History
 _NO_GONE: list[int] = []
@@ -274,6 +278,12 @@ class Engine:
         waits = self.waits
         return waits.make_lock(name) if waits is not None else threading.Lock()
 
+    def _nid(self, node: Node) -> int:
+        """``node_id`` of a node that most likely has one in this generation already."""
+        eid = node._eid
+        return eid[1] if eid is not None and eid[0] == self._generation else \
+            self.node_id(node)
+
     def node_id(self, node: Node) -> int:
         eid = node._eid
         if eid is None or eid[0] != self._generation:
@@ -314,22 +324,11 @@ class Engine:
                      gt.id if gt is not None else None,
                      self.node_id(node) if node is not None else None, qname, data)
 
-    def _event(self, cls: type[Event], gt: GraphTask | None, node: Node | None,
-               queue: str | None, *fields: Any) -> Event:
-        """``_make_event`` for a kind of the hot path: ``fields`` in SCHEMA order, each as
-        the event keeps it (summaries raw)."""
-        nid = None
-        if node is not None:  # node_id, inlined
-            eid = node._eid
-            nid = eid[1] if eid is not None and eid[0] == self._generation else \
-                self.node_id(node)
-        return cls(next(self._seq),  # type: ignore[call-arg]
-                   getattr(self._tls, "name", None) or self.thread_name(),
-                   gt.id if gt is not None else None, nid, queue, *fields)
-
     def _send(self, cls: type[Event], gt: GraphTask | None, node: Node | None,
               queue: str | None, *fields: Any) -> None:
-        """``_event`` (inlined: one call less an event), delivered to every observer."""
+        """The event of kind ``cls`` with ``fields`` in SCHEMA order, each as the event
+        keeps it (summaries raw), delivered to every observer: ``_make_event`` for the
+        kinds of the hot path (make_event's generic dict walk costs as much as the event)."""
         nid = None
         if node is not None:
             eid = node._eid
@@ -408,17 +407,24 @@ class Engine:
             queue.push(task, increment)
             return
         gt = task.base()
+        fn = task.fn
 
         def stamp(size: int) -> Event:  # under the queue's mutex, before the sift
             gone = self._gone() if self._leftover else _NO_GONE
-            fn = task.fn
-            return self._event(
-                _PUSH, gt, fn, queue.name, task.get_reentrant_depth(),
-                int(fn._sequence_nr) if fn is not None else None,
-                fn is None and not task.is_shutdown_task, task.is_shutdown_task, size,
-                gt.outstanding_tasks if gt is not None else 0, gone)
+            shutdown = task.is_shutdown_task
+            return _PUSH(next(self._seq),  # the event, built here: one frame less a push
+                         getattr(self._tls, "name", None) or self.thread_name(),
+                         gt.id if gt is not None else None,
+                         None if fn is None else self._nid(fn), queue.name,
+                         # task.get_reentrant_depth(), inlined: gt, held here, is its base
+                         gt.reentrant_depth if gt is not None else INT_MAX,
+                         int(fn._sequence_nr) if fn is not None else None,
+                         fn is None and not shutdown, shutdown, size,
+                         gt.outstanding_tasks if gt is not None else 0, gone)
 
-        self._deliver(queue.push(task, increment, on_push=stamp))
+        event = queue.push(task, increment, on_push=stamp)
+        for obs in self._observers:  # _deliver, inlined
+            obs(event)
 
     def _gone(self) -> list[int]:
         """Not in PyTorch: the GraphTasks with tasks left in a queue (those that failed)
@@ -441,16 +447,21 @@ class Engine:
                 def stamp(task: NodeTask, size: int, gone: Any) -> Event:
                     gt = task.base()
                     shutdown = task.is_shutdown_task
-                    return self._event(_POP, gt, task.fn, queue.name,
-                                       task.fn is None and not shutdown, shutdown, size,
-                                       gt is None and not shutdown, gone)
+                    fn = task.fn
+                    return _POP(next(self._seq),  # the event, built here: one frame less a pop
+                                getattr(self._tls, "name", None) or self.thread_name(),
+                                gt.id if gt is not None else None,
+                                None if fn is None else self._nid(fn), queue.name,
+                                fn is None and not shutdown, shutdown, size,
+                                gt is None and not shutdown, gone)
 
                 task, event = queue.try_pop(stamp, self._before_pop)
             else:
                 task, event = queue.try_pop()
             if task is not None:
                 if event is not None:
-                    self._deliver(event)
+                    for obs in self._observers:  # _deliver, inlined
+                        obs(event)
                 return task
             if observing:
                 self._emit("thread_wait", None, None, queue, on="queue", target=queue.name,
@@ -604,9 +615,12 @@ class Engine:
         for n in metas:  # a PyTorch graph's module, creation site, saved tensors
             meta = n.node_meta()
             if meta is not None:  # one per node: its fields straight from the dict
-                self._send(_NODE_META, task, n, None,
-                           *[meta[k] if k in meta else OPTIONAL["node_meta", k]
-                             for k, _, _ in _NODE_META.FIELDS])
+                try:
+                    fields = _meta_fields(meta)  # every field there: one C call
+                except KeyError:  # an optional one left out: its default
+                    fields = [meta[k] if k in meta else OPTIONAL["node_meta", k]
+                              for k, _, _ in _NODE_META.FIELDS]
+                self._send(_NODE_META, task, n, None, *fields)
 
     # --- Engine::execute_with_graph_task -------------------------------------------------
     def execute_with_graph_task(self, graph_task: GraphTask, graph_root: Node,

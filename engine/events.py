@@ -324,10 +324,18 @@ def summary_raw(t: Any, full: bool = False) -> msgspec.Raw:
     input."""
     if t is None:
         return NULL
-    once = getattr(t, "summary_once", None)
+    cls = type(t)
+    once = _ONCE.get(cls, _UNSEEN)
+    if once is _UNSEEN:  # looked up once per class (a miss on a Tensor costs an exception)
+        once = _ONCE[cls] = getattr(cls, "summary_once", None)
     if once is not None:
-        return once(full, _summary_raw)
+        return once(t, full, _summary_raw)
     return _summary_raw(t, full)
+
+
+#: tensor class -> its ``summary_once`` (unbound), or None
+_ONCE: dict[type, Any] = {}
+_UNSEEN = object()
 
 
 def _summary_raw(t: Any, full: bool) -> msgspec.Raw:

@@ -20,6 +20,7 @@ from typing import Any
 
 from .. import grad_mode
 from ..engine import get_default_engine
+from ..grad_mode import _tls as grad_tls
 from ..graph import UINT64_MAX, AccumulateGrad, Edge, Identity, Node
 from ..tensor import Tensor
 from . import ddp, queries, saved
@@ -29,10 +30,10 @@ from .convert import (
     TorchGrad,
     node_label,
     node_metadata,
+    outputs_to_ours,
     to_ours,
     to_torch,
     torch_module,
-    torch_validate,
 )
 from .hooks import LeafView, RetainGrad, accumulate, install_hooks, probing
 
@@ -95,10 +96,11 @@ class TorchNode(LazyMeta, Node):
         torch = torch_module()
         # A PyTorch node's gradient is passed on as the torch tensor it is (to_torch).
         args = [g.held if type(g) is TorchGrad else to_torch(g) for g in grads]
-        want = grad_mode.is_grad_enabled()
-        prev = torch._C.is_grad_enabled()
+        want = getattr(grad_tls, "enabled", True)  # grad_mode.is_grad_enabled(), inlined
+        tc = torch._C
+        prev = tc.is_grad_enabled()
         if prev != want:  # set_grad_enabled, without a context manager's cost per node
-            torch._C._set_grad_enabled(want)
+            tc._set_grad_enabled(want)
         try:
             if self._python:
                 outs = self._apply_python(torch, args)
@@ -106,15 +108,14 @@ class TorchNode(LazyMeta, Node):
                 outs = self.fn(*args)
         finally:
             if prev != want:
-                torch._C._set_grad_enabled(prev)
+                tc._set_grad_enabled(prev)
         if isinstance(outs, torch.Tensor) or outs is None:
             outs = (outs,)
         if self._targets is None:  # where each output goes: validate_outputs in torch
             # (PyTorch's shape and dtype of the next node's input; None: not PyTorch's)
             self._targets = [m[e.input_nr] if (m := getattr(e.function, "torch_meta", None))
                              is not None else None for e in self._next_edges]
-        fn = self.fn
-        return [to_ours(o, fn) for o in torch_validate(list(outs), self._targets)]
+        return outputs_to_ours(outs, self._targets, self.fn)
 
     def _apply_python(self, torch: Any, args: list[Any]) -> Sequence[Any]:
         """``PyNode::apply`` (python_function.cpp): a custom Function's backward."""

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import saved as saved_hooks
-from .saved import saved_summaries
+from .saved import saved_lines, saved_summaries
 from .sites import Sites, is_tool_file, site_mode
 
 __all__ = ["Registry", "capture", "current_registry", "is_tool_file", "saved_summaries"]
@@ -78,7 +78,10 @@ class Registry:
         """The innermost module call whose range of sequence numbers holds ``fn``'s."""
         if type(fn).__name__ == "AccumulateGrad":  # a leaf: made by no call
             return None
-        i = bisect.bisect_left(self._bounds, fn._sequence_nr()) - 1
+        return self._owner_at(fn._sequence_nr())
+
+    def _owner_at(self, seq: int) -> tuple[str, str] | None:
+        i = bisect.bisect_left(self._bounds, seq) - 1
         return self._owners[i] if i >= 0 else None
 
     def add_params(self, root: Any) -> dict[int, str]:
@@ -125,18 +128,30 @@ class Registry:
     def meta(self, fn: Any) -> dict[str, Any]:
         """The ``node_meta`` event's fields for ``fn``."""
         module = typ = tensor = None
-        var = getattr(fn, "variable", None)
+        cls = type(fn)
+        has_var = _HAS_VARIABLE.get(cls)
+        if has_var is None:  # a C++ node has no attributes but its class's
+            has_var = _HAS_VARIABLE[cls] = bool(cls.__dictoffset__) or hasattr(cls, "variable")
+        var = getattr(fn, "variable", None) if has_var else None
+        try:
+            seq = fn._sequence_nr()
+        except Exception:  # noqa: BLE001 - not a node: no site, no module
+            seq = None
         if var is not None and id(var) in self._params:
             _, module, typ, pname = self._params[id(var)]
             tensor = self.param_name(var) or (f"{module}.{pname}" if module else pname)
-        elif (owner := self.module_of(fn)) is not None:
-            module, typ = owner
-        created, source, stack = self.sites.of(fn)
+        elif seq is not None and cls.__name__ != "AccumulateGrad":  # module_of, inlined
+            owner = self._owner_at(seq)
+            if owner is not None:
+                module, typ = owner
+        created, source, stack = self.sites.at(seq) if seq is not None else (None, None, [])
         return {"module": module, "module_type": typ, "tensor": tensor, "created": created,
-                "source": source, "saved": [f"{k}: {v}" for k, v in saved_summaries(fn)],
-                "stack": stack}
+                "source": source, "saved": saved_lines(fn), "stack": stack}
 
 
+#: node class -> whether its nodes may have a ``variable`` (AccumulateGrad's, or a custom
+#: Function's own attribute): ``getattr`` with a default costs an exception where not
+_HAS_VARIABLE: dict[type, bool] = {}
 _current = Registry()
 
 

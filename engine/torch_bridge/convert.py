@@ -126,6 +126,23 @@ def torch_validate(outs: list[Any], targets: list[Any]) -> list[Any]:
     return res
 
 
+def outputs_to_ours(outs: Any, targets: list[Any], fn: Any) -> list[Tensor | None]:
+    """``to_ours`` of each of ``torch_validate(outs, targets)``, in one pass: a gradient
+    already of its target's shape and dtype (the common case) is not looked at twice."""
+    n = len(targets)
+    res: list[Tensor | None] = []
+    for i, o in enumerate(outs):
+        if o is None:
+            res.append(None)
+            continue
+        tgt = targets[i] if i < n else None
+        if tgt is not None and hasattr(o, "sum_to_size") and (o.shape != tgt[0]
+                                                              or o.dtype != tgt[1]):
+            o = torch_validate([o], [tgt])[0]
+        res.append(to_ours(o, fn))
+    return res
+
+
 def device_str(dev: Any) -> str:
     """PyTorch's device as our queue's name (``cuda`` is ``cuda:0``)."""
     s = str(dev)
@@ -163,7 +180,16 @@ def to_ours(t: Any, fn: Any) -> Tensor | None:
         arr = (t if cpu else t.cpu()).numpy()
     except (TypeError, RuntimeError):  # conjugate/negative bits, bfloat16
         arr = _host_copy(torch, t, fn)
-    return TorchGrad(arr, "cpu" if cpu else device_str(t.device), t)
+    # TorchGrad(arr, device, t), without its two __init__ frames (one per gradient)
+    g = _new_grad(TorchGrad)
+    g.data, g.device, g.held, g._summary = arr, "cpu" if cpu else device_str(t.device), t, None
+    g.grad_fn, g.output_nr, g._grad, g._grad_accumulator = None, 0, None, None
+    g._backward_hooks, g._retains_grad, g._requires_grad, g._version_counter = [], False, \
+        False, None
+    return g
+
+
+_new_grad = object.__new__
 
 
 def _host_copy(torch: Any, t: Any, fn: Any) -> np.ndarray:

@@ -12,6 +12,11 @@ engine runs, adds a ``hook`` event (``hook_kind`` ``unpack``) after each unpack.
 checkpoint's ``_recomputation_hook`` (the recompute starting) adds a ``hook`` event with
 ``hook_kind`` ``recompute`` on the node whose read started it.
 
+What ``node_meta`` says of the saved values is made once per node of an observed
+backward, so it is kept cheap: the ``looking()`` flag set once per node (no context
+manager), the text fixed by a tensor's shape and dtype made once (``_KINDS``), sizes and
+flags repr'd without the tensor checks, and one ATen call for a norm.
+
 Mirrors nothing in the engine: ``SavedVariable::unpack`` (``saved_variable.cpp``) calls
 the hook; PyTorch has no event for it.
 """
@@ -122,22 +127,38 @@ NORM_MAX = 1 << 16  # elements: a norm costs a pass over the tensor, so only sma
 def saved_summaries(fn: Any) -> list[tuple[str, str]]:
     """A node's saved tensors (``_saved_*``; a custom Function's ``saved_tensors``):
     name and a summary (shape, dtype, version, size in bytes, norm of a small one)."""
+    return [(k, _summary(v)) for k, v in _saved(fn)]
+
+
+def saved_lines(fn: Any) -> list[str]:
+    """``saved_summaries`` as ``node_meta``'s ``saved`` gives it: ``name: summary``."""
+    return [f"{k}: {_summary(v)}" for k, v in _saved(fn)]
+
+
+def _saved(fn: Any) -> list[tuple[str, Any]]:
+    """``fn``'s saved values by name, each read as ``looking()`` reads it (inlined: a
+    context manager per node costs as much as the node's summaries)."""
     names = _names.get(type(fn))
     if names is None:
         names = _names[type(fn)] = [a for a in dir(type(fn)) if a.startswith("_saved_")]
     pairs: list[tuple[str, Any]] = []
-    with looking():  # never run an unpack hook before PyTorch does
+    tls = _tls
+    prev = getattr(tls, "looking", False)
+    tls.looking = True  # never run an unpack hook before PyTorch does
+    try:
         for a in names:
             try:
-                pairs.append((a[len("_saved_"):], getattr(fn, a)))
+                pairs.append((a[7:], getattr(fn, a)))  # 7: len("_saved_")
             except Exception as e:  # noqa: BLE001 - freed, or not unpackable: say so
-                pairs.append((a[len("_saved_"):], _Unavailable(e)))
+                pairs.append((a[7:], _Unavailable(e)))
         if not names and hasattr(fn, "saved_tensors"):
             try:
                 pairs.extend((f"saved_tensors[{i}]", t) for i, t in enumerate(fn.saved_tensors))
             except Exception as e:  # noqa: BLE001
                 pairs.append(("saved_tensors", _Unavailable(e)))
-    return [(k, _summary(v)) for k, v in pairs]
+    finally:
+        tls.looking = prev
+    return pairs
 
 
 _VERSION = re.compile(r"is at version (?P<now>\d+); expected version (?P<saved>\d+)")
@@ -166,26 +187,54 @@ def nbytes(n: int) -> str:
     return f"{n} B"
 
 
+#: (shape, dtype) -> a saved tensor's summary text fixed by them: ``Tensor[2, 3] float32``,
+#: ``, 24 B``, and whether it gets a norm (a small floating tensor)
+_KINDS: dict[tuple[Any, Any], tuple[str, str, bool]] = {}
+
+
+#: the types of most saved values that are not tensors (sizes, dims, flags; a tuple or
+#: list that starts with one is no list of tensors): their repr
+_PLAIN = frozenset({int, float, bool, type(None), str})
+
+
 def _summary(v: Any) -> str:
+    cls = type(v)
+    if cls in _PLAIN or ((cls is tuple or cls is list) and (not v or type(v[0]) in _PLAIN)):
+        text = repr(v)
+        return text if len(text) <= 60 else text[:57] + "..."
     torch = torch_module()
+    if isinstance(v, torch.Tensor):
+        return _tensor_summary(v, torch)
     if isinstance(v, _Unavailable):
         return v.text
-    if isinstance(v, torch.Tensor):
-        head = f"Tensor{list(v.shape)} {str(v.dtype).replace('torch.', '')}"
-        try:
-            version = f", version {v._version}"
-        except Exception:  # noqa: BLE001 - a tensor without a version counter
-            version = ""
-        if v.layout != torch.strided or v.is_nested:
-            return f"{head} {v.layout}{version}"
-        n = v.numel()
-        size = f", {nbytes(n * v.element_size())}"
-        norm = ""
-        if n and n <= NORM_MAX and v.is_floating_point() and v.device.type == "cpu":
-            norm = f", |x|={float(torch.linalg.vector_norm(v.detach(), dtype=torch.float64)):.4g}"
-        return head + version + size + norm
-    if isinstance(v, (tuple, list)) and v and all(isinstance(t, torch.Tensor) for t in v):
+    if (isinstance(v, (tuple, list)) and v and isinstance(v[0], torch.Tensor)
+            and all(isinstance(t, torch.Tensor) for t in v)):
         return f"{len(v)} tensors: " + ", ".join(_summary(t) for t in v[:3]) + (
             ", ..." if len(v) > 3 else "")
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _tensor_summary(v: Any, torch: Any) -> str:
+    """``Tensor[2, 3] float32, version 0, 24 B, |x|=1.234``: the parts fixed by shape and
+    dtype made once (``_KINDS``), the norm in one ATen call (float64, as ``.4g``)."""
+    key = (v.shape, v.dtype)
+    kind = _KINDS.get(key)
+    if kind is None:
+        if len(_KINDS) >= 4096:  # a run of ever new shapes: start over rather than grow
+            _KINDS.clear()
+        n = v.numel()
+        kind = _KINDS[key] = (
+            f"Tensor{list(v.shape)} {str(v.dtype).replace('torch.', '')}",
+            f", {nbytes(n * v.element_size())}", 0 < n <= NORM_MAX and v.is_floating_point())
+    head, size, small_float = kind
+    try:
+        version = f", version {v._version}"
+    except Exception:  # noqa: BLE001 - a tensor without a version counter
+        version = ""
+    if v.layout != torch.strided or v.is_nested:
+        return f"{head} {v.layout}{version}"
+    if small_float and v.is_cpu:
+        norm = float(torch.linalg.vector_norm(v.detach(), dtype=torch.float64))
+        return f"{head}{version}{size}, |x|={norm:.4g}"
+    return head + version + size

@@ -129,6 +129,10 @@ class Sites:
             seq = fn._sequence_nr()
         except Exception:  # noqa: BLE001 - not a node
             return None, None, []
+        return self.at(seq)
+
+    def at(self, seq: int) -> tuple[str | None, str | None, list[str]]:
+        """``of`` the node whose ``sequence_nr`` is ``seq``."""
         i = bisect.bisect_left(self.seqs, seq)
         if i == len(self.seqs):
             return None, None, []
