@@ -149,7 +149,9 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     for name, p in reg.parameters():  # also those only a nested backward reaches
         if id(p) not in known:
             leaves[name.replace("_orig_mod.", "")] = p
-    before = {k: v.grad for k, v in leaves.items()}
+    # Copies: AccumulateGrad adds into an existing .grad in place (a program that ran a
+    # backward of its own first), so our run changes the tensor object itself.
+    before = {k: _copy(v.grad) for k, v in leaves.items()}
     # Ours first: a graph the bridge cannot run fails here, with the node's name.
     ours = from_torch(loss, gouts, inputs)
     eng, obs = engine.Engine(), engine.ListObserver()
@@ -165,7 +167,7 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
                  if e.kind == "node_start" and e.graph_task == 1]
     mine = {k: _copy(v.grad) for k, v in leaves.items()}
     for k, v in leaves.items():
-        v.grad = before[k]
+        v.grad = before[k]  # PyTorch's run starts from the same .grad as ours did
 
     order: list[tuple[str, int]] = []
 
