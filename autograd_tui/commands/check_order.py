@@ -44,12 +44,13 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autograd_tui.engine.torch_bridge import TorchBridgeError
+    from autograd_tui.scenarios import ScenarioError
     from autograd_tui.session.torch_script import check_order, load_entry
 
     entry, mod = load_entry(args.script, args.entry)
     try:
         res = check_order(entry, args.exact, vars(mod))
-    except TorchBridgeError:
+    except (TorchBridgeError, ScenarioError):  # already one plain message
         raise
     except Exception as e:  # noqa: BLE001 - the script's or a node's error: one message
         where = getattr(e, "_autograd_node", None)

@@ -177,6 +177,15 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     handles = [fn.register_prehook(recorder(fn)) for fn in g.torch_nodes.values()]
     try:
         torch.autograd.backward(loss, gouts, retain_graph=True, inputs=inputs)
+    except RuntimeError as e:
+        if "modified by an inplace operation" not in str(e):
+            raise
+        raise ScenarioError(
+            "check-order runs both backward passes on one forward pass, and the program "
+            "changed a tensor the graph saved during the first (ours: it completed), so "
+            "PyTorch's cannot run; an optimizer step in a post-accumulate-grad hook does "
+            "this. `autograd-tui torch` steps the program; PyTorch said: "
+            + str(e).split(" Hint:")[0]) from None
     finally:
         for h in handles:
             h.remove()

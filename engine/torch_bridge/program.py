@@ -86,6 +86,9 @@ class ProgramResult(dict[str, Tensor]):
 
 NOT_REACHED = "not reached by the backward"
 FROZEN = "requires_grad is False"
+# PyTorch's tutorial fuses the optimizer into the backward this way (step, then zero_grad)
+CLEARED = ("its gradient was accumulated, then .grad set to None by the program (its "
+           "post-accumulate-grad hook: an optimizer step in the backward?)")
 
 
 def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
@@ -115,7 +118,7 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
         if grad is not None:
             grads[name] = grad
         else:
-            grads.no_grad[name] = NOT_REACHED
+            grads.no_grad[name] = CLEARED if node.accumulated else NOT_REACHED
     for name, p in reg.parameters():
         if id(p) in seen:
             continue

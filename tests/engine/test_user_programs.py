@@ -121,3 +121,43 @@ def test_submodules_called_one_by_one_keep_every_gradient(tmp_path: Path, capsys
     code, out = _check_order(path, capsys)
     assert "gradients: 16 leaves agree (bitwise)" in out, out
     assert code == 0
+
+
+OPT_IN_BACKWARD = """
+    import torch
+    from torch import nn
+
+    def main():       # PyTorch's tutorial: the optimizer step fused into the backward
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2))
+        opts = {p: torch.optim.SGD([p], lr=0.1) for p in net.parameters()}
+
+        def step(p):
+            opts[p].step()
+            opts[p].zero_grad()
+
+        for p in net.parameters():
+            p.register_post_accumulate_grad_hook(step)
+        return net(torch.randn(3, 4)).sum()
+"""
+
+
+def test_an_optimizer_step_in_backward_is_not_called_unreached(tmp_path: Path) -> None:
+    path = _script(tmp_path, OPT_IN_BACKWARD)
+    with Run(script_scenario(str(path))) as run:
+        run.run()
+        assert run.error is None
+        assert run.gradients() == {}  # every .grad None afterwards, as in PyTorch
+        why = run.footer()["no_gradient"]
+    assert sorted(why) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    assert all(w.startswith("its gradient was accumulated, then .grad set to None")
+               for w in why.values()), why
+
+
+def test_check_order_says_plainly_it_cannot_compare_an_optimizer_in_backward(
+        tmp_path: Path, capsys) -> None:
+    code, out = _check_order(_script(tmp_path, OPT_IN_BACKWARD), capsys)
+    assert code != 0
+    assert "check-order runs both backward passes on one forward pass" in out, out
+    assert "post-accumulate-grad hook" in out and "Traceback" not in out
+    assert "RuntimeError" not in out  # PyTorch's words follow ours, not its exception
