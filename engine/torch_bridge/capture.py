@@ -87,12 +87,26 @@ class Registry:
         # submodule called on its own (``m.layer1(x)``), by its path from the program's
         # variable (``m.layer1``): by type, torchvision's four ``Sequential`` layers were
         # one name, and three of them lost their parameters' gradients in the summary.
+        # A module called before its model was built around it (a parametrization runs
+        # at construction) gives its parameters up to the model.
         named = self._roots.get(id(root))
-        if named is None and any(id(p) not in self._qual for p in root.parameters()):
-            label, owned = root_label(root)
-            while any(label == n for n, _ in self._roots.values()):  # one name each
-                label += "'"
-            named = self._roots[id(root)] = (label, owned)
+        taken: set[int] = set()
+        if named is None:
+            inside = {id(m) for m in root.modules()}
+            take = [(q, p) for q, p in root.named_parameters()
+                    if id(p) not in self._qual or self._qual[id(p)][1] in inside]
+            if take:
+                label, owned = root_label(root)
+                while any(label == n for n, _ in self._roots.values()):  # one name each
+                    label += "'"
+                named = self._roots[id(root)] = (label, owned)
+                before = {self._qual[id(p)][1] for _, p in take if id(p) in self._qual}
+                for q, p in take:
+                    self._qual[id(p)] = (p, id(root), label, q)
+                    taken.add(id(p))
+                left = {v[1] for v in self._qual.values()}
+                for rid in before - left:  # a root all of whose parameters were given up
+                    del self._roots[rid]
         owned_path = named[0] if named is not None and named[1] else None
         names = {}
         for mpath, m in root.named_modules():
@@ -101,10 +115,12 @@ class Registry:
             mpath = mpath or type(root).__name__
             names[id(m)] = mpath
             for pname, p in m.named_parameters(recurse=False):
-                self._params.setdefault(id(p), (p, mpath, type(m).__name__, pname))
-        for qname, p in root.named_parameters():
-            if id(p) not in self._qual:
-                self._qual[id(p)] = (p, id(root), named[0] if named else "", qname)
+                if id(p) in taken or id(p) not in self._params:
+                    self._params[id(p)] = (p, mpath, type(m).__name__, pname)
+        if named is not None:
+            for qname, p in root.named_parameters():
+                if id(p) not in self._qual:
+                    self._qual[id(p)] = (p, id(root), named[0], qname)
         return names
 
     def param_name(self, p: Any) -> str | None:

@@ -161,3 +161,25 @@ def test_check_order_says_plainly_it_cannot_compare_an_optimizer_in_backward(
     assert "check-order runs both backward passes on one forward pass" in out, out
     assert "post-accumulate-grad hook" in out and "Traceback" not in out
     assert "RuntimeError" not in out  # PyTorch's words follow ours, not its exception
+
+
+def test_a_module_run_while_the_model_is_built_names_its_parameters_by_the_model(
+        tmp_path: Path) -> None:
+    """spectral_norm runs its parametrization at construction, inside main(): its
+    parameter was named ``ParametrizationList.original`` and every other one got a
+    ``net.`` prefix, as if the program called two models."""
+    path = _script(tmp_path, """
+        import torch
+        from torch import nn
+        from torch.nn.utils import parametrizations as P
+
+        def main():
+            torch.manual_seed(0)
+            net = nn.Sequential(P.spectral_norm(nn.Linear(3, 4)), nn.Tanh(), nn.Linear(4, 1))
+            return net(torch.randn(2, 3)).sum()
+        """)
+    with Run(script_scenario(str(path))) as run:
+        run.run()
+        assert run.error is None
+        names = sorted(run.gradients())
+    assert names == ["0.bias", "0.parametrizations.weight.original", "2.bias", "2.weight"]
