@@ -203,7 +203,10 @@ def _summary(con: Any, run: Any, result: Any) -> int:
         print_text(con, f"note: {run.scenario.banner}")
     con.print(f"events: {len(run.events)}")
     if isinstance(run.error, _plain_errors()):  # one plain message, no class path
-        con.print("[bold red]error in the script[/bold red]", end=" ")
+        from autograd_tui.engine.torch_bridge.convert import Unsupported
+
+        said = "not supported:" if isinstance(run.error, Unsupported) else "error in the script"
+        con.print(f"[bold red]{said}[/bold red]", end=" ")
         print_text(con, str(run.error))
         code = EXIT_ERROR
     elif run.error is not None:

@@ -167,7 +167,7 @@ class Launch:
         for line in summary:
             if line == "completed":
                 return Outcome(rank, True, "completed", summary)
-            if line.startswith(("error in the script", "stopped:")):
+            if line.startswith(("error in the script", "not supported:", "stopped:")):
                 return Outcome(rank, False, line, summary)
             if line.startswith("stopped at"):  # --stop-at: found (a NaN is a failure)
                 return Outcome(rank, "non-finite" not in line, line, summary)

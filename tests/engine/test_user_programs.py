@@ -183,3 +183,28 @@ def test_a_module_run_while_the_model_is_built_names_its_parameters_by_the_model
         assert run.error is None
         names = sorted(run.gradients())
     assert names == ["0.bias", "0.parametrizations.weight.original", "2.bias", "2.weight"]
+
+
+SPARSE = """
+    import torch
+    from torch import nn
+
+    def main():
+        torch.manual_seed(0)
+        emb, lin = nn.Embedding(20, 4, sparse=True), nn.Linear(4, 1)
+        return lin(emb(torch.tensor([[1, 2, 3], [4, 5, 1]]))).sum()
+"""
+
+
+def test_a_sparse_gradient_is_not_supported_said_plainly_not_a_script_error(
+        tmp_path: Path, capsys) -> None:
+    path = _script(tmp_path, SPARSE)
+    code = main(["torch", str(path), "--headless", "--quiet"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 1
+    assert ("not supported: EmbeddingBackward0 (sequence_nr 0) produced a torch.sparse_coo "
+            "gradient") in out, out
+    assert "sparse=False the same model steps" in out and "error in the script" not in out
+    code, out = _check_order(path, capsys)
+    assert code == 1 and "Traceback" not in out
+    assert "produced a torch.sparse_coo gradient" in out, out
