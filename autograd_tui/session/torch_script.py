@@ -148,7 +148,10 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     known = {id(v) for v in leaves.values()}
     for name, p in reg.parameters():  # also those only a nested backward reaches
         if id(p) not in known:
-            leaves[name.replace("_orig_mod.", "")] = p
+            name = name.replace("_orig_mod.", "")
+            while name in leaves:  # never in place of a leaf of the graph
+                name += "'"
+            leaves[name] = p
     # Copies: AccumulateGrad adds into an existing .grad in place (a program that ran a
     # backward of its own first), so our run changes the tensor object itself.
     before = {k: _copy(v.grad) for k, v in leaves.items()}

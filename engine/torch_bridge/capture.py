@@ -93,8 +93,8 @@ class Registry:
         taken: set[int] = set()
         if named is None:
             inside = {id(m) for m in root.modules()}
-            take = [(q, p) for q, p in root.named_parameters()
-                    if id(p) not in self._qual or self._qual[id(p)][1] in inside]
+            take = [(q, p) for q, p in root.named_parameters() if p.is_leaf
+                    and (id(p) not in self._qual or self._qual[id(p)][1] in inside)]
             if take:
                 label, owned = root_label(root)
                 while any(label == n for n, _ in self._roots.values()):  # one name each
@@ -119,7 +119,9 @@ class Registry:
                     self._params[id(p)] = (p, mpath, type(m).__name__, pname)
         if named is not None:
             for qname, p in root.named_parameters():
-                if id(p) not in self._qual:
+                # not a leaf: computed weights that torch.func.functional_call (MAML's
+                # adapted weights) put in the parameters' place for one call
+                if id(p) not in self._qual and p.is_leaf:
                     self._qual[id(p)] = (p, id(root), named[0], qname)
         return names
 

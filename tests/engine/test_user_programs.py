@@ -208,3 +208,73 @@ def test_a_sparse_gradient_is_not_supported_said_plainly_not_a_script_error(
     code, out = _check_order(path, capsys)
     assert code == 1 and "Traceback" not in out
     assert "produced a torch.sparse_coo gradient" in out, out
+
+
+RETURNS = """
+    import torch
+    from torch import nn
+
+    def main():
+        torch.manual_seed(0)
+        net = nn.Linear(4, 3)
+        logits = net(torch.randn(2, 4))
+        loss = nn.functional.cross_entropy(logits, torch.tensor([0, 2]))
+        return {ret}
+"""
+
+
+@pytest.mark.parametrize("ret, said", [
+    # ours ran this backward and PyTorch's refused it: now both refuse, in PyTorch's words
+    ("loss, logits", "Mismatch in shape: grad_output[0] has a shape of torch.Size([2, 3]) "
+                     "and output[0] has a shape of torch.Size([])."),
+    ("loss, logits.argmax(1).float().mean().item()", "its grad_outputs is a float, not a "
+                                                     "tensor or a sequence of tensors"),
+])
+def test_a_tuple_that_is_not_loss_and_grad_outputs_is_said_plainly(
+        tmp_path: Path, capsys, ret: str, said: str) -> None:
+    path = _script(tmp_path, RETURNS.format(ret=ret))
+    code = main(["torch", str(path), "--headless", "--quiet"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 1 and said in out, out
+    assert "return a dict such as {'loss': loss, 'logits': logits}" in out
+    code, out = _check_order(path, capsys)
+    assert code == 1 and said in out and "Traceback" not in out, out
+
+
+def test_a_dict_with_more_than_the_loss_steps(tmp_path: Path, capsys) -> None:
+    path = _script(tmp_path, RETURNS.format(ret="{'loss': loss, 'logits': logits}"))
+    code, out = _check_order(path, capsys)
+    assert code == 0 and "gradients: 2 leaves agree (bitwise)" in out, out
+
+
+MAML = """
+    import torch
+    from torch import nn
+    from torch.func import functional_call
+
+    def main():        # MAML: one inner step with create_graph, the outer loss
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1)).double()
+        params = dict(net.named_parameters())
+        x, y = torch.randn(5, 3, dtype=torch.float64), torch.randn(5, 1, dtype=torch.float64)
+        inner = nn.functional.mse_loss(functional_call(net, params, (x,)), y)
+        grads = torch.autograd.grad(inner, list(params.values()), create_graph=True)
+        fast = {k: v - 0.1 * g for (k, v), g in zip(params.items(), grads)}
+        return nn.functional.mse_loss(functional_call(net, fast, (x * 2,)), y)
+"""
+
+
+def test_functional_call_with_adapted_weights_compares_the_real_parameters(
+        tmp_path: Path, capsys) -> None:
+    """The adapted weights (not leaves) took the parameters' names: check-order compared
+    their .grad (None against None: "agree") instead of the parameters', and the summary
+    said each parameter had a gradient and was not reached."""
+    path = _script(tmp_path, MAML)
+    code, out = _check_order(path, capsys)
+    assert code == 0 and "gradients: 4 leaves agree (bitwise); closest: " in out, out
+    assert "not a leaf Tensor" not in out  # no .grad read of a non-leaf: PyTorch's warning
+    with Run(script_scenario(str(path))) as run:
+        run.run()
+        assert run.error is None
+        assert sorted(run.gradients()) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+        assert run.no_grad == {}
