@@ -278,3 +278,21 @@ def test_functional_call_with_adapted_weights_compares_the_real_parameters(
         assert run.error is None
         assert sorted(run.gradients()) == ["0.bias", "0.weight", "2.bias", "2.weight"]
         assert run.no_grad == {}
+
+
+def test_check_order_says_how_many_leaves_had_no_gradient_to_compare(tmp_path: Path,
+                                                                      capsys) -> None:
+    """Fine-tuning a head: the frozen leaves agree only vacuously (None and None)."""
+    path = _script(tmp_path, """
+        import torch
+        from torch import nn
+
+        def main():
+            torch.manual_seed(0)
+            net = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2))
+            net[0].requires_grad_(False)
+            return net(torch.randn(3, 4)).sum()
+        """)
+    code, out = _check_order(path, capsys)
+    assert code == 0 and "gradients: 4 leaves agree (bitwise); closest: " in out, out
+    assert out.endswith("; 2 of them have no .grad in either run"), out
