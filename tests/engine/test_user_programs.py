@@ -14,6 +14,7 @@ exactly what PyTorch does.
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -296,3 +297,25 @@ def test_check_order_says_how_many_leaves_had_no_gradient_to_compare(tmp_path: P
     code, out = _check_order(path, capsys)
     assert code == 0 and "gradients: 4 leaves agree (bitwise); closest: " in out, out
     assert out.endswith("; 2 of them have no .grad in either run"), out
+
+
+def test_replay_reexecute_finds_the_scripts_sibling_module(tmp_path: Path, capsys) -> None:
+    """`torch` puts the script's folder on sys.path; `replay --reexecute --scenario` did
+    not, so a script importing a helper beside it failed there ("No module named")."""
+    (tmp_path / "helper.py").write_text("from torch import nn\n\n"
+                                        "def net():\n    return nn.Linear(3, 2)\n")
+    path = _script(tmp_path, """
+        import torch
+        import helper
+
+        def main():
+            torch.manual_seed(0)
+            return helper.net()(torch.randn(4, 3)).pow(2).sum()
+        """)
+    rec = tmp_path / "run.jsonl.gz"
+    assert main(["torch", str(path), "--headless", "--quiet", "--record", str(rec)]) == 0
+    capsys.readouterr()
+    sys.modules.pop("helper", None)  # as a new process starts: the helper not yet imported
+    code = main(["replay", str(rec), "--headless", "--reexecute", "--scenario", str(path)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and "identical to the recording" in out, out
