@@ -176,6 +176,14 @@ def backward_calls() -> Iterator[dict[int, tuple[Any, str]]]:
     orig = torch.autograd.backward
 
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        # backward(tensors, grad_tensors, retain_graph, create_graph, ...): a graph kept
+        # (retain_graph, which create_graph implies) may be backwarded again, as in PyTorch
+        named = dict(zip(("grad_tensors", "retain_graph", "create_graph"), args)) | kwargs
+        keep = named.get("retain_graph")
+        if keep is None:
+            keep = named.get("create_graph", False)
+        if keep:
+            return orig(tensors, *args, **kwargs)
         f = sys._getframe(1)
         while f is not None and is_tool_file(f.f_code.co_filename):
             f = f.f_back
@@ -201,4 +209,5 @@ def refuse_backwarded(entry: Any, loss: Any, calls: dict[int, tuple[Any, str]]) 
             name = getattr(entry, "__name__", "main")
             raise ScriptCalledBackward(
                 f"{hit[1]}: the program calls .backward() itself: {name}() should return "
-                "the loss; autograd-tui runs the backward")
+                "the loss; autograd-tui runs the backward (to step a second backward of "
+                "it, keep its graph: .backward(retain_graph=True))")

@@ -319,3 +319,33 @@ def test_replay_reexecute_finds_the_scripts_sibling_module(tmp_path: Path, capsy
     code = main(["replay", str(rec), "--headless", "--reexecute", "--scenario", str(path)])
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0 and "identical to the recording" in out, out
+
+
+def test_a_second_backward_of_a_kept_graph_is_stepped(tmp_path: Path, capsys) -> None:
+    """loss.backward(retain_graph=True), then return loss: PyTorch runs the second backward
+    (adding to the first's .grad); `torch` refused it as a backward the program ran itself,
+    while check-order compared it."""
+    path = _script(tmp_path, """
+        import torch
+        from torch import nn
+
+        def main():
+            torch.manual_seed(0)
+            net = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 1))
+            loss = net(torch.randn(3, 4)).pow(2).mean()
+            loss.backward(retain_graph=True)
+            return loss
+        """)
+    with Run(script_scenario(str(path))) as run:
+        run.run()
+        assert run.error is None
+        grads = run.gradients()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
+    loss = net(torch.randn(3, 4)).pow(2).mean()
+    loss.backward(retain_graph=True)
+    loss.backward()
+    for name, p in net.named_parameters():
+        assert torch.equal(torch.from_numpy(grads[name]), p.grad), name  # both backwards
+    code, out = _check_order(path, capsys)
+    assert code == 0 and "gradients: 4 leaves agree (bitwise)" in out, out
