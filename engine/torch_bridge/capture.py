@@ -5,7 +5,11 @@ keeps out of Python's reach: the hooks a program puts on non-leaf tensors
 (``Tensor.register_hook``, ``retain_grad``), which arguments of a custom
 ``Function`` were tensors (``is_variable_input`` in ``python_function.cpp``),
 the ``nn.Module`` that created each node (module forward hooks) and where each
-node was created (what anomaly mode's ``AnomalyMetadata`` keeps as a traceback).
+node was created (what anomaly mode's ``AnomalyMetadata`` keeps as a traceback),
+and each parameter's name (``Registry.add_params``: by the outermost model the program
+called or built around it; a submodule called on its own by its path from the program's
+variable, ``m.layer1``; non-leaf tensors that ``functional_call`` swaps in are not
+parameters).
 ``current_registry()`` hands that to ``bridge.from_torch``.  Imports nothing of
 the bridge: ``bridge`` reads the registry, ``program`` runs a forward under it.
 
