@@ -44,12 +44,13 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autograd_tui.engine.torch_bridge import TorchBridgeError
+    from autograd_tui.scenarios import ScenarioError
     from autograd_tui.session.torch_script import check_order, load_entry
 
     entry, mod = load_entry(args.script, args.entry)
     try:
         res = check_order(entry, args.exact, vars(mod))
-    except TorchBridgeError:
+    except (TorchBridgeError, ScenarioError):  # already one plain message
         raise
     except Exception as e:  # noqa: BLE001 - the script's or a node's error: one message
         where = getattr(e, "_autograd_node", None)
@@ -70,5 +71,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         worst = res.worst()
         closest = f"; closest: {worst[0].text()}" if worst else ""
-        print_text(con, f"gradients: {len(res.grads)} leaves agree ({how}){closest}")
+        # a frozen or unreached leaf agrees vacuously: say how many were compared
+        none = sum(t is None and o is None for t, o in res.grads.values())
+        also = f"; {none} of them have no .grad in either run" if none else ""
+        print_text(con, f"gradients: {len(res.grads)} leaves agree ({how}){closest}{also}")
     return EXIT_OK if res.agrees else EXIT_ERROR

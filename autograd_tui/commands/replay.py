@@ -152,11 +152,17 @@ def _reexecute(rec: Any, scenario: str | None) -> int:
 def _named(source: str) -> Any:
     """The scenario ``--scenario`` names: a built-in, a scenario file, or a PyTorch script
     (a file that imports torch: its ``main()``, as ``autograd-tui torch`` runs it)."""
+    from pathlib import Path
+
     from autograd_tui import scenarios
     from autograd_tui.session.program_errors import load_scenario
+    from autograd_tui.session.torch_script import folder_on_path
 
     try:
-        return load_scenario(source)
+        if not Path(source).is_file():
+            return load_scenario(source)
+        with folder_on_path(Path(source)):  # a sibling module it imports, as `torch` finds it
+            return load_scenario(source)
     except scenarios.ImportsTorch:
         from autograd_tui.session.torch_script import script_scenario
 

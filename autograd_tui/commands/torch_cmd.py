@@ -203,7 +203,10 @@ def _summary(con: Any, run: Any, result: Any) -> int:
         print_text(con, f"note: {run.scenario.banner}")
     con.print(f"events: {len(run.events)}")
     if isinstance(run.error, _plain_errors()):  # one plain message, no class path
-        _error_lines(con, str(run.error))
+        from autograd_tui.engine.torch_bridge.convert import Unsupported
+
+        said = "not supported:" if isinstance(run.error, Unsupported) else "error in the script"
+        _error_lines(con, str(run.error), said)
         code = EXIT_ERROR
     elif run.error is not None:
         say_program_error(run)  # the script's file, line and source line, on stderr
@@ -226,15 +229,15 @@ def _summary(con: Any, run: Any, result: Any) -> int:
     return code
 
 
-def _error_lines(con: Any, text: str) -> None:
-    """``error in the script`` and the error's first line; its further lines (a gloo
-    error, PyTorch's "At:" trace) indented under it, each a line of its own (``--ranks``
-    reads them back: ``session.ranks.CONTINUED``)."""
+def _error_lines(con: Any, text: str, said: str = "error in the script") -> None:
+    """``said`` (``error in the script``, ``not supported:``) and the error's first
+    line; its further lines (a gloo error, PyTorch's "At:" trace) indented under it, each
+    a line of its own (``--ranks`` reads them back: ``session.ranks.CONTINUED``)."""
     from autograd_tui.session.ranks import CONTINUED
     from autograd_tui.words import plain_lines
 
     first, *more = plain_lines(text) or [""]
-    con.print("[bold red]error in the script[/bold red]", end=" ")
+    con.print(f"[bold red]{said}[/bold red]", end=" ")
     print_text(con, first)
     for line in more:
         print_text(con, CONTINUED + line)

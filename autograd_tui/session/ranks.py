@@ -175,7 +175,7 @@ class Launch:
         for i, line in enumerate(summary):
             if line == "completed":
                 return Outcome(rank, True, "completed", summary)
-            if line.startswith(("error in the script", "stopped:")):
+            if line.startswith(("error in the script", "not supported:", "stopped:")):
                 more = itertools.takewhile(lambda s: s.startswith(CONTINUED), summary[i + 1:])
                 return Outcome(rank, False, line, summary,
                                [s.removeprefix(CONTINUED) for s in more])

@@ -148,8 +148,13 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     known = {id(v) for v in leaves.values()}
     for name, p in reg.parameters():  # also those only a nested backward reaches
         if id(p) not in known:
-            leaves[name.replace("_orig_mod.", "")] = p
-    before = {k: v.grad for k, v in leaves.items()}
+            name = name.replace("_orig_mod.", "")
+            while name in leaves:  # never in place of a leaf of the graph
+                name += "'"
+            leaves[name] = p
+    # Copies: AccumulateGrad adds into an existing .grad in place (a program that ran a
+    # backward of its own first), so our run changes the tensor object itself.
+    before = {k: _copy(v.grad) for k, v in leaves.items()}
     # Ours first: a graph the bridge cannot run fails here, with the node's name.
     ours = from_torch(loss, gouts, inputs)
     eng, obs = engine.Engine(), engine.ListObserver()
@@ -165,7 +170,7 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
                  if e.kind == "node_start" and e.graph_task == 1]
     mine = {k: _copy(v.grad) for k, v in leaves.items()}
     for k, v in leaves.items():
-        v.grad = before[k]
+        v.grad = before[k]  # PyTorch's run starts from the same .grad as ours did
 
     order: list[tuple[str, int]] = []
 
@@ -175,6 +180,15 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     handles = [fn.register_prehook(recorder(fn)) for fn in g.torch_nodes.values()]
     try:
         torch.autograd.backward(loss, gouts, retain_graph=True, inputs=inputs)
+    except RuntimeError as e:
+        if "modified by an inplace operation" not in str(e):
+            raise
+        raise ScenarioError(
+            "check-order runs both backward passes on one forward pass, and the program "
+            "changed a tensor the graph saved during the first (ours: it completed), so "
+            "PyTorch's cannot run; an optimizer step in a post-accumulate-grad hook does "
+            "this. `autograd-tui torch` steps the program; PyTorch said: "
+            + str(e).split(" Hint:")[0]) from None
     finally:
         for h in handles:
             h.remove()

@@ -161,6 +161,7 @@ class TorchAccumulateGrad(LazyMeta, AccumulateGrad):
         self.add_input_metadata(*ours[0])
         self._lock = threading.Lock()
         self.hook_dicts: tuple[dict[Any, Any], ...] = ()  # the Python hooks' (install_hooks)
+        self.accumulated = False  # it ran: a .grad still None was cleared by the program
 
     def name(self) -> str:
         return "AccumulateGrad"
@@ -178,6 +179,7 @@ class TorchAccumulateGrad(LazyMeta, AccumulateGrad):
         # DDP's reducer among them, fire after it); the Python hooks are ours to run.
         accumulate(self.fn, to_torch(grads[0], copy=True), self.hook_dicts,
                    grad_mode.is_grad_enabled())
+        self.accumulated = True
         if ddp.ACTIVE:  # a DDP module's buckets: what the reducer just did
             ddp.after_accumulate(self.fn.variable)
         return []

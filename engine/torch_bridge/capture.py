@@ -5,7 +5,11 @@ keeps out of Python's reach: the hooks a program puts on non-leaf tensors
 (``Tensor.register_hook``, ``retain_grad``), which arguments of a custom
 ``Function`` were tensors (``is_variable_input`` in ``python_function.cpp``),
 the ``nn.Module`` that created each node (module forward hooks) and where each
-node was created (what anomaly mode's ``AnomalyMetadata`` keeps as a traceback).
+node was created (what anomaly mode's ``AnomalyMetadata`` keeps as a traceback),
+and each parameter's name (``Registry.add_params``: by the outermost model the program
+called or built around it; a submodule called on its own by its path from the program's
+variable, ``m.layer1``; non-leaf tensors that ``functional_call`` swaps in are not
+parameters).
 ``current_registry()`` hands that to ``bridge.from_torch``.  Imports nothing of
 the bridge: ``bridge`` reads the registry, ``program`` runs a forward under it.
 
@@ -45,7 +49,8 @@ class Registry:
         self._params: dict[int, tuple[Any, str, str, str]] = {}  # param -> (p, path, type, name)
         # param -> (p, id of the root module, the root's name, named_parameters()' name)
         self._qual: dict[int, tuple[Any, int, str, str]] = {}
-        self._roots: set[int] = set()  # the roots named in _qual (one: no prefix)
+        # the roots named in _qual: (label, whether it is a path from a program's model)
+        self._roots: dict[int, tuple[str, bool]] = {}
         self.sites = Sites()
         # the module calls as ranges of sequence numbers: from each boundary on (a node
         # newer than it), the owner (path, type) of the call then innermost, or None
@@ -85,18 +90,46 @@ class Registry:
         return self._owners[i] if i >= 0 else None
 
     def add_params(self, root: Any) -> dict[int, str]:
-        # The model itself is named by its type (a script may call several roots).
+        # The model itself is named by its type (a script may call several roots), or, a
+        # submodule called on its own (``m.layer1(x)``), by its path from the program's
+        # variable (``m.layer1``): by type, torchvision's four ``Sequential`` layers were
+        # one name, and three of them lost their parameters' gradients in the summary.
+        # A module called before its model was built around it (a parametrization runs
+        # at construction) gives its parameters up to the model.
+        named = self._roots.get(id(root))
+        taken: set[int] = set()
+        if named is None:
+            inside = {id(m) for m in root.modules()}
+            take = [(q, p) for q, p in root.named_parameters() if p.is_leaf
+                    and (id(p) not in self._qual or self._qual[id(p)][1] in inside)]
+            if take:
+                label, owned = root_label(root)
+                while any(label == n for n, _ in self._roots.values()):  # one name each
+                    label += "'"
+                named = self._roots[id(root)] = (label, owned)
+                before = {self._qual[id(p)][1] for _, p in take if id(p) in self._qual}
+                for q, p in take:
+                    self._qual[id(p)] = (p, id(root), label, q)
+                    taken.add(id(p))
+                left = {v[1] for v in self._qual.values()}
+                for rid in before - left:  # a root all of whose parameters were given up
+                    del self._roots[rid]
+        owned_path = named[0] if named is not None and named[1] else None
         names = {}
         for mpath, m in root.named_modules():
+            if owned_path is not None:
+                mpath = f"{owned_path}.{mpath}".rstrip(".")
             mpath = mpath or type(root).__name__
             names[id(m)] = mpath
             for pname, p in m.named_parameters(recurse=False):
-                self._params.setdefault(id(p), (p, mpath, type(m).__name__, pname))
-        label = root_label(root)
-        for qname, p in root.named_parameters():
-            if id(p) not in self._qual:
-                self._qual[id(p)] = (p, id(root), label, qname)
-                self._roots.add(id(root))
+                if id(p) in taken or id(p) not in self._params:
+                    self._params[id(p)] = (p, mpath, type(m).__name__, pname)
+        if named is not None:
+            for qname, p in root.named_parameters():
+                # not a leaf: computed weights that torch.func.functional_call (MAML's
+                # adapted weights) put in the parameters' place for one call
+                if id(p) not in self._qual and p.is_leaf:
+                    self._qual[id(p)] = (p, id(root), named[0], qname)
         return names
 
     def param_name(self, p: Any) -> str | None:
@@ -282,19 +315,31 @@ def _flatten(x: Any) -> list[Any]:
     return []
 
 
-def root_label(module: Any) -> str:
+def root_label(module: Any) -> tuple[str, bool]:
     """What the program calls a model it called at the top: the variable (a local of
     the innermost frame outside torch and this package, else a global there) that holds
-    it; else its type's name."""
+    it; else, for a submodule of a model a variable holds, its path (``m.layer1``, and
+    True); else its type's name."""
     import sys
 
+    from torch import nn
+
+    frames = []
     f = sys._getframe(1)
     while f is not None:
         if not is_tool_file(f.f_code.co_filename):
+            frames.append(f)
             for scope in (f.f_locals, f.f_globals):
                 for k, v in list(scope.items()):
                     if v is module and k != "self" and not k.startswith("_"):
-                        return str(k)
+                        return str(k), False
         f = f.f_back
-    return type(module).__name__
+    for f in frames:
+        for scope in (f.f_locals, f.f_globals):
+            for k, v in list(scope.items()):
+                if isinstance(v, nn.Module) and k != "self" and not k.startswith("_"):
+                    for path, m in v.named_modules():
+                        if m is module and path:
+                            return f"{k}.{path}", True
+    return type(module).__name__, False
 

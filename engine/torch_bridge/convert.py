@@ -24,6 +24,11 @@ class TorchBridgeError(RuntimeError):
     """A PyTorch graph the bridge cannot run: the message names the node."""
 
 
+class Unsupported(TorchBridgeError):
+    """What PyTorch runs and the bridge does not (sparse and nested gradients, other
+    devices): the program is not at fault, and the message says what to change."""
+
+
 _torch: Any = None  # torch, once imported
 
 
@@ -157,8 +162,8 @@ def check_device(dev: Any, fn: Any) -> str:
             raise TorchBridgeError(f"{node_label(fn)} runs on {s}, but PyTorch finds no GPU "
                                    "here: run the script where it has one")
     elif s != "cpu":
-        raise TorchBridgeError(f"{node_label(fn)} runs on device {s}: the bridge runs cpu "
-                               "and cuda graphs only")
+        raise Unsupported(f"{node_label(fn)} runs on device {s}: the bridge runs cpu "
+                          "and cuda graphs only")
     return s
 
 
@@ -168,11 +173,13 @@ def to_ours(t: Any, fn: Any) -> Tensor | None:
         return None
     torch = _torch or torch_module()
     if t.layout != torch.strided:
-        raise TorchBridgeError(f"{node_label(fn)} produced a {t.layout} gradient: the bridge "
-                               "handles dense (strided) tensors only")
+        raise Unsupported(f"{node_label(fn)} produced a {t.layout} gradient: the bridge "
+                          "handles dense (strided) tensors only (nn.Embedding and "
+                          "EmbeddingBag with sparse=True make sparse ones; with "
+                          "sparse=False the same model steps)")
     if t.is_nested:
-        raise TorchBridgeError(f"{node_label(fn)} produced a nested tensor: the bridge "
-                               "handles dense tensors only")
+        raise Unsupported(f"{node_label(fn)} produced a nested tensor: the bridge "
+                          "handles dense tensors only")
     if t.requires_grad:
         t = t.detach()
     cpu = t.is_cpu
@@ -234,8 +241,8 @@ def node_metadata(fn: Any) -> tuple[list[tuple[tuple[int, ...], np.dtype, str]],
     ours, theirs = [], []
     for m in fn._input_metadata:
         if m.is_nested_tensor or m.is_cpp_nested_tensor:
-            raise TorchBridgeError(f"{node_label(fn)} takes a nested tensor: the bridge "
-                                   "handles dense tensors only")
+            raise Unsupported(f"{node_label(fn)} takes a nested tensor: the bridge "
+                              "handles dense tensors only")
         shape, dtype = tuple(m.shape), m.dtype
         ours.append((shape, numpy_dtype(torch, dtype, fn), check_device(m.device, fn)))
         theirs.append((shape, dtype))

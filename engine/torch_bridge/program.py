@@ -33,9 +33,41 @@ def split_result(out: Any) -> tuple[Any, Any, Any]:
         return loss, out.get("grad_outputs"), out.get("inputs")
     if isinstance(out, (tuple, list)) and 1 <= len(out) <= 3:
         items = list(out) + [None] * (3 - len(out))
+        _check_returned(torch, items)
         return items[0], items[1], items[2]
     raise TorchBridgeError(f"the entry function returned {type(out).__name__}: it must return "
                            "the loss (a tensor), (loss, grad_outputs[, inputs]) or a dict")
+
+
+_TUPLE = ("the entry function returned a tuple, read as (loss, grad_outputs[, inputs]) as "
+          "torch.autograd.backward takes them; to return more than the loss, return a dict "
+          "such as {'loss': loss, 'logits': logits} (other keys are ignored)")
+
+
+def _check_returned(torch: Any, items: list[Any]) -> None:
+    """A tuple's grad_outputs as PyTorch's ``backward`` would check them (its own
+    ``_make_grads``: a shape that does not match the loss's is its error, not a backward
+    that ours runs and PyTorch's refuses), each error with what the tuple was read as."""
+    loss, gouts, inputs = items
+    for what, v in (("grad_outputs", gouts), ("inputs", inputs)):
+        vs = [v] if v is None or isinstance(v, torch.Tensor) else v
+        if not isinstance(vs, (tuple, list)) or not all(
+                t is None or isinstance(t, torch.Tensor) for t in vs):
+            raise TorchBridgeError(f"{_TUPLE}; its {what} is a {type(v).__name__}, not a "
+                                   "tensor or a sequence of tensors")
+    if gouts is None:
+        return
+    outs = [loss] if isinstance(loss, torch.Tensor) else list(loss)
+    grads = [gouts] if isinstance(gouts, torch.Tensor) else list(gouts)
+    if len(outs) != len(grads):
+        raise TorchBridgeError(f"{_TUPLE}; grad_outputs has {len(grads)} tensors for "
+                               f"{len(outs)} outputs")
+    from torch.autograd import _make_grads  # PyTorch's own checks, its own words
+
+    try:
+        _make_grads(outs, grads, is_grads_batched=False)
+    except RuntimeError as e:
+        raise TorchBridgeError(f"{e} ({_TUPLE})") from None
 
 
 def leaf_names(graph: TorchGraph) -> dict[str, TorchAccumulateGrad]:
@@ -86,6 +118,9 @@ class ProgramResult(dict[str, Tensor]):
 
 NOT_REACHED = "not reached by the backward"
 FROZEN = "requires_grad is False"
+# PyTorch's tutorial fuses the optimizer into the backward this way (step, then zero_grad)
+CLEARED = ("its gradient was accumulated, then .grad set to None by the program (its "
+           "post-accumulate-grad hook: an optimizer step in the backward?)")
 
 
 def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
@@ -115,10 +150,12 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
         if grad is not None:
             grads[name] = grad
         else:
-            grads.no_grad[name] = NOT_REACHED
+            grads.no_grad[name] = CLEARED if node.accumulated else NOT_REACHED
     for name, p in reg.parameters():
         if id(p) in seen:
             continue
+        while name in grads or name in grads.no_grad:  # two tensors, one name: both kept
+            name += "'"
         if p.grad is not None:
             grads[name] = Tensor(p.grad.detach().cpu().numpy(), device=device_str(p.grad.device))
         else:
@@ -139,6 +176,14 @@ def backward_calls() -> Iterator[dict[int, tuple[Any, str]]]:
     orig = torch.autograd.backward
 
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        # backward(tensors, grad_tensors, retain_graph, create_graph, ...): a graph kept
+        # (retain_graph, which create_graph implies) may be backwarded again, as in PyTorch
+        named = dict(zip(("grad_tensors", "retain_graph", "create_graph"), args)) | kwargs
+        keep = named.get("retain_graph")
+        if keep is None:
+            keep = named.get("create_graph", False)
+        if keep:
+            return orig(tensors, *args, **kwargs)
         f = sys._getframe(1)
         while f is not None and is_tool_file(f.f_code.co_filename):
             f = f.f_back
@@ -164,4 +209,5 @@ def refuse_backwarded(entry: Any, loss: Any, calls: dict[int, tuple[Any, str]]) 
             name = getattr(entry, "__name__", "main")
             raise ScriptCalledBackward(
                 f"{hit[1]}: the program calls .backward() itself: {name}() should return "
-                "the loss; autograd-tui runs the backward")
+                "the loss; autograd-tui runs the backward (to step a second backward of "
+                "it, keep its graph: .backward(retain_graph=True))")

@@ -27,6 +27,7 @@ ENV = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}
 
 # script -> the package it needs beyond torch (the `models` extra), or None
 SCRIPTS = {"gpt2_lm": "transformers", "bert_classify": "transformers",
+           "t5_seq2seq": "transformers", "llama_train": "transformers",
            "resnet_small": None, "mobilenet_small": None}
 
 

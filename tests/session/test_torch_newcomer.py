@@ -138,7 +138,8 @@ def test_a_script_that_calls_backward_gets_one_plain_message(tmp_path: Path) -> 
         err = run.error
     assert isinstance(err, ScriptCalledBackward)
     assert str(err) == (f"{p}:7: the program calls .backward() itself: main() should return "
-                        "the loss; autograd-tui runs the backward")
+                        "the loss; autograd-tui runs the backward (to step a second "
+                        "backward of it, keep its graph: .backward(retain_graph=True))")
 
 
 def test_a_training_loop_before_the_returned_loss_is_fine(tmp_path: Path) -> None:
