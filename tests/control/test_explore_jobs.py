@@ -179,11 +179,16 @@ def _session_processes(sid: int) -> list[int]:
     return out
 
 
+#: a search still running when a signal comes: bound 3 without the reduction is 33,758
+#: schedules (about 15 s with two jobs here); bound 2's 1,519 now end within a second
+_LONG_SEARCH = ("--no-reduction", "--preemptions", "3", "--schedules", "0")
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 def test_ctrl_c_at_the_terminal_leaves_no_process():
     """Ctrl-C reaches every process of the foreground group: the command reports what it
     found, exits 130, and none of its workers outlives it."""
-    p = subprocess.Popen([EXE, "explore", "multi-device", "--no-reduction", "--jobs", "2",
+    p = subprocess.Popen([EXE, "explore", "multi-device", *_LONG_SEARCH, "--jobs", "2",
                           "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True)
     try:
@@ -211,7 +216,7 @@ def test_ctrl_c_at_the_terminal_leaves_no_process():
 def test_workers_end_when_the_command_is_killed():
     """SIGKILL leaves the command no chance to stop its workers: each notices between
     two runs that its parent is gone, and ends."""
-    p = subprocess.Popen([EXE, "explore", "multi-device", "--no-reduction", "--jobs", "2",
+    p = subprocess.Popen([EXE, "explore", "multi-device", *_LONG_SEARCH, "--jobs", "2",
                           "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
     try:
