@@ -91,7 +91,8 @@ def run_ranks(args: argparse.Namespace) -> int:
                 for line in (s for s in shown_lines if s != "completed"):
                     print_text(con, f"  {line}")
         if failed:
-            root = launch.first_to_end([o.rank for o in failed])
+            root = launch.first_to_end([o.rank for o in failed],
+                                       [o.rank for o in failed if o.line.startswith("killed by")])
             first = next((o for o in failed if o.rank == root), failed[0])
             say(f"rank {first.rank} failed{' first' if len(failed) > 1 else ''}: "
                 f"{first.line}")

@@ -29,7 +29,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -203,11 +203,14 @@ class Launch:
         negative code: killed by that signal)."""
         return {int(r): int(c) for r, c in _FAILED.findall(self.launcher_text())}
 
-    def first_to_end(self, ranks: Sequence[int]) -> int | None:
+    def first_to_end(self, ranks: Sequence[int],
+                     signalled: Collection[int] = ()) -> int | None:
         """Of ``ranks``, the one whose process was seen gone first (polled every 0.1 s:
-        a rank that fails because another did ends later than it), if any was seen."""
-        seen = [(self.ended[r], r) for r in ranks if r in self.ended]
-        return min(seen)[1] if seen else None
+        a rank that fails because another did ends later than it), if any was seen.  Seen
+        gone at the same poll, a rank killed by a signal (in ``signalled``) comes first:
+        its peers' errors ("Connection closed by peer") follow from it, not it from them."""
+        seen = [(self.ended[r], r not in signalled, r) for r in ranks if r in self.ended]
+        return min(seen)[2] if seen else None
 
     def launcher_text(self) -> str:
         return _read(self.logs / "launcher.log")

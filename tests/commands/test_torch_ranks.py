@@ -20,6 +20,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,6 +173,21 @@ def test_a_rank_killed_by_a_signal_is_named(tmp_path: Path) -> None:
     assert gone(tag)
 
 
+def test_seen_gone_at_the_same_poll_the_rank_killed_by_a_signal_failed_first() -> None:
+    """Rank 1 killed, rank 0's gloo error a moment later: one 0.1 s poll may see both
+    gone; the killed rank is named first (a clean-clone CI run named rank 0)."""
+    from types import SimpleNamespace
+
+    from autograd_tui.session.ranks import Launch
+
+    same = SimpleNamespace(ended={0: 5.0, 1: 5.0})
+    assert Launch.first_to_end(same, [0, 1], signalled=[1]) == 1
+    assert Launch.first_to_end(same, [0, 1]) == 0  # no signal: the lower rank
+    earlier = SimpleNamespace(ended={0: 4.9, 1: 5.0})
+    assert Launch.first_to_end(earlier, [0, 1], signalled=[1]) == 0  # the time decides
+    assert Launch.first_to_end(SimpleNamespace(ended={}), [0, 1], signalled=[1]) is None
+
+
 def test_ctrl_c_ends_the_launcher_and_every_rank_and_only_loopback_listens(
         tmp_path: Path) -> None:
     p, tag = launch(tmp_path, "--headless", DDP_TINY_HANG="1")
@@ -228,12 +244,21 @@ def test_without_headless_the_app_opens_on_every_rank(
     monkeypatch.setattr(torch_ranks, "open_app", fake_app)
     monkeypatch.setenv("TEXTUAL_DRIVER", "test")  # as if on a terminal
     monkeypatch.chdir(tmp_path)
-    before = set(Path(tempfile.gettempdir()).glob("autograd-tui-ranks-*"))
+    # the temporary folders this command makes (tests running beside it make theirs)
+    made: list[Path] = []
+    mkdtemp = tempfile.mkdtemp
+
+    def spy(*args: Any, **kwargs: Any) -> str:
+        made.append(Path(mkdtemp(*args, **kwargs)))
+        return str(made[-1])
+
+    monkeypatch.setattr(tempfile, "mkdtemp", spy)
     assert main(["torch", SCRIPT, "--ranks", "2"]) == 0
     (recs,) = given
     assert [r.header["distributed"]["rank"] for r in recs] == [0, 1]
     assert all(r.footer["status"] == "completed" for r in recs)
-    assert set(Path(tempfile.gettempdir()).glob("autograd-tui-ranks-*")) == before
+    ranks_folders = [p for p in made if p.name.startswith("autograd-tui-ranks-")]
+    assert len(ranks_folders) == 1 and not ranks_folders[0].exists()
     assert "rank 1: recorded (2 of 2)" in capsys.readouterr().err
 
 
