@@ -13,9 +13,9 @@ unary functions' formulas are written with this module, so the imports go one wa
 ``MulBackward0`` without grad mode (a backward pass without ``create_graph``) skips
 ``mul()``: nothing is recorded, and for a 1-dim float32/float64 gradient times a tensor of
 its shape, dtype and device, or times a Python float, it multiplies the arrays at once
-(``_product_1d``: ``elementwise``'s result, without its general checks; it makes the
-tensor inline, and ``MulBackward0`` inlines ``saved()`` and ``errors_ignored()``: one
-Python call per product instead of four).
+(``_product_1d``: ``elementwise``'s result, without its general checks, its tensor made
+by ``tensor._tensor_of``; ``MulBackward0`` inlines ``saved()`` and ``errors_ignored()``:
+two Python calls per product instead of four).
 A comparison records nothing (a bool result has no gradient); masks are constants, made
 with their operand's array module on its device.
 """
@@ -34,7 +34,7 @@ from ..errstate import _state as _errstate
 from ..grad_mode import _tls as _grad_tls
 from ..graph import SAVED_FREED
 from ..strides import elementwise_layout
-from ..tensor import Tensor, _new_tensor
+from ..tensor import Tensor, _tensor_of
 from .base import (
     Grads,
     OpNode,
@@ -72,19 +72,7 @@ def _product_1d(g: Tensor, gd: np.ndarray, x: Any) -> Tensor:
         data = _multiply(gd, x)
     else:
         return elementwise(g, x, _multiply)
-    # _tensor_of(data, g.device), inlined: two per MulBackward0 of a backward pass
-    t = _new_tensor(Tensor)
-    t.data = data
-    t.device = g.device
-    t.grad_fn = None
-    t.output_nr = 0
-    t._grad = None
-    t._grad_accumulator = None
-    t._backward_hooks = []
-    t._retains_grad = False
-    t._requires_grad = False
-    t._version_counter = None
-    return t
+    return _tensor_of(data, g.device)
 
 
 # The formulas below run once per node in most backward passes: each checks
