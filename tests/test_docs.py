@@ -223,3 +223,35 @@ def test_scenarios_md_is_generated_from_the_scenarios():
     path = Path(__file__).resolve().parent.parent / "docs" / "scenarios.md"
     assert path.read_text() == _docs.render(), (
         "docs/scenarios.md is out of date: run `python -m autograd_tui.scenarios._docs`")
+
+
+def test_trace_formats_real_example_is_the_real_recording(tmp_path: Path) -> None:
+    """``docs/trace-format.md`` section 11 shows lines of a real recording: each shown
+    line is a line of the file the command it names writes (``…`` stands for what is left
+    out), in the file's order, and the line and event counts it states are the file's."""
+    import subprocess
+    import sys
+
+    doc = (DOCS / "trace-format.md").read_text()
+    section = doc[doc.index("## 11. A real example"):]
+    command = re.search(r"`autograd-tui (run [^`]*?) --record run\.jsonl`", section)
+    assert command, "section 11 names the command that wrote its example"
+    path = tmp_path / "run.jsonl"
+    subprocess.run([sys.executable, "-m", "autograd_tui", *command.group(1).split(),
+                    "--record", str(path)], check=True, capture_output=True, timeout=60)
+    lines = path.read_text().splitlines()
+    block = section.split("```\n", 2)[1].split("\n```", 1)[0].splitlines()
+    at = 0
+    for shown in block:
+        if shown == "…":
+            continue
+        parts = shown.split("…")
+        while at < len(lines) and not (
+                lines[at].startswith(parts[0]) and lines[at].endswith(parts[-1])
+                and all(p in lines[at] for p in parts)):
+            at += 1
+        assert at < len(lines), f"not a line of the recording (or out of order): {shown}"
+        at += 1
+    n_events = len(lines) - 2
+    stated = re.search(r"(\d+) lines: the header, (\d+) events, the footer", section)
+    assert stated and (int(stated.group(1)), int(stated.group(2))) == (len(lines), n_events)
