@@ -183,6 +183,12 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     try:
         torch.autograd.backward(loss, gouts, retain_graph=True, inputs=inputs)
     except RuntimeError as e:
+        if "selective activation checkpoint" in str(e):  # SAC: one backward per region
+            raise ScenarioError(
+                "check-order runs both backward passes on one forward pass, and a region "
+                "under selective activation checkpoint (checkpoint's context_fn) allows "
+                "one backward (ours: it completed), so PyTorch's cannot run. `autograd-tui "
+                "torch` steps the program; PyTorch said: " + str(e)) from None
         if "modified by an inplace operation" not in str(e):
             raise
         raise ScenarioError(

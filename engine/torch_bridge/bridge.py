@@ -247,7 +247,10 @@ def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> To
                                    "torch.Tensor")
         if not t.requires_grad:
             raise TorchBridgeError(f"from_torch: output {i} does not require grad and has no "
-                                   "grad_fn: nothing to differentiate")
+                                   "grad_fn: nothing to differentiate (a tensor made under "
+                                   "torch.no_grad(), detached, or by forward-mode AD alone, "
+                                   "torch.autograd.forward_ad or torch.func.jvp, has no "
+                                   "backward graph)")
         root_fns.append(torch.autograd.graph.get_gradient_edge(t))
 
     # Every node reachable, children before parents (an edge sets topological_nr from

@@ -78,3 +78,126 @@ def test_a_forward_that_raises_writes_no_empty_recording(tmp_path: Path, capsys)
     assert "error in the script RuntimeError: mat1 and mat2 shapes cannot be multiplied" in out
     assert "no recording written to" in out and "nothing to replay" in out, out
     assert "recorded 0 events" not in out and "Traceback" not in out, out
+
+
+FUNCTORCH = """
+    import torch
+    from torch import nn
+    from torch.func import functional_call, grad, jacrev
+
+    def main():
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)).double()
+        params = dict(net.named_parameters())
+        x = torch.randn(2, 3, dtype=torch.float64)
+        f = lambda p, xi: functional_call(net, p, (xi,)).squeeze(-1)
+        jac = jacrev(f, argnums=1)(params, x[0])           # the parameters wrapped
+        gx = grad(lambda xi: f(params, xi).sum())(x[1])
+        return f(params, x).pow(2).mean() + jac.pow(2).sum() + gx.pow(2).sum()
+"""
+
+
+def test_torch_func_wrappers_are_not_named_as_frozen_parameters(tmp_path: Path,
+                                                                 capsys) -> None:
+    # a transform's wrapper of a parameter was named 0.weight' and said to be frozen
+    code, out = _cli(["torch", str(_script(tmp_path, FUNCTORCH)), "--headless", "--quiet"],
+                     capsys)
+    assert code == 0, out
+    for name in ("0.weight", "0.bias", "2.weight", "2.bias"):
+        assert f"grad {name}: shape" in out, out
+    assert "no grad" not in out and "'" not in out.split("completed")[1], out
+
+
+SELECTIVE_CHECKPOINT = """
+    import functools
+    import torch
+    from torch import nn
+    from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,
+                                        create_selective_checkpoint_contexts)
+
+    def policy(ctx, op, *args, **kwargs):
+        return (CheckpointPolicy.MUST_SAVE if op == torch.ops.aten.addmm.default
+                else CheckpointPolicy.PREFER_RECOMPUTE)
+
+    def main():
+        torch.manual_seed(0)
+        block, head = nn.Sequential(nn.Linear(4, 4), nn.Tanh()), nn.Linear(4, 1)
+        ctx_fn = functools.partial(create_selective_checkpoint_contexts, policy)
+        h = checkpoint(block, torch.randn(2, 4), use_reentrant=False, context_fn=ctx_fn)
+        return head(h).pow(2).mean()
+"""
+
+
+def test_check_order_says_plainly_selective_checkpoint_allows_one_backward(
+        tmp_path: Path, capsys) -> None:
+    path = _script(tmp_path, SELECTIVE_CHECKPOINT)
+    code, out = _cli(["check-order", str(path), "--exact"], capsys)
+    assert code == 1, out
+    assert ("a region under selective activation checkpoint (checkpoint's context_fn) "
+            "allows one backward (ours: it completed)") in out, out
+    assert "PyTorch said: Trying to backward an extra time." in out, out
+    assert "Traceback" not in out and "RuntimeError:" not in out, out
+    code, out = _cli(["torch", str(path), "--headless", "--quiet"], capsys)  # steps it
+    assert code == 0 and "completed" in out, out
+
+
+HOOK_RAISES = """
+    import torch
+    from torch import nn
+
+    def main():
+        lin = nn.Linear(3, 2)
+        h = torch.relu(lin(torch.ones(1, 3)))
+        h.register_hook(lambda g: (_ for _ in ()).throw(ValueError("my hook says no")))
+        return h.sum()
+"""
+
+
+def test_replay_says_the_error_the_recorded_run_ended_with(tmp_path: Path, capsys) -> None:
+    rec = tmp_path / "run.jsonl.gz"
+    code, out = _cli(["torch", str(_script(tmp_path, HOOK_RAISES)), "--headless", "--quiet",
+                      "--record", str(rec)], capsys)
+    assert code == 1 and "ValueError: my hook says no" in out, out
+    code, out = _cli(["replay", str(rec), "--headless"], capsys)
+    assert "status: error error: my hook says no schedule:" in out, out
+
+
+COMPILED = """
+    import torch
+    from torch import nn
+
+    def main():
+        torch.manual_seed(0)
+        net = torch.compile(nn.Sequential(nn.Linear(3, 2), nn.Tanh()), backend="eager")
+        return net(torch.randn(2, 3)).sum()
+"""
+
+
+def test_compile_warns_not_of_the_tools_own_module_hooks(tmp_path: Path, capsys,
+                                                         recwarn) -> None:
+    # torch.compile(module) warns of global module hooks: capture()'s, not the program's
+    code, out = _cli(["torch", str(_script(tmp_path, COMPILED)), "--headless", "--quiet"],
+                     capsys)
+    assert code == 0 and "completed" in out, out
+    said = [str(w.message) for w in recwarn]
+    assert not [m for m in said if "global hooks on modules" in m], said
+
+
+FORWARD_AD_ONLY = """
+    import torch
+    import torch.autograd.forward_ad as fwAD
+
+    def main():
+        with fwAD.dual_level():
+            y = fwAD.make_dual(torch.ones(3), torch.ones(3)).sin().sum()
+            return fwAD.unpack_dual(y).tangent
+"""
+
+
+def test_a_forward_mode_result_is_said_to_have_no_backward_graph(tmp_path: Path,
+                                                                  capsys) -> None:
+    code, out = _cli(["torch", str(_script(tmp_path, FORWARD_AD_ONLY)), "--headless",
+                      "--quiet"], capsys)
+    assert code == 1, out
+    assert "nothing to differentiate" in out and "forward-mode AD" in out, out
+    assert "Traceback" not in out, out
