@@ -73,7 +73,10 @@ def script_scenario(path: str, entry: str = "main") -> Scenario:
     from autograd_tui.engine.torch_bridge.compiled import script_note
 
     doc = (mod.__doc__ or "").strip()
-    banner = script_note(vars(mod), Path(path).read_text(errors="replace")) or ""
+    from autograd_tui.engine.torch_bridge.program import func_note
+
+    text = Path(path).read_text(errors="replace")
+    banner = "; ".join(n for n in (script_note(vars(mod), text), func_note(text)) if n)
     return Scenario(
         name=Path(path).stem, title=getattr(mod, "TITLE", Path(path).name),
         summary=doc.splitlines()[0] if doc else f"{entry}() of {path}", notes=doc,

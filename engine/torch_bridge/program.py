@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -161,6 +162,26 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
         else:
             grads.no_grad[name] = NOT_REACHED if p.requires_grad else FROZEN
     return grads
+
+
+_TRANSFORMS = r"(?:grad|grad_and_value|vjp|jvp|jacrev|jacfwd|hessian|linearize)"
+_FUNC_USE = re.compile(rf"\btorch\.func\.{_TRANSFORMS}\b|\bfunctorch\b")
+_FUNC_IMPORT = re.compile(r"\bfrom\s+torch\.func\s+import\s+(\([^)]*\)|[^\n]*)")
+FUNC_NOTE = ("the script uses torch.func: its transforms (grad, vjp, jacrev, ...) run their "
+             "own backward passes inside the forward pass, with PyTorch's engine, and those "
+             "are not stepped; the backward stepped is the returned loss's, through what the "
+             "transforms returned")
+
+
+def func_note(source: str) -> str | None:
+    """What ``autograd-tui torch`` says of a script that uses a ``torch.func`` (functorch)
+    transform that differentiates: it does so during the forward pass (its own levels,
+    PyTorch's engine), before the backward the tool steps (``functional_call`` alone
+    differentiates nothing)."""
+    if _FUNC_USE.search(source) or any(re.search(rf"\b{_TRANSFORMS}\b", m.group(1))
+                                       for m in _FUNC_IMPORT.finditer(source)):
+        return FUNC_NOTE
+    return None
 
 
 class ScriptCalledBackward(TorchBridgeError):

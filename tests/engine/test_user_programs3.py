@@ -5,6 +5,9 @@ exactly what PyTorch does, or say plainly where they cannot.
 - Several roots (``torch.autograd.backward([a, b, c], [ga, gb, gc])``): both engines run a
   ``GraphRoot`` first, but PyTorch's has no Python node to hook, so check-order compared
   ours (with it) against PyTorch's (without it) and reported a difference at node 1.
+- ``torch.func`` transforms: their wrappers of a module's parameters were named as
+  parameters (``0.weight'``, "requires_grad is False"), and nothing said that the
+  transforms' own backward passes (PyTorch's engine, during the forward) are not stepped.
 - A forward pass that raises, with ``--record``: the recording held 0 events (nothing to
   replay, and replay did not even say why); now no file is written, and the output says so.
 """
@@ -106,6 +109,9 @@ def test_torch_func_wrappers_are_not_named_as_frozen_parameters(tmp_path: Path,
     for name in ("0.weight", "0.bias", "2.weight", "2.bias"):
         assert f"grad {name}: shape" in out, out
     assert "no grad" not in out and "'" not in out.split("completed")[1], out
+    # what is stepped, said plainly: the transforms' own backward passes are not
+    assert ("note: the script uses torch.func: its transforms (grad, vjp, jacrev, ...) run "
+            "their own backward passes inside the forward pass, with PyTorch's engine") in out
 
 
 SELECTIVE_CHECKPOINT = """
