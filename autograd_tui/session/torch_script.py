@@ -93,6 +93,7 @@ class OrderCheck:
     grads: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # (PyTorch's, ours)
     exact: bool = False
     compile_note: str | None = None  # what was compiled, and what the gradients are from
+    same_error: str | None = None  # both backward passes raised this error
 
     def order_difference(self) -> str | None:
         for i, (a, b) in enumerate(zip(self.torch_order, self.our_order)):
@@ -123,6 +124,8 @@ class OrderCheck:
 
     @property
     def agrees(self) -> bool:
+        if self.same_error is not None:  # the .grad of a backward cut short: not compared
+            return self.order_difference() is None
         return self.order_difference() is None and not self.grad_differences()
 
 
@@ -162,9 +165,12 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     ours = from_torch(loss, gouts, inputs)
     eng, obs = engine.Engine(), engine.ListObserver()
     eng.add_observer(obs)
+    ours_error: Exception | None = None
     try:
         with engine.use_engine(eng):
             ours.backward(retain_graph=True)
+    except Exception as e:  # noqa: BLE001 - does PyTorch's raise the same? (below)
+        ours_error = e
     finally:
         eng.close()
     seqs = {n.id: (n.name, n.seq) for e in obs.events if e.kind == "dependencies_computed"
@@ -183,31 +189,61 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
         return lambda grad_outputs: order.append((type(fn).__name__, int(fn._sequence_nr())))
 
     handles = [fn.register_prehook(recorder(fn)) for fn in g.torch_nodes.values()]
+    same_error = None
     try:
         torch.autograd.backward(loss, gouts, retain_graph=True, inputs=inputs)
-    except RuntimeError as e:
-        if "selective activation checkpoint" in str(e):  # SAC: one backward per region
-            raise ScenarioError(
-                "check-order runs both backward passes on one forward pass, and a region "
-                "under selective activation checkpoint (checkpoint's context_fn) allows "
-                "one backward (ours: it completed), so PyTorch's cannot run. `autograd-tui "
-                "torch` steps the program; PyTorch said: " + str(e)) from None
-        if "modified by an inplace operation" not in str(e):
+    except Exception as e:
+        # Both raised, the same error (anomaly mode's NaN check, a hook's exception): they
+        # agree; the orders up to it are compared
+        same_error = _same_error(ours_error, e)
+        if same_error is None and ours_error is not None:
+            raise ours_error from None
+        if same_error is None and isinstance(e, RuntimeError):
+            _twice(e)
+        if same_error is None:
             raise
+    finally:
+        for h in handles:
+            h.remove()
+    if ours_error is not None and same_error is None:  # PyTorch's completed
+        raise ours_error
+    theirs = {k: _copy(v.grad) for k, v in leaves.items()}
+    res = OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, exact)
+    res.same_error = same_error
+    if same_error is not None and our_order[len(order):] == our_order[-1:] \
+            and our_order[-1][0] == getattr(ours_error, "_autograd_node", None):
+        # PyTorch's recorder, a node pre-hook, runs after the tensor pre-hooks: one that
+        # raised stopped the node before it was recorded; ours started it (node_start)
+        res.our_order = our_order[:-1]
+    if watch.note() and same_error is None:
+        compiled_grads(res, entry, watch, leaves)
+    return res
+
+
+def _same_error(ours: Exception | None, theirs: Exception) -> str | None:
+    """``Type in Node: message`` when both engines raised one error, else None."""
+    if ours is None or type(ours) is not type(theirs) or str(ours) != str(theirs):
+        return None
+    where = getattr(ours, "_autograd_node", None)
+    return f"{type(ours).__name__}" + (f" in {where}" if where else "") + f": {ours}"
+
+
+def _twice(e: RuntimeError) -> None:
+    """PyTorch's backward failed where ours completed, because check-order runs both on
+    one forward pass: one plain message (else the caller re-raises PyTorch's error)."""
+    if "selective activation checkpoint" in str(e):  # SAC: one backward per region
+        raise ScenarioError(
+            "check-order runs both backward passes on one forward pass, and a region "
+            "under selective activation checkpoint (checkpoint's context_fn) allows "
+            "one backward (ours: it completed), so PyTorch's cannot run. `autograd-tui "
+            "torch` steps the program; PyTorch said: " + str(e)) from None
+    if "modified by an inplace operation" in str(e):
         raise ScenarioError(
             "check-order runs both backward passes on one forward pass, and the program "
             "changed a tensor the graph saved during the first (ours: it completed), so "
             "PyTorch's cannot run; an optimizer step in a post-accumulate-grad hook does "
             "this. `autograd-tui torch` steps the program; PyTorch said: "
             + str(e).split(" Hint:")[0]) from None
-    finally:
-        for h in handles:
-            h.remove()
-    theirs = {k: _copy(v.grad) for k, v in leaves.items()}
-    res = OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, exact)
-    if watch.note():
-        compiled_grads(res, entry, watch, leaves)
-    return res
 
 
 def compiled_grads(res: OrderCheck, entry: Callable[..., Any], watch: Any,

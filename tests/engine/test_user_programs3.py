@@ -207,3 +207,50 @@ def test_a_forward_mode_result_is_said_to_have_no_backward_graph(tmp_path: Path,
     assert code == 1, out
     assert "nothing to differentiate" in out and "forward-mode AD" in out, out
     assert "Traceback" not in out, out
+
+
+ANOMALY_NAN = """
+    import torch
+    from torch import nn
+
+    def main():
+        torch.manual_seed(0)
+        torch.autograd.set_detect_anomaly(True, check_nan=True)
+        lin = nn.Linear(3, 3)
+        h = torch.relu(lin(torch.randn(2, 3)) - 10.0)     # all zeros
+        return (torch.sqrt(h) * 0.0).sum()                 # SqrtBackward0: 0 / (2 * 0)
+"""
+
+
+@pytest.fixture
+def anomaly_restored():
+    yield
+    torch.autograd.set_detect_anomaly(False)
+
+
+@pytest.mark.filterwarnings("ignore:Error detected in SqrtBackward0")
+def test_anomaly_modes_nan_check_raises_as_pytorchs_naming_the_node(
+        tmp_path: Path, capsys, anomaly_restored) -> None:
+    # the program's torch.autograd.set_detect_anomaly was not our engine's flag: the NaN
+    # that ReluBackward0 then masked went unseen, and the backward completed
+    path = _script(tmp_path, ANOMALY_NAN)
+    code, out = _cli(["torch", str(path), "--headless", "--quiet"], capsys)
+    assert code == 1, out
+    assert ("error in the script (in SqrtBackward0) RuntimeError: Function 'SqrtBackward0' "
+            "returned nan values in its 0th output.") in out, out
+    assert "completed" not in out, out
+    code, out = _cli(["check-order", str(path), "--exact"], capsys)
+    assert "node order: agrees" in out, out
+    assert ("both backward passes raised the same error: RuntimeError in SqrtBackward0: "
+            "Function 'SqrtBackward0' returned nan values in its 0th output.") in out, out
+    assert code == 0, out
+
+
+def test_check_order_agrees_on_a_hook_that_raises(tmp_path: Path, capsys) -> None:
+    # PyTorch's recorder (a node pre-hook) runs after the tensor hook that raised: the
+    # node that failed is not in its order, and is in ours
+    code, out = _cli(["check-order", str(_script(tmp_path, HOOK_RAISES)), "--exact"], capsys)
+    assert "PyTorch ran 1 nodes, ours 1 node order: agrees" in out, out  # SumBackward0
+    assert ("both backward passes raised the same error: ValueError in ReluBackward0: "
+            "my hook says no") in out, out
+    assert code == 0, out
