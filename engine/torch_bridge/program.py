@@ -118,6 +118,7 @@ class ProgramResult(dict[str, Tensor]):
 
 
 NOT_REACHED = "not reached by the backward"
+NOT_INPUT = "not among the backward's inputs= (PyTorch leaves its .grad as it was)"
 FROZEN = "requires_grad is False"
 # PyTorch's tutorial fuses the optimizer into the backward this way (step, then zero_grad)
 CLEARED = ("its gradient was accumulated, then .grad set to None by the program (its "
@@ -145,11 +146,15 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
     grads = ProgramResult()
     grads.no_grad = {}
     seen = set()
+    asked = None if inputs is None else {id(t) for t in (
+        [inputs] if isinstance(inputs, torch_module().Tensor) else inputs)}
     for name, node in leaf_names(g).items():
         seen.add(id(node.variable.var))
         grad = node.variable._grad
         if grad is not None:
             grads[name] = grad
+        elif asked is not None and id(node.variable.var) not in asked:
+            grads.no_grad[name] = NOT_INPUT  # backward(inputs=[...]) on a subset
         else:
             grads.no_grad[name] = CLEARED if node.accumulated else NOT_REACHED
     for name, p in reg.parameters():

@@ -254,3 +254,26 @@ def test_check_order_agrees_on_a_hook_that_raises(tmp_path: Path, capsys) -> Non
     assert ("both backward passes raised the same error: ValueError in ReluBackward0: "
             "my hook says no") in out, out
     assert code == 0, out
+
+
+INPUTS_SUBSET = """
+    import torch
+    from torch import nn
+
+    def main():
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+        h = net[1](net[0](torch.randn(2, 3)))
+        return net[2](h).square().sum(), None, [net[2].weight, h, net[0].bias]
+"""
+
+
+def test_leaves_left_out_of_inputs_are_said_so_not_unreached(tmp_path: Path, capsys) -> None:
+    code, out = _cli(["torch", str(_script(tmp_path, INPUTS_SUBSET)), "--headless",
+                      "--quiet"], capsys)
+    assert code == 0, out
+    assert "grad net.2.weight: shape [2, 4]" in out and "grad net.0.bias: shape [4]" in out
+    for name in ("net.0.weight", "net.2.bias"):
+        assert (f"no grad {name}: not among the backward's inputs= (PyTorch leaves its .grad "
+                "as it was)") in out, out
+    assert "not reached" not in out, out
