@@ -277,3 +277,42 @@ def test_leaves_left_out_of_inputs_are_said_so_not_unreached(tmp_path: Path, cap
         assert (f"no grad {name}: not among the backward's inputs= (PyTorch leaves its .grad "
                 "as it was)") in out, out
     assert "not reached" not in out, out
+
+
+HOOK_ONCE = """
+    import torch
+    from torch import nn
+
+    def main():
+        torch.manual_seed(0)
+        lin = nn.Linear(3, 3)
+        h = lin(torch.randn(2, 3))
+        handles = []
+
+        def once(g):                      # removes itself: PyTorch's run, the second,
+            handles[0].remove()           # finds it gone on the shared forward pass
+            return g * 2
+
+        handles.append(h.register_hook(once))
+        return (h * h).sum()
+"""
+
+
+def test_a_hook_that_removes_itself_is_compared_on_a_fresh_forward(tmp_path: Path,
+                                                                   capsys) -> None:
+    code, out = _cli(["check-order", str(_script(tmp_path, HOOK_ONCE)), "--exact"], capsys)
+    assert ("note: the gradients differed on the forward pass both backward passes shared "
+            "(the program's state, a hook that removes itself or counts its calls, changed "
+            "in ours, the first); PyTorch's on a fresh forward pass are compared") in out, out
+    assert "gradients: 2 leaves agree (bitwise)" in out, out
+    assert code == 0, out
+
+
+def test_a_difference_a_fresh_forward_does_not_explain_stays_reported(tmp_path: Path,
+                                                                      capsys) -> None:
+    # not seeded: the fresh forward pass's input is another, its gradients differ from
+    # ours too, so the first report stands
+    body = HOOK_ONCE.replace("torch.manual_seed(0)", "pass")
+    code, out = _cli(["check-order", str(_script(tmp_path, body)), "--exact"], capsys)
+    assert "gradients differ (bitwise)" in out and "fresh forward" not in out, out
+    assert code == 1, out
