@@ -183,27 +183,41 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
         return lambda grad_outputs: order.append((type(fn).__name__, int(fn._sequence_nr())))
 
     handles = [fn.register_prehook(recorder(fn)) for fn in g.torch_nodes.values()]
-    same_error = None
+    same_error = sac = None
+    sac_error: BaseException | None = None
     try:
         torch.autograd.backward(loss, gouts, retain_graph=True, inputs=inputs)
     except Exception as e:
-        # Both raised, the same error (anomaly mode's NaN check, a hook's exception): they
-        # agree; the orders up to it are compared
-        same_error = _same_error(ours_error, e)
-        if same_error is None and ours_error is not None:
-            raise ours_error from None
-        if same_error is None and isinstance(e, RuntimeError):
-            _twice(e)
-        if same_error is None:
-            raise
+        if ours_error is None and _SAC in str(e):  # one backward per region: a fresh one
+            sac = _fresh_backward(entry, before, g)
+        if sac is not None:
+            order[:] = sac[0]
+            sac_error = e
+        else:
+            # Both raised, the same error (anomaly mode's NaN check, a hook's exception):
+            # they agree; the orders up to it are compared
+            same_error = _same_error(ours_error, e)
+            if same_error is None and ours_error is not None:
+                raise ours_error from None
+            if same_error is None and isinstance(e, RuntimeError):
+                _twice(e)
+            if same_error is None:
+                raise
     finally:
         for h in handles:
             h.remove()
     if ours_error is not None and same_error is None:  # PyTorch's completed
         raise ours_error
-    theirs = {k: _copy(v.grad) for k, v in leaves.items()}
+    theirs = sac[1] if sac is not None else {k: _copy(v.grad) for k, v in leaves.items()}
     res = OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, exact)
     res.same_error = same_error
+    if sac is not None:
+        if res.grad_differences() and sac_error is not None:  # not seeded?
+            _twice(sac_error, " (and a fresh forward pass gave other gradients: is the "
+                              "program seeded?)")
+        res.fresh_note = ("a region under selective activation checkpoint (checkpoint's "
+                          "context_fn) allows one backward, and ours ran it: PyTorch's ran "
+                          "on a fresh forward pass (the entry run again)")
     if same_error is not None and our_order[len(order):] == our_order[-1:] \
             and our_order[-1][0] == getattr(ours_error, "_autograd_node", None):
         # PyTorch's recorder, a node pre-hook, runs after the tensor pre-hooks: one that
@@ -211,8 +225,8 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
         res.our_order = our_order[:-1]
     if watch.note() and same_error is None:
         compiled_grads(res, entry, watch, leaves)
-    elif same_error is None and res.grad_differences():
-        fresh_grads(res, entry, before)
+    elif same_error is None and sac is None and res.grad_differences():
+        fresh_grads(res, entry, before, g)
     return res
 
 
@@ -232,12 +246,15 @@ def _named_leaves(g: Any, reg: Any) -> dict[str, Any]:
     return leaves
 
 
-def fresh_grads(res: OrderCheck, entry: Callable[..., Any], before: dict[str, Any]) -> None:
-    """Gradients that differ on the shared forward pass may come from the program's own
-    state, changed by our backward, the first: a hook that removes itself or counts its
-    calls acts differently in PyTorch's.  A fresh forward pass (the entry run again) and
-    PyTorch's backward on it: if every gradient then equals ours, those are compared, and
-    a note says why (a program that is not seeded differs again: the first report stays)."""
+_SAC = "selective activation checkpoint"
+
+
+def _fresh_backward(entry: Callable[..., Any], before: dict[str, Any], g: Any
+                    ) -> tuple[list[tuple[str, int]], dict[str, Any]] | None:
+    """The entry run again (a fresh forward pass) and PyTorch's backward on it, from the
+    ``.grad`` both runs started at: its order, each node named as the shared graph's node
+    in the same place of ``from_torch``'s walk, and each leaf's gradient by name; None when
+    the program cannot run twice or makes another graph (it is not seeded)."""
     torch = need_torch()
     from autograd_tui.engine.torch_bridge import capture, split_result
     from autograd_tui.engine.torch_bridge.program import build_graph
@@ -245,19 +262,44 @@ def fresh_grads(res: OrderCheck, entry: Callable[..., Any], before: dict[str, An
     try:
         with capture() as reg:
             loss, gouts, inputs = split_result(entry())
-        fresh = _named_leaves(build_graph(loss, gouts, inputs), reg)
-        if set(fresh) != set(res.grads):
-            return
+        g2 = build_graph(loss, gouts, inputs)
+        pairs = list(zip(g2.torch_nodes.values(), g.torch_nodes.values()))
+        fresh = _named_leaves(g2, reg)
+        if len(g2.torch_nodes) != len(g.torch_nodes) or set(fresh) != set(before) or any(
+                type(a) is not type(b) for a, b in pairs):
+            return None
+        order: list[tuple[str, int]] = []
+        handles = [a.register_prehook(
+            lambda _, b=b: order.append((type(b).__name__, int(b._sequence_nr()))))
+            for a, b in pairs]
         kept = {k: v.grad for k, v in fresh.items()}
         for k, v in fresh.items():  # a model built at import: from the .grad both started at
             v.grad = _copy(before[k])
-        torch.autograd.backward(loss, gouts, inputs=inputs)
-        again = {k: _copy(v.grad) for k, v in fresh.items()}
+        try:
+            torch.autograd.backward(loss, gouts, inputs=inputs)
+        finally:
+            for h in handles:
+                h.remove()
+        grads = {k: _copy(v.grad) for k, v in fresh.items()}
         for k, v in fresh.items():
             v.grad = kept[k]
-    except Exception:  # noqa: BLE001 - the program cannot run twice: the first report stays
+    except Exception:  # noqa: BLE001 - the program cannot run twice: none to compare
+        return None
+    return order, grads
+
+
+def fresh_grads(res: OrderCheck, entry: Callable[..., Any], before: dict[str, Any],
+                g: Any) -> None:
+    """Gradients that differ on the shared forward pass may come from the program's own
+    state, changed by our backward, the first: a hook that removes itself or counts its
+    calls acts differently in PyTorch's.  PyTorch's on a fresh forward pass
+    (``_fresh_backward``): if every gradient then equals ours, those are compared, and a
+    note says why (a program that is not seeded differs again: the first report stays)."""
+    fresh = _fresh_backward(entry, before, g)
+    if fresh is None:
         return
-    trial = OrderCheck([], [], {k: (again[k], o) for k, (_, o) in res.grads.items()}, res.exact)
+    trial = OrderCheck([], [], {k: (fresh[1][k], o) for k, (_, o) in res.grads.items()},
+                       res.exact)
     if trial.grad_differences():
         return
     res.grads = trial.grads
@@ -275,15 +317,15 @@ def _same_error(ours: Exception | None, theirs: Exception) -> str | None:
     return f"{type(ours).__name__}" + (f" in {where}" if where else "") + f": {ours}"
 
 
-def _twice(e: RuntimeError) -> None:
+def _twice(e: BaseException, why: str = "") -> None:
     """PyTorch's backward failed where ours completed, because check-order runs both on
     one forward pass: one plain message (else the caller re-raises PyTorch's error)."""
-    if "selective activation checkpoint" in str(e):  # SAC: one backward per region
+    if _SAC in str(e):  # SAC: one backward per region, and no fresh forward to compare
         raise ScenarioError(
             "check-order runs both backward passes on one forward pass, and a region "
             "under selective activation checkpoint (checkpoint's context_fn) allows "
-            "one backward (ours: it completed), so PyTorch's cannot run. `autograd-tui "
-            "torch` steps the program; PyTorch said: " + str(e)) from None
+            f"one backward (ours: it completed), so PyTorch's cannot run{why}. "
+            "`autograd-tui torch` steps the program; PyTorch said: " + str(e)) from None
     if "modified by an inplace operation" in str(e):
         raise ScenarioError(
             "check-order runs both backward passes on one forward pass, and the program "

@@ -134,9 +134,24 @@ SELECTIVE_CHECKPOINT = """
 """
 
 
-def test_check_order_says_plainly_selective_checkpoint_allows_one_backward(
-        tmp_path: Path, capsys) -> None:
+def test_selective_checkpoint_is_compared_on_a_fresh_forward(tmp_path: Path, capsys) -> None:
+    # a region under SAC allows one backward: PyTorch's, the second on the shared forward
+    # pass, raised "Trying to backward an extra time"
     path = _script(tmp_path, SELECTIVE_CHECKPOINT)
+    code, out = _cli(["check-order", str(path), "--exact"], capsys)
+    assert "node order: agrees" in out, out
+    assert ("note: a region under selective activation checkpoint (checkpoint's context_fn) "
+            "allows one backward, and ours ran it: PyTorch's ran on a fresh forward pass "
+            "(the entry run again)") in out, out
+    assert "gradients: 4 leaves agree (bitwise)" in out, out
+    assert code == 0, out
+
+
+def test_selective_checkpoint_not_seeded_is_said_plainly(tmp_path: Path, capsys) -> None:
+    # a fresh forward pass of a program that is not seeded is another graph's values:
+    # nothing to compare, one plain message
+    body = SELECTIVE_CHECKPOINT.replace("torch.manual_seed(0)", "pass")
+    path = _script(tmp_path, body)
     code, out = _cli(["check-order", str(path), "--exact"], capsys)
     assert code == 1, out
     assert ("a region under selective activation checkpoint (checkpoint's context_fn) "
