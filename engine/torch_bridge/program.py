@@ -169,7 +169,7 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
     return grads
 
 
-_TRANSFORMS = r"(?:grad|grad_and_value|vjp|jvp|jacrev|jacfwd|hessian|linearize)"
+_TRANSFORMS = r"(?:grad|grad_and_value|vjp|jacrev|hessian)"  # reverse mode: a backward
 _FUNC_USE = re.compile(rf"\btorch\.func\.{_TRANSFORMS}\b|\bfunctorch\b")
 _FUNC_IMPORT = re.compile(r"\bfrom\s+torch\.func\s+import\s+(\([^)]*\)|[^\n]*)")
 FUNC_NOTE = ("the script uses torch.func: its transforms (grad, vjp, jacrev, ...) run their "
