@@ -10,6 +10,14 @@ exactly what PyTorch does, or say plainly where they cannot.
   transforms' own backward passes (PyTorch's engine, during the forward) are not stepped.
 - A forward pass that raises, with ``--record``: the recording held 0 events (nothing to
   replay, and replay did not even say why); now no file is written, and the output says so.
+- ``set_detect_anomaly(True, check_nan=True)`` in the program: our engine checked its own
+  flag, so a NaN a node returned went unseen (PyTorch raises, naming the node).
+- check-order's one forward pass: a region under selective activation checkpoint allows
+  one backward, and a hook that removes itself acts differently in the second; PyTorch's
+  now runs on a fresh forward pass when the shared one cannot be compared.  Both raising
+  the same error (a hook's, anomaly mode's) agree.
+- ``backward(inputs=[...])``: the leaves left out were "not reached by the backward".
+- ``torch.compile(module)`` warned of global module hooks: the tool's own.
 """
 
 from __future__ import annotations
