@@ -62,6 +62,12 @@ def run(args: argparse.Namespace) -> int:
     print_text(con, "node order: agrees" if diff is None else f"node order differs at {diff}")
     if res.compile_note:
         print_text(con, f"note: {res.compile_note}")
+    if res.fresh_note:
+        print_text(con, f"note: {res.fresh_note}")
+    if res.same_error is not None:  # e.g. anomaly mode's NaN check: PyTorch's error too
+        print_text(con, f"both backward passes raised the same error: {res.same_error}")
+        print_text(con, "gradients: not compared (each backward stopped at the error)")
+        return EXIT_OK if res.agrees else EXIT_ERROR
     bad = res.grad_differences()
     how = ("bitwise" if args.exact else "as torch.testing.assert_close, by dtype")
     if bad:

@@ -92,6 +92,9 @@ def _print(file: str, rec: Any) -> int:
     if isinstance(d, dict):
         lines.append(f"rank: {d.get('rank')} of {d.get('world_size')}")
     lines.append(f"status: {status}")
+    error = rec.footer.get("error")
+    if isinstance(error, str) and error:  # what the run said, as it said it (escaped)
+        lines.append(f"error: {error}")
     grads = rec.footer.get("gradients")
     for k, v in (grads.items() if isinstance(grads, dict) else ()):
         if v is not None:

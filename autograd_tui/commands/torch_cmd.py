@@ -105,6 +105,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         with capture_progress():
             result = run_to_end(r, args.stop_at)
+        if record is not None and not r.events and r.error is not None:
+            # The program failed before its backward began (its forward pass raised): a
+            # recording would hold no event to replay, so none is written; the error is
+            # the summary's, and the file is left as it was.
+            from autograd_tui.files import shown
+
+            con = console()
+            code = report_headless(con, r, result, args, None, _summary)
+            print_text(con, f"no recording written to {shown(record)}: the program failed before "
+                            "its backward pass began, so there is nothing to replay")
+            return code
         return report_headless(console(), r, result, args, record, _summary)
     finally:
         r.close()

@@ -73,7 +73,10 @@ def script_scenario(path: str, entry: str = "main") -> Scenario:
     from autograd_tui.engine.torch_bridge.compiled import script_note
 
     doc = (mod.__doc__ or "").strip()
-    banner = script_note(vars(mod), Path(path).read_text(errors="replace")) or ""
+    from autograd_tui.engine.torch_bridge.program import func_note
+
+    text = Path(path).read_text(errors="replace")
+    banner = "; ".join(n for n in (script_note(vars(mod), text), func_note(text)) if n)
     return Scenario(
         name=Path(path).stem, title=getattr(mod, "TITLE", Path(path).name),
         summary=doc.splitlines()[0] if doc else f"{entry}() of {path}", notes=doc,
@@ -90,6 +93,8 @@ class OrderCheck:
     grads: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # (PyTorch's, ours)
     exact: bool = False
     compile_note: str | None = None  # what was compiled, and what the gradients are from
+    same_error: str | None = None  # both backward passes raised this error
+    fresh_note: str | None = None  # gradients compared with a fresh forward pass's
 
     def order_difference(self) -> str | None:
         for i, (a, b) in enumerate(zip(self.torch_order, self.our_order)):
@@ -120,6 +125,8 @@ class OrderCheck:
 
     @property
     def agrees(self) -> bool:
+        if self.same_error is not None:  # the .grad of a backward cut short: not compared
+            return self.order_difference() is None
         return self.order_difference() is None and not self.grad_differences()
 
 
@@ -136,7 +143,7 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     with a second, compiled run's (``compiled_grads``)."""
     torch = need_torch()
     from autograd_tui import engine
-    from autograd_tui.engine.torch_bridge import capture, leaf_names, split_result
+    from autograd_tui.engine.torch_bridge import capture, split_result
     from autograd_tui.engine.torch_bridge.compiled import watch_compile
     from autograd_tui.engine.torch_bridge.program import build_graph as from_torch
 
@@ -144,14 +151,7 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
         out = entry()
     loss, gouts, inputs = split_result(out)
     g = from_torch(loss, gouts, inputs)
-    leaves = {name: n.variable.var for name, n in leaf_names(g).items()}
-    known = {id(v) for v in leaves.values()}
-    for name, p in reg.parameters():  # also those only a nested backward reaches
-        if id(p) not in known:
-            name = name.replace("_orig_mod.", "")
-            while name in leaves:  # never in place of a leaf of the graph
-                name += "'"
-            leaves[name] = p
+    leaves = _named_leaves(g, reg)
     # Copies: AccumulateGrad adds into an existing .grad in place (a program that ran a
     # backward of its own first), so our run changes the tensor object itself.
     before = {k: _copy(v.grad) for k, v in leaves.items()}
@@ -159,15 +159,20 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     ours = from_torch(loss, gouts, inputs)
     eng, obs = engine.Engine(), engine.ListObserver()
     eng.add_observer(obs)
+    ours_error: Exception | None = None
     try:
         with engine.use_engine(eng):
             ours.backward(retain_graph=True)
+    except Exception as e:  # noqa: BLE001 - does PyTorch's raise the same? (below)
+        ours_error = e
     finally:
         eng.close()
     seqs = {n.id: (n.name, n.seq) for e in obs.events if e.kind == "dependencies_computed"
             for n in e.nodes}
-    our_order = [seqs[e.node] for e in obs.events
-                 if e.kind == "node_start" and e.graph_task == 1]
+    # Several roots: both engines run a GraphRoot first, but PyTorch's is C++ only (no
+    # Python node to put a pre-hook on), so it is not in PyTorch's recorded order.
+    our_order = [seqs[e.node] for e in obs.events if e.kind == "node_start"
+                 and e.graph_task == 1 and seqs[e.node][0] != "GraphRoot"]
     mine = {k: _copy(v.grad) for k, v in leaves.items()}
     for k, v in leaves.items():
         v.grad = before[k]  # PyTorch's run starts from the same .grad as ours did
@@ -178,25 +183,156 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
         return lambda grad_outputs: order.append((type(fn).__name__, int(fn._sequence_nr())))
 
     handles = [fn.register_prehook(recorder(fn)) for fn in g.torch_nodes.values()]
+    same_error = sac = None
+    sac_error: BaseException | None = None
     try:
         torch.autograd.backward(loss, gouts, retain_graph=True, inputs=inputs)
-    except RuntimeError as e:
-        if "modified by an inplace operation" not in str(e):
-            raise
+    except Exception as e:
+        if ours_error is None and _SAC in str(e):  # one backward per region: a fresh one
+            sac = _fresh_backward(entry, before, g)
+        if sac is not None:
+            order[:] = sac[0]
+            sac_error = e
+        else:
+            # Both raised, the same error (anomaly mode's NaN check, a hook's exception):
+            # they agree; the orders up to it are compared
+            same_error = _same_error(ours_error, e)
+            if same_error is None and ours_error is not None:
+                raise ours_error from None
+            if same_error is None and isinstance(e, RuntimeError):
+                _twice(e)
+            if same_error is None:
+                raise
+    finally:
+        for h in handles:
+            h.remove()
+    if ours_error is not None and same_error is None:  # PyTorch's completed
+        raise ours_error
+    theirs = sac[1] if sac is not None else {k: _copy(v.grad) for k, v in leaves.items()}
+    res = OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, exact)
+    res.same_error = same_error
+    if sac is not None:
+        if res.grad_differences() and sac_error is not None:  # not seeded?
+            _twice(sac_error, " (and a fresh forward pass gave other gradients: is the "
+                              "program seeded?)")
+        res.fresh_note = ("a region under selective activation checkpoint (checkpoint's "
+                          "context_fn) allows one backward, and ours ran it: PyTorch's ran "
+                          "on a fresh forward pass (the entry run again)")
+    if same_error is not None and our_order[len(order):] == our_order[-1:] \
+            and our_order[-1][0] == getattr(ours_error, "_autograd_node", None):
+        # PyTorch's recorder, a node pre-hook, runs after the tensor pre-hooks: one that
+        # raised stopped the node before it was recorded; ours started it (node_start)
+        res.our_order = our_order[:-1]
+    if watch.note() and same_error is None:
+        compiled_grads(res, entry, watch, leaves)
+    elif same_error is None and sac is None and res.grad_differences():
+        fresh_grads(res, entry, before, g)
+    return res
+
+
+def _named_leaves(g: Any, reg: Any) -> dict[str, Any]:
+    """The graph's leaves by ``leaf_names``, then the parameters of the models the forward
+    pass called that the graph does not hold (those only a nested backward reaches)."""
+    from autograd_tui.engine.torch_bridge import leaf_names
+
+    leaves = {name: n.variable.var for name, n in leaf_names(g).items()}
+    known = {id(v) for v in leaves.values()}
+    for name, p in reg.parameters():  # also those only a nested backward reaches
+        if id(p) not in known:
+            name = name.replace("_orig_mod.", "")
+            while name in leaves:  # never in place of a leaf of the graph
+                name += "'"
+            leaves[name] = p
+    return leaves
+
+
+_SAC = "selective activation checkpoint"
+
+
+def _fresh_backward(entry: Callable[..., Any], before: dict[str, Any], g: Any
+                    ) -> tuple[list[tuple[str, int]], dict[str, Any]] | None:
+    """The entry run again (a fresh forward pass) and PyTorch's backward on it, from the
+    ``.grad`` both runs started at: its order, each node named as the shared graph's node
+    in the same place of ``from_torch``'s walk, and each leaf's gradient by name; None when
+    the program cannot run twice or makes another graph (it is not seeded)."""
+    torch = need_torch()
+    from autograd_tui.engine.torch_bridge import capture, split_result
+    from autograd_tui.engine.torch_bridge.program import build_graph
+
+    try:
+        with capture() as reg:
+            loss, gouts, inputs = split_result(entry())
+        g2 = build_graph(loss, gouts, inputs)
+        pairs = list(zip(g2.torch_nodes.values(), g.torch_nodes.values()))
+        fresh = _named_leaves(g2, reg)
+        if len(g2.torch_nodes) != len(g.torch_nodes) or set(fresh) != set(before) or any(
+                type(a) is not type(b) for a, b in pairs):
+            return None
+        order: list[tuple[str, int]] = []
+        handles = [a.register_prehook(
+            lambda _, b=b: order.append((type(b).__name__, int(b._sequence_nr()))))
+            for a, b in pairs]
+        kept = {k: v.grad for k, v in fresh.items()}
+        for k, v in fresh.items():  # a model built at import: from the .grad both started at
+            v.grad = _copy(before[k])
+        try:
+            torch.autograd.backward(loss, gouts, inputs=inputs)
+        finally:
+            for h in handles:
+                h.remove()
+        grads = {k: _copy(v.grad) for k, v in fresh.items()}
+        for k, v in fresh.items():
+            v.grad = kept[k]
+    except Exception:  # noqa: BLE001 - the program cannot run twice: none to compare
+        return None
+    return order, grads
+
+
+def fresh_grads(res: OrderCheck, entry: Callable[..., Any], before: dict[str, Any],
+                g: Any) -> None:
+    """Gradients that differ on the shared forward pass may come from the program's own
+    state, changed by our backward, the first: a hook that removes itself or counts its
+    calls acts differently in PyTorch's.  PyTorch's on a fresh forward pass
+    (``_fresh_backward``): if every gradient then equals ours, those are compared, and a
+    note says why (a program that is not seeded differs again: the first report stays)."""
+    fresh = _fresh_backward(entry, before, g)
+    if fresh is None:
+        return
+    trial = OrderCheck([], [], {k: (fresh[1][k], o) for k, (_, o) in res.grads.items()},
+                       res.exact)
+    if trial.grad_differences():
+        return
+    res.grads = trial.grads
+    res.fresh_note = ("the gradients differed on the forward pass both backward passes "
+                      "shared (the program's state, a hook that removes itself or counts its "
+                      "calls, changed in ours, the first); PyTorch's on a fresh forward pass "
+                      "are compared")
+
+
+def _same_error(ours: Exception | None, theirs: Exception) -> str | None:
+    """``Type in Node: message`` when both engines raised one error, else None."""
+    if ours is None or type(ours) is not type(theirs) or str(ours) != str(theirs):
+        return None
+    where = getattr(ours, "_autograd_node", None)
+    return f"{type(ours).__name__}" + (f" in {where}" if where else "") + f": {ours}"
+
+
+def _twice(e: BaseException, why: str = "") -> None:
+    """PyTorch's backward failed where ours completed, because check-order runs both on
+    one forward pass: one plain message (else the caller re-raises PyTorch's error)."""
+    if _SAC in str(e):  # SAC: one backward per region, and no fresh forward to compare
+        raise ScenarioError(
+            "check-order runs both backward passes on one forward pass, and a region "
+            "under selective activation checkpoint (checkpoint's context_fn) allows "
+            f"one backward (ours: it completed), so PyTorch's cannot run{why}. "
+            "`autograd-tui torch` steps the program; PyTorch said: " + str(e)) from None
+    if "modified by an inplace operation" in str(e):
         raise ScenarioError(
             "check-order runs both backward passes on one forward pass, and the program "
             "changed a tensor the graph saved during the first (ours: it completed), so "
             "PyTorch's cannot run; an optimizer step in a post-accumulate-grad hook does "
             "this. `autograd-tui torch` steps the program; PyTorch said: "
             + str(e).split(" Hint:")[0]) from None
-    finally:
-        for h in handles:
-            h.remove()
-    theirs = {k: _copy(v.grad) for k, v in leaves.items()}
-    res = OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, exact)
-    if watch.note():
-        compiled_grads(res, entry, watch, leaves)
-    return res
 
 
 def compiled_grads(res: OrderCheck, entry: Callable[..., Any], watch: Any,

@@ -41,7 +41,11 @@ ours                                PyTorch
 ``from_torch``, ``TorchGraph``      ``THPEngine_run_backward`` (``python_engine.cpp``):
                                     roots from ``gradient_edge``, ``inputs=`` as
                                     output edges, ``retain_grad`` on non-leaf inputs
-``TorchGraph.backward``             ``torch.autograd.backward`` -> ``Engine::execute``
+``TorchGraph.backward``             ``torch.autograd.backward`` -> ``Engine::execute``;
+                                    PyTorch's ``AnomalyMode`` (the program's
+                                    ``set_detect_anomaly``, its NaN check) is our
+                                    engine's for the backward; a node's forward stack
+                                    is its ``metadata["traceback_"]``
 ``reentrant_calls``                 ``torch.autograd.backward``/``grad`` called by a
                                     node (``CheckpointFunction.backward``,
                                     ``torch/utils/checkpoint.py``): a reentrant

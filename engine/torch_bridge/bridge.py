@@ -79,6 +79,10 @@ class TorchNode(LazyMeta, Node):
         ours, self.torch_meta = node_metadata(fn)  # torch_meta: PyTorch's (shape, dtype)
         for m in ours:
             self.add_input_metadata(*m)
+        if torch.is_anomaly_enabled():  # the forward's stack, for print_stack on an error
+            stack = getattr(fn, "metadata", {}).get("traceback_")
+            if stack is not None:
+                self.metadata["traceback_"] = "".join(stack)
 
     def name(self) -> str:
         return self._name
@@ -208,8 +212,13 @@ class TorchGraph:
         _local.active = True
         leaves = {id(n.fn.variable) for n in self.nodes.values()
                   if isinstance(n, TorchAccumulateGrad)} if ddp.watching() else set()
+        torch = torch_module()
+        # PyTorch's anomaly mode (its NaN check after each node, the forward's stack on an
+        # error) is the program's setting, not our engine's own flag
+        anomaly = grad_mode.set_detect_anomaly(torch.is_anomaly_enabled(),
+                                               torch.is_anomaly_check_nan_enabled())
         try:
-            with reentrant_calls(), ddp.backward_scope(leaves):
+            with anomaly, reentrant_calls(), ddp.backward_scope(leaves):
                 get_default_engine().execute(self.roots, self.grads, retain_graph, False,
                                              True, self.outputs)
         finally:
@@ -247,7 +256,10 @@ def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> To
                                    "torch.Tensor")
         if not t.requires_grad:
             raise TorchBridgeError(f"from_torch: output {i} does not require grad and has no "
-                                   "grad_fn: nothing to differentiate")
+                                   "grad_fn: nothing to differentiate (a tensor made under "
+                                   "torch.no_grad(), detached, or by forward-mode AD alone, "
+                                   "torch.autograd.forward_ad or torch.func.jvp, has no "
+                                   "backward graph)")
         root_fns.append(torch.autograd.graph.get_gradient_edge(t))
 
     # Every node reachable, children before parents (an edge sets topological_nr from

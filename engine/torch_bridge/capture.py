@@ -9,7 +9,8 @@ node was created (what anomaly mode's ``AnomalyMetadata`` keeps as a traceback),
 and each parameter's name (``Registry.add_params``: by the outermost model the program
 called or built around it; a submodule called on its own by its path from the program's
 variable, ``m.layer1``; non-leaf tensors that ``functional_call`` swaps in are not
-parameters).
+parameters, nor are the wrappers a ``torch.func`` transform (``grad``, ``jacrev``, ``vmap``)
+puts in their place for one call).
 ``current_registry()`` hands that to ``bridge.from_torch``.  Imports nothing of
 the bridge: ``bridge`` reads the registry, ``program`` runs a forward under it.
 
@@ -25,6 +26,7 @@ import bisect
 import contextlib
 import sys
 import threading
+import warnings
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -100,7 +102,7 @@ class Registry:
         taken: set[int] = set()
         if named is None:
             inside = {id(m) for m in root.modules()}
-            take = [(q, p) for q, p in root.named_parameters() if p.is_leaf
+            take = [(q, p) for q, p in root.named_parameters() if _is_param(p)
                     and (id(p) not in self._qual or self._qual[id(p)][1] in inside)]
             if take:
                 label, owned = root_label(root)
@@ -128,7 +130,7 @@ class Registry:
             for qname, p in root.named_parameters():
                 # not a leaf: computed weights that torch.func.functional_call (MAML's
                 # adapted weights) put in the parameters' place for one call
-                if id(p) not in self._qual and p.is_leaf:
+                if id(p) not in self._qual and _is_param(p):
                     self._qual[id(p)] = (p, id(root), named[0], qname)
         return names
 
@@ -180,6 +182,16 @@ class Registry:
         created, source, stack = self.sites.at(seq) if seq is not None else (None, None, [])
         return {"module": module, "module_type": typ, "tensor": tensor, "created": created,
                 "source": source, "saved": saved_lines(fn), "stack": stack}
+
+
+def _is_param(p: Any) -> bool:
+    """A real parameter: a leaf (not ``functional_call``'s computed weights) and not a
+    ``torch.func`` wrapper (a leaf for the transform, with ``requires_grad`` its own: it was
+    named ``0.weight'`` and said to be frozen)."""
+    if not p.is_leaf:
+        return False
+    functorch = getattr(sys.modules["torch"]._C, "_functorch", None)
+    return functorch is None or not functorch.is_functorch_wrapped_tensor(p)
 
 
 #: node class -> whether its nodes may have a ``variable`` (AccumulateGrad's, or a custom
@@ -270,6 +282,8 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         F.Function.apply = classmethod(apply)
         handles = [M.register_module_forward_pre_hook(pre),
                    M.register_module_forward_hook(post)]
+        # torch.compile(module) warns of global module hooks: ours, not the program's
+        warnings.filterwarnings("ignore", _OWN_HOOKS_WARNING, UserWarning)
     saved_hooks.install()  # saved-tensor hooks entered now are guarded (saved.py)
     mode.__enter__()
     try:
@@ -287,6 +301,19 @@ def capture(inner: Any = None) -> Iterator[Registry]:
             F.Function.apply = orig_apply
             for h in handles:
                 h.remove()
+            _drop_filter(_OWN_HOOKS_WARNING)
+
+
+_OWN_HOOKS_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
+
+
+def _drop_filter(message: str) -> None:
+    """Remove the one ``ignore`` filter ``filterwarnings`` added for ``message``."""
+    for f in warnings.filters:
+        if f[0] == "ignore" and getattr(f[1], "pattern", None) == message:
+            warnings.filters.remove(f)
+            getattr(warnings, "_filters_mutated", lambda: None)()
+            return
 
 
 def _entering_frame() -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -117,6 +118,7 @@ class ProgramResult(dict[str, Tensor]):
 
 
 NOT_REACHED = "not reached by the backward"
+NOT_INPUT = "not among the backward's inputs= (PyTorch leaves its .grad as it was)"
 FROZEN = "requires_grad is False"
 # PyTorch's tutorial fuses the optimizer into the backward this way (step, then zero_grad)
 CLEARED = ("its gradient was accumulated, then .grad set to None by the program (its "
@@ -144,11 +146,15 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
     grads = ProgramResult()
     grads.no_grad = {}
     seen = set()
+    asked = None if inputs is None else {id(t) for t in (
+        [inputs] if isinstance(inputs, torch_module().Tensor) else inputs)}
     for name, node in leaf_names(g).items():
         seen.add(id(node.variable.var))
         grad = node.variable._grad
         if grad is not None:
             grads[name] = grad
+        elif asked is not None and id(node.variable.var) not in asked:
+            grads.no_grad[name] = NOT_INPUT  # backward(inputs=[...]) on a subset
         else:
             grads.no_grad[name] = CLEARED if node.accumulated else NOT_REACHED
     for name, p in reg.parameters():
@@ -161,6 +167,26 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
         else:
             grads.no_grad[name] = NOT_REACHED if p.requires_grad else FROZEN
     return grads
+
+
+_TRANSFORMS = r"(?:grad|grad_and_value|vjp|jacrev|hessian)"  # reverse mode: a backward
+_FUNC_USE = re.compile(rf"\btorch\.func\.{_TRANSFORMS}\b|\bfunctorch\b")
+_FUNC_IMPORT = re.compile(r"\bfrom\s+torch\.func\s+import\s+(\([^)]*\)|[^\n]*)")
+FUNC_NOTE = ("the script uses torch.func: its transforms (grad, vjp, jacrev, ...) run their "
+             "own backward passes inside the forward pass, with PyTorch's engine, and those "
+             "are not stepped; the backward stepped is the returned loss's, through what the "
+             "transforms returned")
+
+
+def func_note(source: str) -> str | None:
+    """What ``autograd-tui torch`` says of a script that uses a ``torch.func`` (functorch)
+    transform that differentiates: it does so during the forward pass (its own levels,
+    PyTorch's engine), before the backward the tool steps (``functional_call`` alone
+    differentiates nothing)."""
+    if _FUNC_USE.search(source) or any(re.search(rf"\b{_TRANSFORMS}\b", m.group(1))
+                                       for m in _FUNC_IMPORT.finditer(source)):
+        return FUNC_NOTE
+    return None
 
 
 class ScriptCalledBackward(TorchBridgeError):
