@@ -47,6 +47,18 @@ def carrier(driver: greenlet) -> greenlet:
     return greenlet(_carry, parent=driver)
 
 
+def restore_locals(dicts: list[dict[str, Any]], saved: list[Any] | None) -> None:
+    """Put a thread's saved thread-locals (``fastrun``'s ``_switch``) in ``dicts``, the
+    engine's thread-locals' own; None: none saved."""
+    if saved is None:
+        return
+    for ld, d in zip(dicts, saved):
+        if ld:
+            ld.clear()
+        if d:
+            ld.update(d)
+
+
 _LOCALS: dict[tuple[bool, ...], tuple[threading.local, ...]] = {}
 _BRIDGE = ("saved", "_tls"), ("bridge", "_local"), ("hooks", "_probe")
 

@@ -230,3 +230,25 @@ def cooperative_program(make_run: Any, any_scenario: bool = False
     probe.close()
     params, program = probe.params, scenario.program
     return (lambda: program(**params)), probe.options
+
+
+#: how one schedule is run: ``(decide, footprints, needs, replay) -> (result, policy)``
+Runner = Callable[..., tuple[ScheduleResult | None, _Policy]]
+
+
+def schedule_runner(make_run: Any, substrate: str = "auto") -> tuple[Runner, bool]:
+    """How the explorer, and each ``--jobs`` worker alike, runs ``make_run``'s schedules,
+    and whether on greenlets: ``run_cooperative`` where ``cooperative_program`` allows it
+    (``auto``: a built-in scenario; ``cooperative``: any scenario file, else an error),
+    ``run_schedule`` on real threads otherwise (``threads``).  ``make_run``: a ``RunSpec``,
+    or what has one (``spec()``: a worker's picklable ``ScenarioRun``)."""
+    coop = None
+    if substrate != "threads":
+        spec = make_run.spec() if hasattr(make_run, "spec") else make_run
+        coop = cooperative_program(spec, any_scenario=substrate == "cooperative")
+        if coop is None and substrate == "cooperative":
+            raise ValueError("the cooperative substrate needs a RunSpec of a program "
+                             "without torch, and greenlet")
+    if coop is None:
+        return functools.partial(run_schedule, make_run), False
+    return functools.partial(run_cooperative, *coop), True

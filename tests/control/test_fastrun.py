@@ -223,7 +223,7 @@ def test_a_steps_footprint_is_the_union_of_its_events():
 def test_runs_known_from_the_trie_are_not_run_again(monkeypatch, name, bound, params,
                                                      options, reduce):
     """The same report with the run trie as without it, in fewer engine runs."""
-    from autograd_tui.control import explore as explore_mod
+    from autograd_tui.control import explore_run as explore_mod  # schedule_runner's
 
     engine_runs = [0]
     real = explore_mod.run_cooperative
