@@ -81,6 +81,11 @@ class _Policy:
         self.footprints: dict[int, Footprint] = {}  # by step, those worked out
         self.offered: tuple[int, ...] = ()  # who could move at the last choice
         self._info: Any = None  # the thread of the last step (a ThreadInfo)
+        # the last eligible list and its threads' numbers: ``fastrun`` passes the same list
+        # (never changed) from gate to gate while nobody's state changes (held: its id
+        # cannot be another list's)
+        self._last: list[Any] | None = None
+        self._indices: tuple[int, ...] = ()
         self._table, self._history = ctl.table.by_name, ctl.history
 
     def _finish_step(self, end: int | None) -> Footprint:
@@ -98,10 +103,14 @@ class _Policy:
     def choose(self, eligible: list[Any]) -> Any:  # at each gate: the fewest calls
         now, steps = len(self._history.events), self.steps
         j, prev, needs = len(steps), None, self.needs
-        if j < self.replay:  # a replayed step: decide's answer is known
-            f = self.frames[j]
+        if eligible is self._last:
+            indices = self._indices
+        else:
             indices = (eligible[0].index,) if len(eligible) == 1 else \
                 tuple([t.index for t in eligible])
+            self._last, self._indices = eligible, indices
+        if j < self.replay:  # a replayed step: decide's answer is known
+            f = self.frames[j]
             if indices == f.eligible:  # else decide raises Nondeterministic
                 self.offered = indices
                 pick = f.chosen
@@ -112,8 +121,7 @@ class _Policy:
                         return t
         if j and self.want_footprints and (needs is None or needs(j)):
             prev = self._finish_step(now)
-        indices = self.offered = (eligible[0].index,) if len(eligible) == 1 else \
-            tuple([t.index for t in eligible])
+        self.offered = indices
         pick = self.decide(j, indices, prev)
         steps.append((pick, indices, now, len(self._table)))
         for t in eligible:
