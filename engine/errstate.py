@@ -50,8 +50,8 @@ class ignore_errors:  # noqa: N801 - reads like a function: ``with ignore_errors
         if state is None:  # NumPy's own construction, once per base state
             with np.errstate(all="ignore"):
                 state = _state.get()
-            if len(_IGNORE_OF) < _IGNORE_OF_MAX:
-                _IGNORE_OF[base] = state
+            if len(_IGNORE_OF) < _IGNORE_OF_MAX:  # (two threads at once: one state kept)
+                state = _IGNORE_OF.setdefault(base, state)
             else:
                 self._made = state  # one object per entry: nested entries stay distinct
             _ignoring.add(state)
