@@ -46,6 +46,13 @@ def _two_devices() -> dict[str, Any]:
     return {"x": x.grad}
 
 
+def _one_device() -> dict[str, Any]:
+    """The same graph on the CPU alone (the breakdown's baseline for the device path)."""
+    x = engine.tensor([1.0, 2.0], requires_grad=True)
+    (x * 3.0).sum().backward()
+    return {"x": x.grad}
+
+
 TWO_DEVICES = Scenario(
     name="two-devices", title="bench: two threads", summary="", notes="", params={},
     engine={}, threads=("cpu (owner)", "cuda:0"), expect="complete", program=_two_devices,
@@ -90,11 +97,13 @@ def measure(scenario: Scenario, params: dict[str, Any], opts: dict[str, Any],
 
 
 def breakdown(reps: int = 5, n: int = 200) -> list[tuple[str, float]]:
-    """Where a two-devices run's CPU time goes on greenlets, by taking parts away: the
-    forward alone; the run with the engine unobserved (no events, no gates: the engine's
-    work, the substrate's waits and switches); with events (built, kept, no gate); with
-    gates and a trivial policy; and the explorer's own run (its policy, the footprints,
-    the outcome), per run of the search.  Best of ``reps``, microseconds of CPU."""
+    """Where a two-devices run's CPU time goes on greenlets, by taking parts away (first
+    the same graph on the CPU alone, forward and unobserved run: what the device path
+    adds is the difference): the forward alone; the run with the engine unobserved (no
+    events, no gates: the engine's work, the substrate's waits and switches); with events
+    (built, kept, no gate); with gates and a trivial policy; and the explorer's own run
+    (its policy, the footprints, the outcome), per run of the search.  Best of ``reps``,
+    microseconds of CPU."""
     from autograd_tui.control.fastrun import Cooperative
 
     class First:
@@ -105,8 +114,12 @@ def breakdown(reps: int = 5, n: int = 200) -> list[tuple[str, float]]:
         x = engine.tensor([1.0, 2.0], requires_grad=True)
         (x.to("cuda:0") * 3.0).to("cpu").sum()
 
-    def run(observe: str) -> None:
-        c = Cooperative(_two_devices, {}, lean=True)  # as the explorer runs it: no summaries
+    def forward_cpu() -> None:
+        x = engine.tensor([1.0, 2.0], requires_grad=True)
+        (x * 3.0).sum()
+
+    def run(observe: str, program: Any = _two_devices) -> None:
+        c = Cooperative(program, {}, lean=True)  # as the explorer runs it: no summaries
         c.policy = First()
         if observe == "none":
             c.engine._observers = ()
@@ -122,6 +135,8 @@ def breakdown(reps: int = 5, n: int = 200) -> list[tuple[str, float]]:
         ex.run("dfs")
 
     parts: list[tuple[str, Any, int]] = [
+        ("one device: forward only", forward_cpu, 1),
+        ("one device: engine unobserved", lambda: run("none", _one_device), 1),
         ("forward only", forward, 1),
         ("greenlets: engine unobserved", lambda: run("none"), 1),
         ("  + events built (lean)", lambda: run("events"), 1),

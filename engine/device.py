@@ -62,11 +62,28 @@ def describe_devices() -> str:
     return "cuda:N simulated on CPU (NumPy); no GPU found"
 
 
+#: a valid device name as given -> its canonical name (``to`` asks per call: twice a
+#: forward and twice a backward of a program on two devices); the device count is fixed
+#: once looked up, so a name valid once stays valid
+_CANONICAL: dict[str, str] = {}
+
+
 def canonical(device: str | None) -> str:
     """Normalise ``"cuda"`` -> ``"cuda:0"`` and validate the name."""
     if device is None:
         return "cpu"
-    device = str(device)
+    if type(device) is str:
+        known = _CANONICAL.get(device)
+        if known is not None:
+            return known
+        name = _canonical(device)
+        if len(_CANONICAL) < 256:
+            _CANONICAL[device] = name
+        return name
+    return _canonical(str(device))
+
+
+def _canonical(device: str) -> str:
     if device == "cpu":
         return "cpu"
     if device == "cuda":

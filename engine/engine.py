@@ -143,6 +143,9 @@ _OUT_DEC, _SKIPPED = EVENT_TYPES["outstanding_decrement"], EVENT_TYPES["node_ski
 _NR_INSERT, _NR_REMOVE = EVENT_TYPES["not_ready_insert"], EVENT_TYPES["not_ready_remove"]
 _NODE_META, _DEPS = EVENT_TYPES["node_meta"], EVENT_TYPES["dependencies_computed"]
 _GT_CREATED, _THREAD_START = EVENT_TYPES["graph_task_created"], EVENT_TYPES["thread_start"]
+_WAIT, _WAKE = EVENT_TYPES["thread_wait"], EVENT_TYPES["thread_wake"]
+_COMPLETION, _WAKEUP = EVENT_TYPES["completion"], EVENT_TYPES["wakeup"]
+_THREAD_EXIT = EVENT_TYPES["thread_exit"]
 #: a ``node_meta`` dict's values in SCHEMA order (KeyError if one is absent)
 _meta_fields = operator.itemgetter(*[k for k, _, _ in _NODE_META.FIELDS])
 #: the ``gone`` of every push and pop that reports none: one list, read only, not one
@@ -271,7 +274,7 @@ class Engine:
 
     def remove_observer(self, observer: Observer) -> None:
         with self._lock:
-            self._observers = tuple(o for o in self._observers if o is not observer)
+            self._observers = tuple([o for o in self._observers if o is not observer])
 
     def make_lock(self, name: str) -> Any:
         """A lock for engine state; the controller may install instrumented ones."""
@@ -463,12 +466,11 @@ class Engine:
                     for obs in self._observers:  # _deliver, inlined
                         obs(event)
                 return task
-            if observing:
-                self._emit("thread_wait", None, None, queue, on="queue", target=queue.name,
-                           holder=None)
+            if observing:  # (``_send``: no generic dict walk, as for the kinds above)
+                self._send(_WAIT, None, None, queue.name, "queue", queue.name, None)
             queue.wait_not_empty()
             if observing:
-                self._emit("thread_wake", None, None, queue, on="queue", target=queue.name)
+                self._send(_WAKE, None, None, queue.name, "queue", queue.name)
 
     # --- Engine::execute ------------------------------------------------------------------
     def execute(
@@ -750,17 +752,17 @@ class Engine:
                     if local_graph_task.mark_as_completed_and_run_post_processing():
                         if self._observers:
                             err = local_graph_task.future_result.error()
-                            self._emit("completion", local_graph_task, None, None,
-                                       error=_error_words(err) if err is not None else None,
-                                       outstanding=local_graph_task.outstanding_tasks)
+                            self._send(_COMPLETION, local_graph_task, None, None,
+                                       _error_words(err) if err is not None else None,
+                                       local_graph_task.outstanding_tasks)
                     base_owner = local_graph_task.owner
                     # The owner may be asleep in pop(): send it a dummy task to wake it.
                     if tls.worker_device != base_owner and self.wake_owner:
                         owner_queue = self.ready_queue_by_index(
                             local_graph_task.cpu_ready_queue, base_owner)
                         if self._observers:
-                            self._emit("wakeup", local_graph_task, None, owner_queue,
-                                       owner=owner_queue.name)
+                            self._send(_WAKEUP, local_graph_task, None, owner_queue.name,
+                                       owner_queue.name)
                         self._push(owner_queue, NodeTask(local_graph_task, None, InputBuffer(0)))
 
     def thread_on_exception(self, graph_task: GraphTask, fn: Node | None,
@@ -1074,7 +1076,7 @@ class Engine:
                 waits.thread_begin(name)
             target(*args)
             if self._observers:
-                self._emit("thread_exit", None, None, None)
+                self._send(_THREAD_EXIT, None, None, None)
         except ThreadAborted:
             pass  # torn down by the controller
         finally:

@@ -12,8 +12,6 @@ does not, ``errors_ignored()`` is always false and the ops enter ``np.errstate``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -23,23 +21,49 @@ try:  # NumPy >= 2: the error state is one context variable
 except ImportError:  # pragma: no cover - older NumPy: no shortcut
     _state = None
 
-#: the error states entered by ``ignore_errors`` and not yet left (every error ignored)
+#: error states that ignore every error, made by ``ignore_errors``
 _ignoring: set[Any] = set()
 
 
-@contextmanager
-def ignore_errors() -> Iterator[None]:
+#: a base error state -> the state ``np.errstate(all="ignore")`` makes from it (the
+#: base's buffer size and callback kept), made once: entering it is then two context
+#: variable calls, where ``np.errstate`` builds a new state each time (the engine enters
+#: it per ``thread_main``: twice a run of two threads).  Each value is in ``_ignoring``
+#: for good: whenever it is current, every error is ignored, whoever made it current.
+_IGNORE_OF: dict[Any, Any] = {}
+_IGNORE_OF_MAX = 64  # distinct base states kept (past it: a state per entry, as before)
+
+
+class ignore_errors:  # noqa: N801 - reads like a function: ``with ignore_errors():``
     """``with np.errstate(all="ignore"):``, announced to ``errors_ignored``."""
-    with np.errstate(all="ignore"):
-        if _state is None:
-            yield
+
+    __slots__ = ("_errstate", "_made", "_token")
+
+    def __enter__(self) -> None:
+        if _state is None:  # pragma: no cover - older NumPy
+            self._errstate = np.errstate(all="ignore")
+            self._errstate.__enter__()
             return
-        state = _state.get()
-        _ignoring.add(state)  # one object per entry: nested and concurrent entries are distinct
-        try:
-            yield
-        finally:
-            _ignoring.discard(state)
+        base = _state.get()
+        state = base if base in _ignoring else _IGNORE_OF.get(base)
+        self._made = None
+        if state is None:  # NumPy's own construction, once per base state
+            with np.errstate(all="ignore"):
+                state = _state.get()
+            if len(_IGNORE_OF) < _IGNORE_OF_MAX:  # (two threads at once: one state kept)
+                state = _IGNORE_OF.setdefault(base, state)
+            else:
+                self._made = state  # one object per entry: nested entries stay distinct
+            _ignoring.add(state)
+        self._token = _state.set(state)
+
+    def __exit__(self, *exc: object) -> None:
+        if _state is None:  # pragma: no cover - older NumPy
+            self._errstate.__exit__(*exc)
+            return
+        _state.reset(self._token)
+        if self._made is not None:
+            _ignoring.discard(self._made)
 
 
 def errors_ignored() -> bool:

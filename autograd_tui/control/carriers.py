@@ -47,8 +47,21 @@ def carrier(driver: greenlet) -> greenlet:
     return greenlet(_carry, parent=driver)
 
 
+def restore_locals(dicts: list[dict[str, Any]], saved: list[Any] | None) -> None:
+    """Put a thread's saved thread-locals (``fastrun``'s ``_switch``) in ``dicts``, the
+    engine's thread-locals' own; None: none saved."""
+    if saved is None:
+        return
+    for ld, d in zip(dicts, saved):
+        if ld:
+            ld.clear()
+        if d:
+            ld.update(d)
+
+
 _LOCALS: dict[tuple[bool, ...], tuple[threading.local, ...]] = {}
 _BRIDGE = ("saved", "_tls"), ("bridge", "_local"), ("hooks", "_probe")
+_NAMES = tuple(f"autograd_tui.engine.torch_bridge.{m}" for m, _ in _BRIDGE)
 
 
 def module_locals() -> tuple[threading.local, ...]:
@@ -56,7 +69,7 @@ def module_locals() -> tuple[threading.local, ...]:
     added per run); the same objects each run, once the torch bridge's modules loaded are
     the same (kept by which are)."""
     mods = sys.modules
-    key = tuple(f"autograd_tui.engine.torch_bridge.{m}" in mods for m, _ in _BRIDGE)
+    key = (_NAMES[0] in mods, _NAMES[1] in mods, _NAMES[2] in mods)  # (once a run)
     out = _LOCALS.get(key)
     if out is None:
         from autograd_tui.engine import engine as eng

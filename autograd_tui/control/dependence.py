@@ -78,17 +78,17 @@ def event_footprint(e: Event) -> set[str]:
         if kind == "hook" and gt is not None:
             out.add(f"g:{gt}")  # capture and final_callback hooks write the GraphTask
         return out
-    if kind in ("thread_wait", "thread_wake"):
-        on = e.data.get("on")
+    if kind in ("thread_wait", "thread_wake"):  # (fields read as such: ``data`` is a dict)
+        on = getattr(e, "on", None)
         if on == "queue":
-            return {f"q:{e.data.get('target')}"}
+            return {f"q:{getattr(e, 'target', None)}"}
         if on == "future":
             return {f"g:{gt}"}
         if on == "pool":
             return {"pool"}
-        return {"user", f"l:{e.data.get('target')}"}  # a lock (user or mutex), a signal
+        return {"user", f"l:{getattr(e, 'target', None)}"}  # a lock (user or mutex), a signal
     if kind == "reentrant_handoff":
-        return {f"g:{gt}", f"g:{e.data.get('parent_graph_task')}", "user", "pool"}
+        return {f"g:{gt}", f"g:{getattr(e, 'parent_graph_task', None)}", "user", "pool"}
     return set(EVERYTHING)
 
 

@@ -33,19 +33,22 @@ from autograd_tui.control.dependence import Footprint
 from autograd_tui.control.explore_run import (
     Outcome,
     Replay,
+    Runner,
     ScheduleResult,
     _Policy,
     cooperative_program,
     fingerprint,
     run_cooperative,
     run_schedule,
+    schedule_runner,
 )
 from autograd_tui.control.runtrie import RunTrie
 from autograd_tui.control.search import PCT, BoundedDFS, Nondeterministic, RandomWalk
 
 __all__ = ["PCT", "STRATEGIES", "BoundedDFS", "Budget", "Explorer", "Nondeterministic",
            "Outcome", "OutcomeStats", "RandomWalk", "Report", "SUBSTRATES", "ScheduleResult",
-           "cooperative_program", "fingerprint", "run_cooperative", "run_schedule"]
+           "cooperative_program", "fingerprint", "run_cooperative", "run_schedule",
+           "schedule_runner"]
 
 STRATEGIES = ("dfs", "random", "pct")
 #: where each explored run runs: real threads under the controller, or greenlets
@@ -113,7 +116,7 @@ class Explorer:
             raise ValueError(f"unknown substrate {substrate!r}: use {', '.join(SUBSTRATES)}")
         self.make_run, self.scenario = make_run, scenario
         self.substrate = substrate  # auto: cooperative for a RunSpec of a built-in scenario
-        self._coop: tuple[Callable[[], Any], dict[str, Any]] | None = None
+        self._runner: Runner | None = None  # how a schedule runs (``schedule_runner``)
         self.budget = budget or Budget()
         self.reduce, self.seed, self.pct_depth = reduce, seed, pct_depth
         self.on_schedule = on_schedule
@@ -143,17 +146,11 @@ class Explorer:
     def run(self, strategy: str = "dfs") -> Report:
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}: use {', '.join(STRATEGIES)}")
-        self._coop = None
-        if self.substrate != "threads":
-            self._coop = cooperative_program(self.make_run,
-                                             any_scenario=self.substrate == "cooperative")
-            if self._coop is None and self.substrate == "cooperative":
-                raise ValueError("the cooperative substrate needs a RunSpec of a program "
-                                 "without torch, and greenlet")
+        self._runner, cooperative = self._schedule_runner()
         report = Report(self.scenario, strategy)
         self._t0 = time.perf_counter()
         try:
-            if self._coop is None:
+            if not cooperative:
                 getattr(self, f"_{strategy}")(report, set())
             else:
                 from autograd_tui.control.carriers import interrupts_to_driver
@@ -165,12 +162,15 @@ class Explorer:
         report.seconds = time.perf_counter() - self._t0
         return report
 
+    def _schedule_runner(self) -> tuple[Runner | None, bool]:
+        """How this process runs a schedule, and whether on greenlets."""
+        return schedule_runner(self.make_run, self.substrate)
+
     def _one(self, decide: Callable[[int, tuple[int, ...], Footprint | None], int],
              footprints: bool, needs: Callable[[int], bool] | None = None,
              replay: Replay = None) -> tuple[ScheduleResult | None, _Policy]:
-        if self._coop is not None:
-            return run_cooperative(*self._coop, decide, footprints, needs, replay)
-        return run_schedule(self.make_run, decide, footprints, needs, replay)
+        assert self._runner is not None  # set by ``run``
+        return self._runner(decide, footprints, needs, replay)
 
     def _dfs(self, report: Report, seen: set[str]) -> None:
         trie = RunTrie()  # the runs taken: one whose steps are all known is not run again

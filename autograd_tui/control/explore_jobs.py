@@ -41,9 +41,7 @@ from autograd_tui.control.explore import (
     Outcome,
     Report,
     ScheduleResult,
-    cooperative_program,
-    run_cooperative,
-    run_schedule,
+    schedule_runner,
 )
 from autograd_tui.control.search import BoundedDFS, Nondeterministic, _Frame
 from autograd_tui.session.run import ScenarioRun
@@ -63,14 +61,6 @@ def schedule_words(frames: list[_Frame]) -> str:
 
 
 # --- the worker ------------------------------------------------------------------------------
-def _runner(make_run: Callable[[], Any]) -> Callable[..., tuple[ScheduleResult | None, Any]]:
-    """How a worker runs one schedule: on greenlets where one process would."""
-    coop = cooperative_program(make_run.spec()) if isinstance(make_run, ScenarioRun) else None
-    if coop is None:
-        return lambda *a: run_schedule(make_run, *a)
-    return lambda *a: run_cooperative(*coop, *a)
-
-
 def _light(r: ScheduleResult | None, sent: set[Outcome]) -> ScheduleResult | None:
     """A run to send: an outcome's gradients and cycle go once per worker (every schedule
     with that outcome has the same, bit for bit)."""
@@ -96,7 +86,7 @@ def _worker(w: int, make_run: Callable[[], Any], reduce: bool, tasks: Any, out: 
         tid, bound, prefix, floor, deadline = task
         cpu = time.process_time()
         try:
-            one = one or _runner(make_run)
+            one = one or schedule_runner(make_run)[0]  # as one process runs them
             search = BoundedDFS(bound, reduce, prefix, floor)
             chunk: list[ScheduleResult | None] = []
             last, stopped = time.monotonic(), False
@@ -343,6 +333,10 @@ class ParallelExplorer(Explorer):
         finally:
             if self.pool is not None:
                 self.pool.close()
+
+    def _schedule_runner(self) -> tuple[None, bool]:
+        """None: the workers run the schedules (``_worker``: each as one process would)."""
+        return None, False
 
     def _dfs(self, report: Report, seen: set[str]) -> None:
         """``Explorer._dfs`` with the runs from the workers, recorded task by task in the

@@ -81,6 +81,11 @@ class _Policy:
         self.footprints: dict[int, Footprint] = {}  # by step, those worked out
         self.offered: tuple[int, ...] = ()  # who could move at the last choice
         self._info: Any = None  # the thread of the last step (a ThreadInfo)
+        # the last eligible list and its threads' numbers: ``fastrun`` passes the same list
+        # (never changed) from gate to gate while nobody's state changes (held: its id
+        # cannot be another list's)
+        self._last: list[Any] | None = None
+        self._indices: tuple[int, ...] = ()
         self._table, self._history = ctl.table.by_name, ctl.history
 
     def _finish_step(self, end: int | None) -> Footprint:
@@ -98,10 +103,14 @@ class _Policy:
     def choose(self, eligible: list[Any]) -> Any:  # at each gate: the fewest calls
         now, steps = len(self._history.events), self.steps
         j, prev, needs = len(steps), None, self.needs
-        if j < self.replay:  # a replayed step: decide's answer is known
-            f = self.frames[j]
+        if eligible is self._last:
+            indices = self._indices
+        else:
             indices = (eligible[0].index,) if len(eligible) == 1 else \
                 tuple([t.index for t in eligible])
+            self._last, self._indices = eligible, indices
+        if j < self.replay:  # a replayed step: decide's answer is known
+            f = self.frames[j]
             if indices == f.eligible:  # else decide raises Nondeterministic
                 self.offered = indices
                 pick = f.chosen
@@ -112,8 +121,7 @@ class _Policy:
                         return t
         if j and self.want_footprints and (needs is None or needs(j)):
             prev = self._finish_step(now)
-        indices = self.offered = (eligible[0].index,) if len(eligible) == 1 else \
-            tuple([t.index for t in eligible])
+        self.offered = indices
         pick = self.decide(j, indices, prev)
         steps.append((pick, indices, now, len(self._table)))
         for t in eligible:
@@ -230,3 +238,25 @@ def cooperative_program(make_run: Any, any_scenario: bool = False
     probe.close()
     params, program = probe.params, scenario.program
     return (lambda: program(**params)), probe.options
+
+
+#: how one schedule is run: ``(decide, footprints, needs, replay) -> (result, policy)``
+Runner = Callable[..., tuple[ScheduleResult | None, _Policy]]
+
+
+def schedule_runner(make_run: Any, substrate: str = "auto") -> tuple[Runner, bool]:
+    """How the explorer, and each ``--jobs`` worker alike, runs ``make_run``'s schedules,
+    and whether on greenlets: ``run_cooperative`` where ``cooperative_program`` allows it
+    (``auto``: a built-in scenario; ``cooperative``: any scenario file, else an error),
+    ``run_schedule`` on real threads otherwise (``threads``).  ``make_run``: a ``RunSpec``,
+    or what has one (``spec()``: a worker's picklable ``ScenarioRun``)."""
+    coop = None
+    if substrate != "threads":
+        spec = make_run.spec() if hasattr(make_run, "spec") else make_run
+        coop = cooperative_program(spec, any_scenario=substrate == "cooperative")
+        if coop is None and substrate == "cooperative":
+            raise ValueError("the cooperative substrate needs a RunSpec of a program "
+                             "without torch, and greenlet")
+    if coop is None:
+        return functools.partial(run_schedule, make_run), False
+    return functools.partial(run_cooperative, *coop), True

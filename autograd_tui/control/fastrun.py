@@ -22,15 +22,12 @@ unchanged, its threads greenlets on the explorer's one OS thread, one at a time:
 * events go to a list, no History is folded; a run that deadlocks builds one (in full:
   ``lean.py``) for the controller's own analysis (``deadlock.py``) and its cycle.
 
-Weighed against (measured): keeping the OS threads and one engine across schedules
-(PyTorch's engine is a singleton) still pays a hand-off per switch, and changes the
-schedules (a device thread's start is a step); forking at a branch point costs 3.4 ms
-(page tables, then copy-on-write of every page Python touches), ten runs.  The limit:
-a wait the controller cannot see (a plain ``threading.Lock`` contended across a switch)
-blocks the one OS thread for good, where real threads report the run *stuck*.  So the
-explorer takes greenlets for built-in scenarios (they wait through ``TrackedLock``,
-``Signal`` and the engine), real threads for a scenario file unless asked
-(``substrate="cooperative"``) and for torch programs.
+Weighed against (``docs/explore.md``): one engine and its OS threads kept across
+runs; forking at a branch point.  The limit: a wait the controller cannot see (a plain
+``threading.Lock`` contended across a switch) blocks the one OS thread for good, where
+real threads report *stuck*.  So greenlets for built-in scenarios (they wait through
+``TrackedLock``, ``Signal`` and the engine), real threads for a scenario file unless
+asked (``substrate="cooperative"``) and for torch programs.
 """
 
 from __future__ import annotations
@@ -43,7 +40,7 @@ from greenlet import getcurrent, greenlet
 
 from autograd_tui import engine as engine_pkg
 from autograd_tui.control import lean as lean_events
-from autograd_tui.control.carriers import INTERRUPTED, POOL, carrier, module_locals
+from autograd_tui.control.carriers import INTERRUPTED, POOL, carrier, module_locals, restore_locals
 from autograd_tui.control.deadlock import DeadlockReport, analyse
 from autograd_tui.control.policies import encode_schedule
 from autograd_tui.control.table import ThreadTable
@@ -83,11 +80,12 @@ class Cooperative:
         self._bodies: dict[int, Any] = {}  # threads not entered yet: what their carrier runs
         self._exited: set[int] = set()  # threads whose body returned (carrier idle again)
         self._infos: list[ThreadInfo] = []  # by number: ``table.by_name``'s values, a list
-        # the engine's thread-locals' dicts on this OS thread, which the greenlets share:
-        # refilled at a switch, never replaced
+        # the paused threads (who may move next), kept while no state changes but a gate's
+        # own (paused, granted running, paused at its next gate): each other sets None
+        self._eligible: list[ThreadInfo] | None = None
+        # the thread-locals' dicts on this OS thread (the greenlets share them): refilled
         self._dicts = [loc.__dict__ for loc in (self.engine._tls, *module_locals())]
-        # thread number (0: the driver) -> each local's dict (None: empty, nothing to copy)
-        self._saved: dict[int, list[dict[str, Any] | None]] = {}
+        self._saved: dict[int, list[dict[str, Any] | None]] = {}  # by thread (0: driver)
         self._pending: ThreadInfo | None = None
         self._failure: BaseException | None = None  # raised by the policy at a gate
         self._woken: list[ThreadInfo] = []  # woken in this step, not yet at their gate
@@ -113,6 +111,7 @@ class Cooperative:
         info.ident = -info.index
         table.by_name[name] = table.by_ident[info.ident] = info
         self._infos.append(info)
+        self._eligible = None
         self._pending = info
 
     def spawn(self, thread: CarriedThread) -> None:
@@ -125,6 +124,7 @@ class Cooperative:
         self._bodies[info.index] = lambda: self._carried(info.index, thread.run)
         self._saved[info.index] = [None] * len(self._dicts)  # a new thread's are empty
         info.state = "paused"
+        self._eligible = None
 
     def thread_begin(self, name: str) -> None:  # at this gate since spawned, granted now
         pass
@@ -132,6 +132,7 @@ class Cooperative:
     def thread_end(self, name: str) -> None:
         info = self.table.by_name[name]
         info.state = "finished"
+        self._eligible = None
         if not self.aborted:
             self._next(info)
 
@@ -139,6 +140,7 @@ class Cooperative:
         info = self._current
         if info is not None:
             info.state = "waiting"
+            self._eligible = None
             info.waiting_kind, info.waiting_on = kind, obj
 
     def block(self, obj: Any) -> None:
@@ -149,6 +151,7 @@ class Cooperative:
             raise RuntimeError("a wait outside the explored threads cannot be served")
         if info.state != "waiting":  # woken, and the predicate failed: waits again
             info.state = "waiting"
+            self._eligible = None
             info.waiting_kind, info.waiting_on = obj.wait_kind, obj
             if self._waker is not None:
                 self._switch(info, self._waker)
@@ -163,6 +166,7 @@ class Cooperative:
             info = self.table.by_ident.get(ident)
             if info is not None and info.state == "waiting":
                 info.state = "transit"
+                self._eligible = None
                 self._woken.append(info)
 
     def after_wait(self, kind: str, obj: Any) -> None:
@@ -172,6 +176,7 @@ class Cooperative:
             return
         info.waiting_kind = info.waiting_on = None
         info.state = "paused"
+        self._eligible = None
         self._switch(info, self._waker)
 
     def emit_wait(self, kind: str, on: str, obj: Any) -> None:
@@ -204,7 +209,10 @@ class Cooperative:
         # ``_next``'s commonest case, inlined (a gate per event): nobody to wake, and a
         # thread to pick (this one is paused)
         try:
-            pick = self.policy.choose([t for t in self._infos if t.state == "paused"])
+            eligible = self._eligible
+            if eligible is None:
+                eligible = self._eligible = [t for t in self._infos if t.state == "paused"]
+            pick = self.policy.choose(eligible)
         except Exception as e:  # noqa: BLE001 - a Cut, a divergence: the driver's
             self._failure = e
             self._switch(info, None)
@@ -222,7 +230,9 @@ class Cooperative:
             raise ThreadAborted()
         if self._woken:
             self._wake(me)
-        eligible = [t for t in self._infos if t.state == "paused"]
+        eligible = self._eligible
+        if eligible is None:
+            eligible = self._eligible = [t for t in self._infos if t.state == "paused"]
         pick = None
         if INTERRUPTED[0]:
             self._failure = KeyboardInterrupt()
@@ -252,13 +262,12 @@ class Cooperative:
                 self._waker = None
 
     def _switch(self, me: ThreadInfo | None, to: ThreadInfo | None) -> None:
-        """Run ``to`` (None: the driver) until it switches back here.  The engine's
-        thread-locals are the running greenlet's: saved (None: empty) and restored."""
+        """Run ``to`` (None: the driver) until it switches back here, with its locals."""
         dicts = self._dicts
         self._saved[me.index if me is not None else 0] = [d.copy() if d else None
                                                             for d in dicts]
         saved = self._saved.get(to.index if to is not None else 0)
-        if saved is not None:  # ``_restore``, inlined
+        if saved is not None:  # ``restore_locals``, inlined
             for ld, d in zip(dicts, saved):
                 if ld:
                     ld.clear()
@@ -275,17 +284,6 @@ class Cooperative:
                 self._greenlets[to.index].switch()
         if self.aborted and me is not None:
             raise ThreadAborted()
-
-    def _restore(self, index: int) -> None:
-        """Put thread ``index``'s (0: the driver's) thread-locals in place."""
-        saved = self._saved.get(index)
-        if saved is None:
-            return
-        for ld, d in zip(self._dicts, saved):
-            if ld:
-                ld.clear()
-            if d:
-                ld.update(d)
 
     # --- the driver's side ---------------------------------------------------------------------
     def _body(self) -> None:
@@ -311,7 +309,7 @@ class Cooperative:
         self.spawn(CarriedThread(self._body))
         self._next_from_driver()
         if self._current is not None:  # back as the last thread's greenlet ended
-            self._restore(0)
+            restore_locals(self._dicts, self._saved.get(0))
             self._current = None
         if self._failure is not None:
             if isinstance(self._failure, KeyboardInterrupt):
@@ -322,7 +320,9 @@ class Cooperative:
         return self._no_progress()
 
     def _next_from_driver(self) -> None:
-        eligible = [t for t in self._infos if t.state == "paused"]
+        eligible = self._eligible
+        if eligible is None:
+            eligible = self._eligible = [t for t in self._infos if t.state == "paused"]
         try:
             pick = self.policy.choose(eligible)
         except Exception as e:  # noqa: BLE001
@@ -377,15 +377,15 @@ class Cooperative:
         ok = True
         for index, g in self._greenlets.items():
             if index not in self._bodies and index not in self._exited and not g.dead:
-                try:
-                    g.throw(ThreadAborted)
+                try:  # parked in ``_switch``, which raises ThreadAborted (half a ``throw``)
+                    g.switch()
                 except ThreadAborted:  # it escaped the carrier, which is gone
                     pass
             if not g.dead and (index in self._bodies or index in self._exited):
                 POOL.append(g)
             else:
                 ok = False
-        self._restore(0)
+        restore_locals(self._dicts, self._saved.get(0))
         self._current = None
         engine = self.engine
         engine.remove_observer(self._observer)

@@ -43,6 +43,9 @@ class RunTrie:
         self.root = _Node()
         self.nodes = 1
         self.walked = 0  # runs answered from the trie
+        # where the last walk left the trie (its node, that node's depth): the run that
+        # follows replays the walk's picks to there, so ``record`` starts there
+        self._left: tuple[_Node, int] | None = None
 
     def walk(self, decide: Callable[[int, tuple[int, ...], Footprint | None], int],
              footprints: bool, needs: Callable[[int], bool] | None,
@@ -52,6 +55,7 @@ class RunTrie:
         ``replay``: (frames, n): at steps 0..n-1 decide answers frames[j].chosen, given the
         same eligible threads, reading no footprint (``explore_run._Policy``): taken as is."""
         node, j = self.root, 0
+        self._left = None
         frames, n = replay if replay is not None else ((), 0)
         while j < n:
             if node.result is not _OPEN or node.eligible is None:
@@ -61,6 +65,7 @@ class RunTrie:
                 break  # decide raises Nondeterministic: below
             child = node.children.get(f.chosen)
             if child is None:
+                self._left = (node, j)
                 return None
             node, j = child, j + 1
         while True:
@@ -68,10 +73,12 @@ class RunTrie:
                 self.walked += 1
                 return (node.result,)
             if node.eligible is None:
+                self._left = (node, j)
                 return None
             fp = None
             if footprints and j and (needs is None or needs(j)):
                 if node.fp is None:
+                    self._left = (node, j)
                     return None
                 fp = node.fp
             try:
@@ -81,17 +88,28 @@ class RunTrie:
                 return (None,)
             child = node.children.get(pick)
             if child is None:
+                self._left = (node, j)
                 return None
             node, j = child, j + 1
 
     def record(self, steps: list[tuple[Any, ...]], fps: dict[int, Footprint],
                cut_at: tuple[int, ...] | None, result: Any) -> None:
         """A run that was run: its steps ``(pick, eligible, ...)``, the footprints worked
-        out (by step), what could move where it was cut, or its result."""
+        out (by step), what could move where it was cut, or its result.  After a ``walk``
+        that left the trie, from where it left: the run's steps before are the walk's (it
+        replays its picks), whose nodes have their eligible threads, and of their
+        footprints the run worked out only the last one's (``_Policy``: none of a step it
+        replays but the last)."""
         if self.nodes >= MAX_NODES:
             return
-        node = self.root
-        for k, step in enumerate(steps):
+        node, start = self.root, 0
+        left, self._left = self._left, None
+        if left is not None and left[1] <= len(steps):
+            node, start = left
+            if start and node.fp is None:
+                node.fp = fps.get(start - 1)
+        for k in range(start, len(steps)):
+            step = steps[k]
             pick, eligible = step[0], step[1]
             if node.eligible is None:
                 node.eligible = eligible

@@ -223,7 +223,7 @@ def test_a_steps_footprint_is_the_union_of_its_events():
 def test_runs_known_from_the_trie_are_not_run_again(monkeypatch, name, bound, params,
                                                      options, reduce):
     """The same report with the run trie as without it, in fewer engine runs."""
-    from autograd_tui.control import explore as explore_mod
+    from autograd_tui.control import explore_run as explore_mod  # schedule_runner's
 
     engine_runs = [0]
     real = explore_mod.run_cooperative
@@ -243,3 +243,45 @@ def test_runs_known_from_the_trie_are_not_run_again(monkeypatch, name, bound, pa
     assert table(with_trie) == table(without)
     assert engine_runs[0] == without.runs
     assert ran < without.runs  # each bound walks the last one's schedules again
+
+
+def _trie_nodes(node: Any, depth: int = 0) -> list[Any]:
+    """Every node of a run trie, depth first: what each step offered, its footprint, the
+    run's result there, its children's picks."""
+    from autograd_tui.control.runtrie import _OPEN
+
+    here = (depth, node.eligible, node.fp,
+            None if node.result is _OPEN else getattr(node.result, "schedule", "cut"),
+            tuple(sorted(node.children)))
+    return [here, *[n for k in sorted(node.children)
+                    for n in _trie_nodes(node.children[k], depth + 1)]]
+
+
+@pytest.mark.parametrize("name, bound, params, options", CASES[:4])
+def test_a_run_is_recorded_from_where_its_walk_left_the_trie(monkeypatch, name, bound, params,
+                                                             options):
+    """``RunTrie.record`` starts where the walk before the run left the trie: the trie it
+    builds is the one that recording every run from its first step builds."""
+    from autograd_tui.control import runtrie
+
+    made: list[runtrie.RunTrie] = []
+    real_init, real_record = runtrie.RunTrie.__init__, runtrie.RunTrie.record
+
+    def init(self: runtrie.RunTrie) -> None:
+        real_init(self)
+        made.append(self)
+
+    def from_the_root(self: runtrie.RunTrie, *a: Any) -> None:
+        self._left = None  # as before: every step from the first
+        real_record(self, *a)
+
+    monkeypatch.setattr(runtrie.RunTrie, "__init__", init)
+    kw: dict[str, Any] = {"bound": bound, "params": params, "engine_options": options}
+    tries = []
+    for record in (real_record, from_the_root):
+        monkeypatch.setattr(runtrie.RunTrie, "record", record)
+        made.clear()
+        explore(name, "cooperative", **kw)
+        tries.append(_trie_nodes(made[0].root))
+    assert len(tries[0]) > 50
+    assert tries[0] == tries[1]

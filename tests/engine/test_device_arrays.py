@@ -466,3 +466,15 @@ def test_scenario_keeps_device_arrays(scenario: scenarios.Scenario, module: str)
             assert isinstance(got, dict) and got
             _assert_same(got, want, xp, scenario.name)
     assert threading.active_count() <= before
+
+
+def test_device_names_are_checked_every_time() -> None:
+    """``canonical`` keeps the names it validated: the same answers, and a bad name is an
+    error every time it is asked."""
+    for _ in range(2):
+        assert dev.canonical("cuda") == "cuda:0"
+        assert dev.canonical("cuda:1") == "cuda:1" and dev.canonical(None) == "cpu"
+        with pytest.raises(RuntimeError, match="invalid device ordinal"):
+            dev.canonical(f"cuda:{dev.device_count()}")
+        with pytest.raises(RuntimeError, match="Expected one of cpu, cuda"):
+            dev.canonical("tpu")

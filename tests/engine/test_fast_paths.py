@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import threading
 import warnings
@@ -101,6 +102,30 @@ def test_errors_ignored_only_under_ignore_errors() -> None:
         th.join()
         assert seen == [False]  # another thread has its own error state
     assert not errors_ignored()
+
+
+def test_ignore_errors_keeps_the_base_state_and_restores_it() -> None:
+    """``ignore_errors`` enters a cached all-ignore state made from the current one: the
+    base's buffer size kept, every error ignored, the base itself current again after."""
+
+    def check() -> None:
+        np.setbufsize(16384)
+        with np.errstate(over="raise", divide="raise"):
+            before = np.geterr()
+            for _ in range(2):  # the second time from the cache
+                with ignore_errors():
+                    assert errors_ignored() and np.getbufsize() == 16384
+                    assert set(np.geterr().values()) == {"ignore"}
+                    np.divide(np.ones(2), np.zeros(2))  # would raise outside
+                    with ignore_errors():
+                        assert errors_ignored()
+                    assert errors_ignored()
+                assert np.geterr() == before and not errors_ignored()
+            with pytest.raises(FloatingPointError):
+                np.divide(np.ones(2), np.zeros(2))
+
+    contextvars.copy_context().run(check)  # np.setbufsize stays in that context
+    assert np.getbufsize() != 16384
 
 
 def test_node_with_its_own_errstate_inside_backward() -> None:
