@@ -1,0 +1,88 @@
+"""Constructs from programs users bring, round 2 (models and ops: torch.fft and complex
+layers, ...), each reproduced with plain torch: the tool must do what PyTorch does, or say
+plainly where it cannot.
+
+- A complex scalar loss: PyTorch's backward refuses to make its implicit gradient ("only
+  for real scalar outputs"); ours made ``ones_like`` of it and ran the backward.
+- A complex layer's gradients (``torch.fft.rfft`` into complex weights): the summaries cast
+  them to float, keeping the real parts (a ``ComplexWarning`` and a wrong norm); now each
+  value is its text, ``"(1+2j)"``, and the norm is of the moduli, as ``Tensor.norm`` gives.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
+
+from autograd_tui.commands import main  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _script(tmp_path: Path, body: str, name: str = "model.py") -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(body))
+    return p
+
+
+def _said(capsys) -> str:
+    out = capsys.readouterr()
+    return " ".join((out.out + out.err).split())
+
+
+COMPLEX_LOSS = """
+    import torch
+
+    def main():
+        w = torch.randn(3, dtype=torch.cfloat, requires_grad=True)
+        return (w * w).sum()
+"""
+
+
+def test_a_complex_loss_is_refused_in_pytorchs_words(tmp_path: Path, capsys) -> None:
+    path = _script(tmp_path, COMPLEX_LOSS)
+    code = main(["torch", str(path), "--headless", "--quiet"])
+    out = _said(capsys)
+    said = "grad can be implicitly created only for real scalar outputs but got torch.complex64"
+    assert code == 1 and said in out, out  # was: completed, with gradients PyTorch never makes
+    assert "completed" not in out
+    code = main(["check-order", str(path), "--exact"])
+    out = _said(capsys)
+    assert code == 1 and said in out and "Traceback" not in out, out
+
+
+COMPLEX_LAYER = """
+    import torch
+
+    def main():
+        torch.manual_seed(0)
+        w = torch.nn.Parameter(torch.randn(5, 5, dtype=torch.cfloat))
+        x = torch.randn(2, 8)
+        z = torch.fft.rfft(x) @ w.t()
+        return torch.fft.irfft(z, n=8).pow(2).mean() + z.imag.abs().mean()
+"""
+
+
+def test_complex_gradients_are_summarized_with_their_imaginary_parts(tmp_path: Path,
+                                                                     capsys) -> None:
+    path = _script(tmp_path, COMPLEX_LAYER)
+    rec = tmp_path / "run.jsonl.gz"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's ComplexWarning: the imaginary parts dropped
+        code = main(["torch", str(path), "--headless", "--quiet", "--record", str(rec)])
+    out = _said(capsys)
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(5, 5, dtype=torch.cfloat))
+    z = torch.fft.rfft(torch.randn(2, 8)) @ w.t()
+    (torch.fft.irfft(z, n=8).pow(2).mean() + z.imag.abs().mean()).backward()
+    assert code == 0, out
+    assert f"grad leaf [5, 5]: shape [5, 5], norm {w.grad.norm().item():.6g}" in out, out
+    code = main(["replay", str(rec), "--headless"])
+    out = _said(capsys)
+    first = complex(w.grad[0, 0].item())
+    assert code == 0 and f"grad leaf [5, 5] = ['{first!r}', " in out, out
