@@ -86,3 +86,33 @@ def test_complex_gradients_are_summarized_with_their_imaginary_parts(tmp_path: P
     out = _said(capsys)
     first = complex(w.grad[0, 0].item())
     assert code == 0 and f"grad leaf [5, 5] = ['{first!r}', " in out, out
+
+
+ARGPARSE = """
+    import argparse, sys
+    import torch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--hidden", type=int, default=3)
+    args = parser.parse_args()          # at import, as training scripts do
+    SEEN = list(sys.argv)
+
+    def main():
+        assert sys.argv == SEEN, sys.argv
+        w = torch.ones(args.hidden, requires_grad=True)
+        return (w * 2).sum()
+"""
+
+
+def test_a_script_that_parses_its_command_line_gets_its_defaults(tmp_path: Path,
+                                                                 capsys) -> None:
+    """``python train.py`` gives the script ``sys.argv == ['train.py']``; it got ours
+    (``check-order train.py --exact``) and argparse exited: 'unrecognized arguments'."""
+    import sys
+
+    path = _script(tmp_path, ARGPARSE, "train.py")
+    argv = list(sys.argv)
+    code = main(["check-order", str(path), "--exact"])
+    out = _said(capsys)
+    assert code == 0 and "gradients: 1 leaves agree (bitwise)" in out, out
+    assert sys.argv == argv  # ours again afterwards
