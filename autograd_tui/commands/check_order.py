@@ -21,6 +21,7 @@ from autograd_tui.commands.common import (
     Failure,
     console,
     examples,
+    exit_call,
     print_text,
 )
 
@@ -47,11 +48,13 @@ def run(args: argparse.Namespace) -> int:
     from autograd_tui.scenarios import ScenarioError
     from autograd_tui.session.torch_script import check_order, load_entry
 
-    entry, mod = load_entry(args.script, args.entry)
     try:
+        entry, mod = load_entry(args.script, args.entry)
         res = check_order(entry, args.exact, vars(mod))
     except (TorchBridgeError, ScenarioError):  # already one plain message
         raise
+    except SystemExit as e:  # the script's own (argparse's error at import): not a scenario's
+        raise Failure(f"{args.script}: the script called {exit_call(e)}") from None
     except Exception as e:  # noqa: BLE001 - the script's or a node's error: one message
         where = getattr(e, "_autograd_node", None)
         raise Failure(f"{args.script}: {type(e).__name__}"

@@ -116,3 +116,24 @@ def test_a_script_that_parses_its_command_line_gets_its_defaults(tmp_path: Path,
     out = _said(capsys)
     assert code == 0 and "gradients: 1 leaves agree (bitwise)" in out, out
     assert sys.argv == argv  # ours again afterwards
+
+
+EXITS = """
+    import sys
+    import torch
+
+    def main():
+        w = torch.ones(3, requires_grad=True)
+        if len(sys.argv) < 3:
+            sys.exit("usage: train.py DATA OUT")
+        return w.sum()
+"""
+
+
+def test_check_order_says_the_script_called_sys_exit(tmp_path: Path, capsys) -> None:
+    """It said "a scenario's code called sys.exit(...)": the script's, in the torch
+    command's words."""
+    code = main(["check-order", str(_script(tmp_path, EXITS)), "--exact"])
+    out = _said(capsys)
+    assert code == 1, out
+    assert "model.py: the script called sys.exit('usage: train.py DATA OUT')" in out, out
