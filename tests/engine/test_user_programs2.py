@@ -7,6 +7,10 @@ plainly where it cannot.
 - A complex layer's gradients (``torch.fft.rfft`` into complex weights): the summaries cast
   them to float, keeping the real parts (a ``ComplexWarning`` and a wrong norm); now each
   value is its text, ``"(1+2j)"``, and the norm is of the moduli, as ``Tensor.norm`` gives.
+- Tensors the program made to require grad (``q``, ``k``, ``v`` of one shape) were named
+  ``leaf [2, 4, 7, 16]``, ``leaf [2, 4, 7, 16]'``, ...: now by the program's variables.
+- A script that parses its command line at import got ours; one that calls ``sys.exit``
+  was "a scenario's code" in check-order.
 """
 
 from __future__ import annotations
@@ -81,11 +85,11 @@ def test_complex_gradients_are_summarized_with_their_imaginary_parts(tmp_path: P
     z = torch.fft.rfft(torch.randn(2, 8)) @ w.t()
     (torch.fft.irfft(z, n=8).pow(2).mean() + z.imag.abs().mean()).backward()
     assert code == 0, out
-    assert f"grad leaf [5, 5]: shape [5, 5], norm {w.grad.norm().item():.6g}" in out, out
+    assert f"grad w: shape [5, 5], norm {w.grad.norm().item():.6g}" in out, out
     code = main(["replay", str(rec), "--headless"])
     out = _said(capsys)
     first = complex(w.grad[0, 0].item())
-    assert code == 0 and f"grad leaf [5, 5] = ['{first!r}', " in out, out
+    assert code == 0 and f"grad w = ['{first!r}', " in out, out
 
 
 ARGPARSE = """
@@ -137,3 +141,41 @@ def test_check_order_says_the_script_called_sys_exit(tmp_path: Path, capsys) -> 
     out = _said(capsys)
     assert code == 1, out
     assert "model.py: the script called sys.exit('usage: train.py DATA OUT')" in out, out
+
+
+QKV = """
+    import torch
+
+    SCALE = torch.tensor(0.5, requires_grad=True)   # a global leaf
+
+    def attend(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def main():
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(1, 2, 5, 4, requires_grad=True) for _ in range(3))
+        t = torch.randn(1, 2, 5, 4, requires_grad=True)
+        t = t * 2                                   # rebound: no variable holds the leaf
+        return (attend(q, k, v) * SCALE).pow(2).sum() + t.sum()
+"""
+
+
+def test_leaves_the_program_made_are_named_by_its_variables(tmp_path: Path, capsys) -> None:
+    path = _script(tmp_path, QKV)
+    code = main(["torch", str(path), "--headless", "--quiet"])
+    out = _said(capsys)
+    assert code == 0, out
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 5, 4, requires_grad=True) for _ in range(3))
+    t = torch.randn(1, 2, 5, 4, requires_grad=True)
+    scale = torch.tensor(0.5, requires_grad=True)
+    loss = (torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            * scale).pow(2).sum() + (t * 2).sum()
+    loss.backward()
+    for name, x in (("q", q), ("k", k), ("v", v), ("SCALE", scale),
+                    ("leaf [1, 2, 5, 4]", t)):
+        assert f"grad {name}: shape {list(x.shape)}, norm {x.grad.norm().item():.6g}" in out, (
+            name, out)
+    code = main(["check-order", str(path), "--exact"])
+    out = _said(capsys)
+    assert code == 0 and "gradients: 5 leaves agree (bitwise)" in out, out
