@@ -90,6 +90,7 @@ def test_complex_gradients_are_summarized_with_their_imaginary_parts(tmp_path: P
     out = _said(capsys)
     first = complex(w.grad[0, 0].item())
     assert code == 0 and f"grad w = ['{first!r}', " in out, out
+    assert f".grad = [{first.real:.4g}{first.imag:+.4g}j, " in out, out  # the trace: 4 digits
 
 
 ARGPARSE = """
