@@ -180,3 +180,40 @@ def test_leaves_the_program_made_are_named_by_its_variables(tmp_path: Path, caps
     code = main(["check-order", str(path), "--exact"])
     out = _said(capsys)
     assert code == 0 and "gradients: 5 leaves agree (bitwise)" in out, out
+
+
+UNSTABLE = """
+    import torch
+
+    CALLS = [0]
+
+    class Wobble(torch.autograd.Function):   # a backward whose last bits vary by call
+        @staticmethod
+        def forward(ctx, x):
+            return x * 3
+
+        @staticmethod
+        def backward(ctx, g):
+            CALLS[0] += 1
+            return g * (3 + 1e-6 * CALLS[0])
+
+    def main():
+        w = torch.ones(4, requires_grad=True)
+        return Wobble.apply(w).sum()
+"""
+
+
+@pytest.mark.parametrize("cbwr", [None, "AVX2,STRICT"])
+def test_check_order_exact_names_mkls_reproducibility_switch(tmp_path: Path, capsys,
+                                                             monkeypatch, cbwr) -> None:
+    """maxvit_t's gradients differed in a few last bits, from MKL's run-to-run results;
+    with MKL_CBWR=AVX2,STRICT they agreed bit for bit: --exact says so where it applies."""
+    if cbwr is None:
+        monkeypatch.delenv("MKL_CBWR", raising=False)
+    else:
+        monkeypatch.setenv("MKL_CBWR", cbwr)
+    code = main(["check-order", str(_script(tmp_path, UNSTABLE)), "--exact"])
+    out = _said(capsys)
+    assert code == 1 and "gradients differ (bitwise)" in out, out
+    said = "run with MKL_CBWR=AVX2,STRICT in the environment" in out
+    assert said == (cbwr is None and torch.backends.mkl.is_available()), out
