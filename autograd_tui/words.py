@@ -191,9 +191,23 @@ def _short(s: Any) -> str:
     """``short_value`` of a summary ``value_summary`` has checked already."""
     if s is None:
         return "None"
-    vals = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in s["values"])
+    vals = ", ".join(f"{v:.4g}" if isinstance(v, float) else _short_text(v)
+                     for v in s["values"])
     more = "…" if math.prod(s["shape"]) > len(s["values"]) else ""
     return plain(f"[{vals}{more}]" if s["shape"] else vals)
+
+
+def _short_text(v: Any) -> str:
+    """A value written as text: ``"nan"``, or a complex one (``"(1.25+0.5j)"``) as the
+    floats are, four digits each."""
+    text = str(v)
+    if text.endswith(("j", "j)")):
+        try:
+            c = complex(text)
+        except ValueError:
+            return text
+        return f"{c.real:.4g}{c.imag:+.4g}j"
+    return text
 
 
 #: kind -> {data key: attribute}, to read an event's fields one at a time

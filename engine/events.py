@@ -356,6 +356,8 @@ def _summary_raw(t: Any, full: bool) -> msgspec.Raw:
     else:
         flat = data.reshape(-1)
         if flat.dtype != _F64:
+            if flat.dtype.kind == "c":  # summarize writes complex values as text
+                return msgspec.Raw(_encode(summarize(t)))
             flat = flat.astype(float)
         norm = math.sqrt(flat.dot(flat)) if flat.size else 0.0
         if not math.isfinite(norm):  # a finite norm says every value is finite
@@ -414,6 +416,8 @@ def summarize(t: Any, n: int = 4, full: bool = False) -> dict[str, Any] | None:
     if type(data) is not np.ndarray:  # a summary is shown on the host: CuPy's copies
         data = to_numpy(data)
     flat = data.reshape(-1)
+    if flat.dtype.kind == "c":
+        return _complex_summary(data, n, full)
     if flat.dtype != _F64:
         flat = flat.astype(float)
     isfinite = math.isfinite
@@ -424,6 +428,20 @@ def summarize(t: Any, n: int = 4, full: bool = False) -> dict[str, Any] | None:
            "norm": norm if isfinite(norm) else repr(norm)}
     if full:
         out["data"] = _json_safe(data.astype(float).tolist())
+    return out
+
+
+def _complex_summary(data: np.ndarray, n: int, full: bool) -> dict[str, Any]:
+    """A complex tensor (``torch.fft``, a complex layer's gradient): JSON has no complex
+    number, so each value is its text, ``"(1+2j)"``; the norm is of the moduli (a cast to
+    float would keep the real parts only)."""
+    flat = data.reshape(-1)
+    norm = float(np.linalg.norm(flat)) if flat.size else 0.0
+    out = {"shape": list(data.shape), "dtype": _dtype_name(data.dtype),
+           "values": [repr(complex(v)) for v in flat[:n].tolist()],
+           "norm": norm if math.isfinite(norm) else repr(norm)}
+    if full:
+        out["data"] = np.vectorize(lambda v: repr(complex(v)), otypes=[object])(data).tolist()
     return out
 
 

@@ -21,6 +21,7 @@ from autograd_tui.commands.common import (
     Failure,
     console,
     examples,
+    exit_call,
     print_text,
 )
 
@@ -47,11 +48,13 @@ def run(args: argparse.Namespace) -> int:
     from autograd_tui.scenarios import ScenarioError
     from autograd_tui.session.torch_script import check_order, load_entry
 
-    entry, mod = load_entry(args.script, args.entry)
     try:
+        entry, mod = load_entry(args.script, args.entry)
         res = check_order(entry, args.exact, vars(mod))
     except (TorchBridgeError, ScenarioError):  # already one plain message
         raise
+    except SystemExit as e:  # the script's own (argparse's error at import): not a scenario's
+        raise Failure(f"{args.script}: the script called {exit_call(e)}") from None
     except Exception as e:  # noqa: BLE001 - the script's or a node's error: one message
         where = getattr(e, "_autograd_node", None)
         raise Failure(f"{args.script}: {type(e).__name__}"
@@ -74,6 +77,11 @@ def run(args: argparse.Namespace) -> int:
         print_text(con, f"gradients differ ({how}): {bad[0]}")
         for more in bad[1:4]:
             print_text(con, f"  also: {more}")
+        if args.exact and _mkl_unpinned():
+            print_text(con, "note: MKL's results (PyTorch's CPU matrix products and "
+                            "convolutions) may differ in the last bits from one call to the "
+                            "next, by memory alignment; run with MKL_CBWR=AVX2,STRICT in the "
+                            "environment to make them reproducible and compare again")
     else:
         worst = res.worst()
         closest = f"; closest: {worst[0].text()}" if worst else ""
@@ -82,3 +90,14 @@ def run(args: argparse.Namespace) -> int:
         also = f"; {none} of them have no .grad in either run" if none else ""
         print_text(con, f"gradients: {len(res.grads)} leaves agree ({how}){closest}{also}")
     return EXIT_OK if res.agrees else EXIT_ERROR
+
+
+def _mkl_unpinned() -> bool:
+    """PyTorch calls MKL, and MKL's conditional numerical reproducibility is not set (a
+    maxvit_t's squeeze-excite convolutions differed in 7 elements of one gradient between
+    two backward passes on one forward pass, and not with it)."""
+    import os
+
+    import torch
+
+    return bool(torch.backends.mkl.is_available()) and not os.environ.get("MKL_CBWR")

@@ -266,4 +266,5 @@ def _plain_errors() -> tuple[type[BaseException], ...]:
 def _norm(v: Any) -> float:
     import numpy as np
 
-    return float(np.linalg.norm(np.asarray(v, dtype=float)))
+    a = np.asarray(v)
+    return float(np.linalg.norm(a if a.dtype.kind == "c" else a.astype(float)))  # |z| for complex

@@ -56,14 +56,17 @@ def load_entry(path: str, entry: str = "main") -> tuple[Callable[..., Any], Any]
 
 @contextlib.contextmanager
 def folder_on_path(script: Path) -> Iterator[None]:
-    """The script's folder first on ``sys.path`` (as ``python script.py`` puts it), and
-    ``sys.path`` as it was afterwards."""
-    saved = list(sys.path)
+    """The script's folder first on ``sys.path`` and ``sys.argv`` ``[script]`` (as
+    ``python script.py`` puts them: an ``argparse`` at import gets its defaults, not our
+    command line), and both as they were afterwards."""
+    saved, argv = list(sys.path), sys.argv
     sys.path.insert(0, str(script.resolve().parent))
+    sys.argv = [str(script)]
     try:
         yield
     finally:
         sys.path[:] = saved
+        sys.argv = argv
 
 
 def script_scenario(path: str, entry: str = "main") -> Scenario:

@@ -295,6 +295,9 @@ def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> To
             if t.numel() != 1:
                 raise TorchBridgeError("grad can be implicitly created only for scalar "
                                        f"outputs (output {i} has shape {list(t.shape)})")
+            if not t.dtype.is_floating_point:  # a complex loss: _make_grads refuses it too
+                raise TorchBridgeError("grad can be implicitly created only for real scalar "
+                                       f"outputs but got {t.dtype}")
             g = torch.ones_like(t)
         grads.append(to_ours(g, root_fns[i].node))
     roots = [Edge(nodes[id(e.node)], e.output_nr) for e in root_fns]

@@ -58,6 +58,7 @@ class Registry:
         # newer than it), the owner (path, type) of the call then innermost, or None
         self._bounds: list[int] = []
         self._owners: list[tuple[str, str] | None] = []
+        self._leaf_vars: dict[int, tuple[Any, str]] = {}  # a leaf -> (it, the program's name)
 
     # --- recorded during the forward ----------------------------------------------------
     def add_tensor_hooks(self, fn: Any, nr: int, hooks: Any) -> None:
@@ -80,6 +81,21 @@ class Registry:
         else:
             self._bounds.append(now)
             self._owners.append(owner)
+
+    def name_leaves(self, frames: list[Any]) -> None:
+        """The forward is over: name each leaf tensor (not a parameter) that requires grad
+        by the variable of the program's that holds it (``q``, not ``leaf [2, 4, 7, 16]``
+        and ``leaf [2, 4, 7, 16]'`` beside it), from ``frames`` (the program's, outermost
+        first: the entry's locals, which a returned frame keeps, then its globals)."""
+        import torch
+
+        for f in frames:
+            for scope in (f.f_locals, f.f_globals):
+                for k, v in list(scope.items()):
+                    if (isinstance(v, torch.Tensor) and v.is_leaf and v.requires_grad
+                            and not k.startswith("_") and id(v) not in self._params
+                            and id(v) not in self._leaf_vars):
+                        self._leaf_vars[id(v)] = (v, k)
 
     def module_of(self, fn: Any) -> tuple[str, str] | None:
         """The innermost module call whose range of sequence numbers holds ``fn``'s."""
@@ -175,6 +191,8 @@ class Registry:
         if var is not None and id(var) in self._params:
             _, module, typ, pname = self._params[id(var)]
             tensor = self.param_name(var) or (f"{module}.{pname}" if module else pname)
+        elif var is not None and self._leaf_vars.get(id(var), (None,))[0] is var:
+            tensor = self._leaf_vars[id(var)][1]
         elif seq is not None and cls.__name__ != "AccumulateGrad":  # module_of, inlined
             owner = self._owner_at(seq)
             if owner is not None:
@@ -290,6 +308,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         yield reg
     finally:
         mode.__exit__(None, None, None)
+        reg.name_leaves(reg.sites.program_frames())
         reg.sites.done()
         saved_hooks.uninstall()
         with _lock:

@@ -73,8 +73,9 @@ def _check_returned(torch: Any, items: list[Any]) -> None:
 
 def leaf_names(graph: TorchGraph) -> dict[str, TorchAccumulateGrad]:
     """Each leaf's ``AccumulateGrad`` by name, in the graph's order: the parameter's name
-    from the forward pass (``0.weight``) or ``leaf [shape]``, with ``'`` added until it
-    is unique (two unnamed leaves of one shape)."""
+    from the forward pass (``0.weight``), the program's variable that held it
+    (``Registry.name_leaves``: ``q``) or ``leaf [shape]``, with ``'`` added until it is
+    unique (two unnamed leaves of one shape)."""
     out: dict[str, TorchAccumulateGrad] = {}
     for node in graph.nodes.values():
         if isinstance(node, TorchAccumulateGrad):

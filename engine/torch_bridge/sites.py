@@ -80,6 +80,12 @@ class Sites:
         self.stop = None
         self._frames_last, self._key_last = [], []
 
+    def program_frames(self) -> list[Any]:
+        """The program's own frames of the last call, outermost first (``done`` drops
+        them): the entry's among them, its locals kept by the frame after it returned."""
+        return [f for f in reversed(self._frames_last)
+                if file_kind(f.f_code.co_filename) == PROGRAM]
+
     def note(self, out: Any, depth: int = 2) -> None:
         """A torch call returned ``out``: keep its site if it made a newer node."""
         try:  # a view made under no_grad and changed in place refuses .grad_fn
