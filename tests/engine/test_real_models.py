@@ -29,7 +29,8 @@ pytest.importorskip("torch", reason="the bridge needs PyTorch (pip install torch
 
 from autograd_tui.commands import main  # noqa: E402
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("no_thread_left"),
+              pytest.mark.filterwarnings("ignore::FutureWarning")]
 MODELS = Path(__file__).resolve().parents[1] / "models"
 EXE = str(Path(sys.executable).parent / "autograd-tui")
 ENV = {"NO_COLOR": "1", "COLUMNS": "120"}
