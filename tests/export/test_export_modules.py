@@ -116,7 +116,7 @@ def test_cli_folds_torch_attention_and_unfold_keeps_every_block(tmp_path: Path,
 
     def export(*extra: str) -> str:
         """The command through ``main`` in this process (``export`` as a real process:
-        test_numbering, test_budget, test_torch_checkpoint, test_wheel)."""
+        test_numbering, test_budget, test_wheel)."""
         out = tmp_path / f"a{len(extra)}.dot"
         code = main(["export", "torch-attention", "--param", "layers=4", "--at", "end",
                      "-o", str(out), *extra])
