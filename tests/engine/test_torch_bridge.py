@@ -32,6 +32,16 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=240, env=ENV)
 
 
+def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The same command through ``main`` in this process (no fresh interpreter and torch
+    import): for the steps whose real process another step or test already runs."""
+    from autograd_tui.commands import main
+
+    code = main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+
 def ours(loss, grad_outputs=None, inputs=None) -> list[str]:
     """Run the backward on a fresh engine of ours; return the order of node names."""
     eng, obs = engine.Engine(), engine.ListObserver()
@@ -200,7 +210,7 @@ def test_a_node_that_cannot_run_here_is_named() -> None:
         check_device(torch.device("cuda"), fn)
 
 
-def test_cli_torch_headless_record_and_check_order(tmp_path: Path) -> None:
+def test_cli_torch_headless_record_and_check_order(tmp_path: Path, capsys) -> None:
     script = ROOT / "scenarios" / "torch_cnn.py"
     rec = tmp_path / "cnn.jsonl"
     p = cli("torch", str(script), "--headless", "--record", str(rec))
@@ -211,25 +221,25 @@ def test_cli_torch_headless_record_and_check_order(tmp_path: Path) -> None:
     p = cli("replay", str(rec), "--headless")
     assert p.returncode == 0, p.stderr
     assert "meta ConvolutionBackward0" in p.stdout and "in conv (Conv2d)" in p.stdout
-    p = cli("check-order", str(script))
+    p = in_process(capsys, "check-order", str(script))  # its process: test_real_models
     assert p.returncode == 0, p.stderr
     assert "node order: agrees" in p.stdout
     bad = tmp_path / "bad.py"
     bad.write_text("import torch\ndef main():\n    return torch.nn.Embedding(4, 2, sparse=True)"
                    "(torch.tensor([1])).sum()\n")
-    p = cli("check-order", str(bad))
+    p = in_process(capsys, "check-order", str(bad))
     assert p.returncode == 1 and "EmbeddingBackward0" in p.stderr
     assert "Traceback" not in p.stderr
-    p = cli("torch", str(bad), "--entry", "nope", "--headless")
+    p = in_process(capsys, "torch", str(bad), "--entry", "nope", "--headless")
     assert p.returncode == 2 and "defines no function 'nope'" in p.stderr
 
 
-def test_a_script_recording_reexecutes_identically(tmp_path: Path) -> None:
+def test_a_script_recording_reexecutes_identically(tmp_path: Path, capsys) -> None:
     """replay --reexecute --scenario SCRIPT runs the script's main() and our backward under
     the recorded schedule: the same events."""
     rec = tmp_path / "cnn.jsonl"
     script = str(ROOT / "scenarios" / "torch_cnn.py")
-    p = cli("torch", script, "--headless", "--quiet", "--record", str(rec))
+    p = in_process(capsys, "torch", script, "--headless", "--quiet", "--record", str(rec))
     assert p.returncode == 0, p.stderr
     p = cli("replay", str(rec), "--reexecute", "--scenario", script)
     assert p.returncode == 0, p.stderr

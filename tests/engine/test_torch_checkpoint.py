@@ -4,9 +4,6 @@ program.  Skipped without torch."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,8 +16,6 @@ from autograd_tui import engine  # noqa: E402
 from autograd_tui.engine.torch_bridge import capture, from_torch  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_thread_left")]
-EXE = str(Path(sys.executable).parent / "autograd-tui")
-ENV = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}
 
 
 def run_ours(build: Callable[[], Any], inputs: Callable[[Any], Any] | None = None
@@ -162,20 +157,22 @@ def test_queries_answer_as_pytorch_outside_a_backward_and_are_restored() -> None
 
 
 # --- the lesson, recorded and exported ---------------------------------------------------------
-def test_the_lesson_records_the_recompute_and_export_draws_it(tmp_path: Path) -> None:
+def test_the_lesson_records_the_recompute_and_export_draws_it(tmp_path: Path, capsys) -> None:
+    """Both commands through ``main`` in this process (their real processes: test_cli's
+    ``run --record``, test_numbering's ``export --at``)."""
+    from autograd_tui.commands import main
     from autograd_tui.history import recordings
 
     rec = tmp_path / "ckpt.jsonl"
-    p = subprocess.run([EXE, "run", "torch-checkpoint-nonreentrant", "--headless", "--record",
-                        str(rec)], capture_output=True, text=True, timeout=240, env=ENV)
-    assert p.returncode == 0, p.stderr
-    assert "recompute in TanhBackward0" in p.stdout  # the headless event log
+    code = main(["run", "torch-checkpoint-nonreentrant", "--headless", "--record", str(rec)])
+    out_, err = capsys.readouterr()
+    assert code == 0, err
+    assert "recompute in TanhBackward0" in out_  # the headless event log
     events = recordings.load(rec).events
     k = next(i for i, e in enumerate(events, 1)
              if e.kind == "hook" and e.data["hook_kind"] == "recompute")
     assert any(e.kind == "reentrant_handoff" for e in events[k:])  # block1, after block2
     out = tmp_path / "at.dot"
-    p = subprocess.run([EXE, "export", str(rec), "--at", str(k), "-o", str(out)],
-                       capture_output=True, text=True, timeout=240, env=ENV)
-    assert p.returncode == 0, p.stderr
+    code = main(["export", str(rec), "--at", str(k), "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
     assert "recompute in TanhBackward0" in out.read_text()

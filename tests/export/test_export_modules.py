@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,6 @@ from autograd_tui.history.state import EngineState
 from autograd_tui.session.run import Run
 
 pytestmark = pytest.mark.timeout(300)
-ROOT = Path(__file__).resolve().parents[2]
 _NODE = re.compile(r"^\s*(n\d+|fold_\w+) \[", re.M)
 
 
@@ -112,15 +109,18 @@ def test_graphs_without_node_meta_draw_no_module_clusters(name: str) -> None:
     assert gx.to_dot(state, unfold=True) == dot
 
 
-def test_cli_folds_torch_attention_and_unfold_keeps_every_block(tmp_path: Path) -> None:
+def test_cli_folds_torch_attention_and_unfold_keeps_every_block(tmp_path: Path,
+                                                                  capsys) -> None:
     pytest.importorskip("torch", reason="torch-attention needs PyTorch (pip install torch)")
+    from autograd_tui.commands import main
 
     def export(*extra: str) -> str:
+        """The command through ``main`` in this process (``export`` as a real process:
+        test_numbering, test_budget, test_wheel)."""
         out = tmp_path / f"a{len(extra)}.dot"
-        r = subprocess.run([sys.executable, "-m", "autograd_tui", "export", "torch-attention",
-                            "--param", "layers=4", "--at", "end", "-o", str(out), *extra],
-                           cwd=ROOT, capture_output=True, text=True, timeout=240)
-        assert r.returncode == 0, r.stderr
+        code = main(["export", "torch-attention", "--param", "layers=4", "--at", "end",
+                     "-o", str(out), *extra])
+        assert code == 0, capsys.readouterr().err
         return out.read_text()
 
     folded, full = export(), export("--unfold")

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from autograd_tui import scenarios
+from autograd_tui.commands import main
 from autograd_tui.history import StateError, fold
 from autograd_tui.history import recordings as trace
 from autograd_tui.session.run import Run
@@ -43,15 +44,32 @@ def test_live_run_and_recording_fold_to_the_same_state(name, tmp_path):
         len(run.events) // 2)
 
 
+# run as real ``python -m autograd_tui`` processes: one scenario of each outcome, and one
+# that imports PyTorch; the others call the same ``main`` in this process (the same code
+# from the argument parser down, without a fresh interpreter and its imports per scenario)
+END_TO_END = {"linear-relu", "deadlock-lock-steal", "torch-mlp"}
+
+
+def test_the_end_to_end_runs_cover_each_outcome():
+    assert END_TO_END <= set(scenarios.names())
+    assert {scenarios.get(n).expect for n in END_TO_END} == set(EXIT)
+
+
 @pytest.mark.parametrize("name", scenarios.names())
-def test_every_scenario_runs_headless_to_its_documented_outcome(name):
+def test_every_scenario_runs_headless_to_its_documented_outcome(name, capsys):
     scenario = scenarios.get(name)
-    p = subprocess.run([sys.executable, "-m", "autograd_tui", "run", name, "--headless",
-                        "--quiet"], capture_output=True, text=True, timeout=100, cwd=ROOT)
-    assert p.returncode == EXIT[scenario.expect], p.stdout + p.stderr
-    assert "Traceback" not in p.stderr
+    argv = ["run", name, "--headless", "--quiet"]
+    if name in END_TO_END:
+        p = subprocess.run([sys.executable, "-m", "autograd_tui", *argv], capture_output=True,
+                           text=True, timeout=100, cwd=ROOT)
+        code, out, err = p.returncode, p.stdout, p.stderr
+    else:
+        code = main(argv)
+        out, err = capsys.readouterr()
+    assert code == EXIT[scenario.expect], out + err
+    assert "Traceback" not in err
     word = "deadlock detected" if scenario.expect == "deadlock" else "completed"
-    assert word in p.stdout
+    assert word in out
 
 
 def test_an_event_the_fold_cannot_apply_stops_the_view_there_not_the_run():
