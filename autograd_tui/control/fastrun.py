@@ -209,10 +209,7 @@ class Cooperative:
         # ``_next``'s commonest case, inlined (a gate per event): nobody to wake, and a
         # thread to pick (this one is paused)
         try:
-            eligible = self._eligible
-            if eligible is None:
-                eligible = self._eligible = [t for t in self._infos if t.state == "paused"]
-            pick = self.policy.choose(eligible)
+            pick = self.policy.choose(self._paused())
         except Exception as e:  # noqa: BLE001 - a Cut, a divergence: the driver's
             self._failure = e
             self._switch(info, None)
@@ -222,6 +219,13 @@ class Cooperative:
         if pick is not info:
             self._switch(info, pick)
 
+    def _paused(self) -> list[ThreadInfo]:
+        """The threads the policy may pick: those paused at a gate (kept until one moves)."""
+        eligible = self._eligible
+        if eligible is None:
+            eligible = self._eligible = [t for t in self._infos if t.state == "paused"]
+        return eligible
+
     def _next(self, me: ThreadInfo) -> None:
         """``me``'s step ended (paused at a gate, waiting or finished): take the next one,
         on this greenlet when the policy picks ``me`` again, else switch to the pick (or to
@@ -230,9 +234,7 @@ class Cooperative:
             raise ThreadAborted()
         if self._woken:
             self._wake(me)
-        eligible = self._eligible
-        if eligible is None:
-            eligible = self._eligible = [t for t in self._infos if t.state == "paused"]
+        eligible = self._paused()
         pick = None
         if INTERRUPTED[0]:
             self._failure = KeyboardInterrupt()
@@ -320,11 +322,8 @@ class Cooperative:
         return self._no_progress()
 
     def _next_from_driver(self) -> None:
-        eligible = self._eligible
-        if eligible is None:
-            eligible = self._eligible = [t for t in self._infos if t.state == "paused"]
         try:
-            pick = self.policy.choose(eligible)
+            pick = self.policy.choose(self._paused())
         except Exception as e:  # noqa: BLE001
             self._failure = e
             return

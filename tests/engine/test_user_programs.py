@@ -15,10 +15,10 @@ exactly what PyTorch does.
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from user_scripts import write_script as _script
 
 torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
 
@@ -28,11 +28,6 @@ from autograd_tui.session.torch_script import load_entry, script_scenario  # noq
 
 pytestmark = pytest.mark.timeout(120)
 
-
-def _script(tmp_path: Path, body: str) -> Path:
-    p = tmp_path / "model.py"
-    p.write_text(textwrap.dedent(body))
-    return p
 
 
 def _check_order(path: Path, capsys) -> tuple[int, str]:

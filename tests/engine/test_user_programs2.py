@@ -15,11 +15,11 @@ plainly where it cannot.
 
 from __future__ import annotations
 
-import textwrap
 import warnings
 from pathlib import Path
 
 import pytest
+from user_scripts import write_script as _script
 
 torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
 
@@ -27,11 +27,6 @@ from autograd_tui.commands import main  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
-
-def _script(tmp_path: Path, body: str, name: str = "model.py") -> Path:
-    p = tmp_path / name
-    p.write_text(textwrap.dedent(body))
-    return p
 
 
 def _said(capsys) -> str:

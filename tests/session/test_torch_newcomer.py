@@ -6,11 +6,11 @@ header's word on devices only where a scenario uses cuda."""
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from user_scripts import write_script as _script
 
 pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
 
@@ -19,12 +19,6 @@ from autograd_tui.engine.torch_bridge.program import ScriptCalledBackward  # noq
 from autograd_tui.session.run import Run  # noqa: E402
 from autograd_tui.session.session import Session  # noqa: E402
 from autograd_tui.session.torch_script import script_scenario  # noqa: E402
-
-
-def _script(tmp_path: Path, body: str, name: str = "model.py") -> Path:
-    p = tmp_path / name
-    p.write_text(textwrap.dedent(body))
-    return p
 
 
 def _run(path: Path) -> Run:
