@@ -42,6 +42,7 @@ from autograd_tui.commands.common import (
     program_error_text,
     report_headless,
     run_to_end,
+    say,
     say_program_error,
 )
 
@@ -105,17 +106,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         with capture_progress():
             result = run_to_end(r, args.stop_at)
-        if record is not None and not r.events and r.error is not None:
-            # The program failed before its backward began (its forward pass raised): a
-            # recording would hold no event to replay, so none is written; the error is
-            # the summary's, and the file is left as it was.
-            from autograd_tui.files import shown
+        if not r.events and r.error is not None and not os.environ.get("AUTOGRAD_TUI_RANKS"):
+            # The program failed before its backward began (its forward pass raised): its
+            # error, once, on stderr, and no summary of a run that never started (events: 0,
+            # schedule: 1:1).  A recording would hold no event to replay, so none is
+            # written, and the file is left as it was.  (A rank of --ranks keeps the
+            # summary: the launcher reads its outcome from it, session/ranks.py.)
+            _say_failed_before_backward(r)
+            if record is not None:
+                from autograd_tui.files import shown
 
-            con = console()
-            code = report_headless(con, r, result, args, None, _summary)
-            print_text(con, f"no recording written to {shown(record)}: the program failed before "
-                            "its backward pass began, so there is nothing to replay")
-            return code
+                say(f"no recording written to {shown(record)}: the program failed before its "
+                    "backward pass began, so there is nothing to replay")
+            return EXIT_ERROR
         return report_headless(console(), r, result, args, record, _summary)
     finally:
         r.close()
@@ -238,6 +241,27 @@ def _summary(con: Any, run: Any, result: Any) -> int:
         code = EXIT_ERROR
     con.print(f"schedule: {run.controller.schedule_string()}")
     return code
+
+
+def _say_failed_before_backward(run: Any) -> None:
+    """The error of a program that failed before its backward pass, once, on stderr: at
+    the script's line (``model.py:8: RuntimeError: ...`` and the line), or the bridge's
+    own words (``error in the script ...``, ``not supported: ...``)."""
+    from autograd_tui.words import plain_lines
+
+    if isinstance(run.error, _plain_errors()):
+        from autograd_tui.engine.torch_bridge.convert import Unsupported
+
+        said = "not supported:" if isinstance(run.error, Unsupported) else "error in the script"
+        text = f"{said} {run.error}"
+    elif say_program_error(run) is not None:  # the script's file, line and source line
+        return
+    else:
+        text = program_error_text(run.error)  # it called sys.exit(...)
+    first, *more = plain_lines(text) or [""]
+    say(first)
+    for line in more:  # plain already
+        print(f"    {line}", file=sys.stderr, flush=True)
 
 
 def _error_lines(con: Any, text: str, said: str = "error in the script") -> None:

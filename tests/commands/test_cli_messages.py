@@ -52,7 +52,9 @@ def test_a_loss_that_needs_no_grad_is_one_plain_message(tmp_path: Path, capsys) 
     assert main(["torch", str(script), "--headless", "--quiet"]) == 1
     out, err = capsys.readouterr()
     assert "TorchBridgeError" not in out + err and "autograd_tui." not in out + err
-    assert "error in the script from_torch: output 0 does not require grad" in out
+    # it failed before its backward pass: said once, on stderr, with no run summary
+    assert "autograd-tui: error in the script from_torch: output 0 does not require grad" in err
+    assert out == "", out
 
 
 def test_our_own_errors_are_located_without_a_module_path() -> None:

@@ -81,7 +81,7 @@ def test_a_forward_that_raises_writes_no_empty_recording(tmp_path: Path, capsys)
                       "--quiet", "--record", str(rec)], capsys)
     assert code == 1, out
     assert not rec.exists()
-    assert "error in the script RuntimeError: mat1 and mat2 shapes cannot be multiplied" in out
+    assert "model.py:7: RuntimeError: mat1 and mat2 shapes cannot be multiplied" in out, out
     assert "no recording written to" in out and "nothing to replay" in out, out
     assert "recorded 0 events" not in out and "Traceback" not in out, out
 
