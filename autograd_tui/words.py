@@ -304,7 +304,7 @@ def _rare_words(e: Event, nm: Callable[[int | None], str]) -> str:
         body = f"thread starts ({d['role']} thread)"
     elif k == "node_meta":  # a node's module, parameter, creation site; or its saved tensors
         parts = [f"in {d['module']} ({d['module_type']})" if d["module"] else "",
-                 f"param {d['tensor']}" if d["tensor"] else "",
+                 leaf_words(d["tensor"], d["module"]) if d["tensor"] else "",
                  f"made at {d['created']}" if d["created"] else ""]
         if not any(parts):  # our engine's node: what it saved (a version changed in place)
             parts = [f"saved {s}" for s in d["saved"] or ()]
@@ -318,6 +318,13 @@ def _rare_words(e: Event, nm: Callable[[int | None], str]) -> str:
         data = e.data
         body = k + (" " + str(data) if data else "")
     return body
+
+
+def leaf_words(tensor: object, module: object) -> str:
+    """An ``AccumulateGrad``'s tensor (``node_meta``): a parameter has the module that holds
+    it (``param fc.weight``); a leaf the program made (``torch.randn(3,
+    requires_grad=True)`` in ``q``) has none, and is not a parameter (``leaf q``)."""
+    return f"{'param' if module else 'leaf'} {tensor}"
 
 
 def ddp_words(k: str, d: Any) -> str:

@@ -265,7 +265,8 @@ def _torch_meta(t: Text, meta: Any, frames: bool = False) -> None:
     if text("module"):
         t.append(plain(f"module: {text('module')} ({text('module_type') or '?'})") + "\n")
     if text("tensor"):
-        t.append(plain(f"parameter: {text('tensor')}") + "\n")
+        kind = "parameter" if text("module") else "leaf"  # a leaf the program made: no module
+        t.append(plain(f"{kind}: {text('tensor')}") + "\n")
     stack = [f for f in meta.get("stack") or () if isinstance(f, str)]
     if text("created"):
         t.append(plain(f"created at {text('created')}") + "\n", style="dim")

@@ -373,7 +373,9 @@ def root_label(module: Any) -> tuple[str, bool]:
     frames = []
     f = sys._getframe(1)
     while f is not None:
-        if not is_tool_file(f.f_code.co_filename):
+        # A custom Function's forward (or backward) names the module by its own argument
+        # (``run``): the program's name for it is further out, as for any other call.
+        if not is_tool_file(f.f_code.co_filename) and not _function_method(f):
             frames.append(f)
             for scope in (f.f_locals, f.f_globals):
                 for k, v in list(scope.items()):
@@ -389,3 +391,11 @@ def root_label(module: Any) -> tuple[str, bool]:
                             return f"{k}.{path}", True
     return type(module).__name__, False
 
+
+def _function_method(frame: Any) -> bool:
+    """``frame`` is a custom ``torch.autograd.Function``'s ``forward``, ``setup_context`` or
+    ``backward``: called by ``Function.apply`` or ``BackwardCFunction.apply`` (through C++,
+    which makes no frame), in ``torch/autograd/function.py``."""
+    caller = frame.f_back
+    return caller is not None and \
+        caller.f_code.co_filename.replace("\\", "/").endswith("torch/autograd/function.py")

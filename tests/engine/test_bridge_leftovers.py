@@ -4,6 +4,10 @@ each test a second or two):
 1. A forward pass that raises: ``torch --headless`` printed the error on stdout and on
    stderr, then a summary of a run that never started (``events: 0``, ``schedule: 1:1``).
    Now the program's error, once, on stderr; exit 1 as before.
+2. Names: a leaf the program made (``q = torch.randn(3, requires_grad=True)``) read
+   ``param q`` in the trace's meta line and ``parameter: q`` in the details: it is ``leaf
+   q``.  A module first called inside a custom Function's forward was named by the
+   Function's argument (``run.0.weight``), not by the program's variable (``block.0.weight``).
 """
 
 from __future__ import annotations
@@ -43,3 +47,73 @@ def test_a_forward_that_raises_is_said_once_on_stderr(tmp_path: Path, capsys,
     assert err.count(shapes) == 1, err
     assert err.startswith(f"autograd-tui: {script}:8: {shapes}\n"), err
     assert "return net(torch.randn(2, 5)).sum()" in err and "Traceback" not in err
+
+
+NAMES = """
+    import torch
+    from torch import nn
+
+    class Recompute(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, run, x, *params):
+            ctx.run = run
+            ctx.save_for_backward(x, *params)
+            with torch.no_grad():
+                return run(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, *params = ctx.saved_tensors
+            x = x.detach().requires_grad_(True)
+            with torch.enable_grad():
+                out = ctx.run(x)
+            return (None, *torch.autograd.grad(out, [x] + params, g))
+
+    def main():
+        torch.manual_seed(0)
+        block = nn.Sequential(nn.Linear(4, 3), nn.Tanh())
+        head = nn.Linear(3, 1)
+        q = torch.randn(3, requires_grad=True)
+        x = torch.randn(2, 4, requires_grad=True)
+        h = Recompute.apply(block, x, *block.parameters())
+        return head(h * q).sum()
+"""
+
+
+def test_leaves_and_parameters_are_named_as_the_program_holds_them(tmp_path: Path,
+                                                                   capsys) -> None:
+    script = write_script(tmp_path, NAMES)
+    assert main(["torch", str(script), "--headless"]) == 0
+    out = capsys.readouterr().out
+    # the block, first called inside Recompute.forward (where it is ``run``), by its path
+    for name in ("block.0.weight", "block.0.bias", "head.weight", "head.bias", "q", "x"):
+        assert f"grad {name}: shape" in out, out
+    assert "run." not in out, out
+    metas = [line for line in out.splitlines() if " meta AccumulateGrad#" in line]
+    assert any(line.endswith(" leaf q") for line in metas), metas
+    assert any(line.endswith(" leaf x") for line in metas), metas
+    assert any(line.endswith(", param block.0.weight") for line in metas), metas
+    assert not any("param q" in line or "param x" in line for line in metas), metas
+
+
+def test_the_details_say_leaf_for_a_leaf_and_parameter_for_a_parameter(tmp_path: Path,
+                                                                      capsys) -> None:
+    from rich.text import Text
+
+    from autograd_tui.app.render import _torch_meta
+    from autograd_tui.history import recordings
+
+    def details(meta: dict[str, object]) -> str:
+        t = Text()
+        _torch_meta(t, meta)
+        return t.plain
+
+    rec = tmp_path / "names.jsonl.gz"
+    assert main(["torch", str(write_script(tmp_path, NAMES)), "--headless", "--quiet",
+                 "--record", str(rec)]) == 0
+    capsys.readouterr()
+    metas = {e.data["tensor"]: e.data for e in recordings.load(rec).events
+             if e.kind == "node_meta" and e.data["tensor"]}
+    assert "leaf: q" in details(metas["q"]) and "parameter" not in details(metas["q"])
+    assert "parameter: head.weight" in details(metas["head.weight"])
+    assert "parameter: block.0.bias" in details(metas["block.0.bias"])

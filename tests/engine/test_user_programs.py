@@ -230,8 +230,9 @@ def test_a_tuple_that_is_not_loss_and_grad_outputs_is_said_plainly(
         tmp_path: Path, capsys, ret: str, said: str) -> None:
     path = _script(tmp_path, RETURNS.format(ret=ret))
     code = main(["torch", str(path), "--headless", "--quiet"])
-    out = " ".join(capsys.readouterr().out.split())
-    assert code == 1 and said in out, out
+    o = capsys.readouterr()  # before the backward: said on stderr, no summary on stdout
+    out = " ".join(o.err.split())
+    assert code == 1 and said in out and o.out == "", (out, o.out)
     assert "return a dict such as {'loss': loss, 'logits': logits}" in out
     code, out = _check_order(path, capsys)
     assert code == 1 and said in out and "Traceback" not in out, out
