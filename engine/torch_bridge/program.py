@@ -3,14 +3,21 @@
 ``run_program(entry)`` is what ``autograd-tui torch`` and the torch scenarios
 run; ``split_result`` reads what an entry returns; ``leaf_names`` is the one
 rule that names a leaf (``check-order`` names them the same way).
+
+Departs from a plain ``python`` run in one place: an ``allow_mutation_on_saved_tensors()``
+context the program leaves open is closed when ``run_program`` ends on a thread of its own
+(``closing_left_open``), not at exit on the main thread, where PyTorch asserts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import re
 import sys
+import threading
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -132,18 +139,19 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
     gradient a nested GraphTask wrote (a reentrant checkpoint's); ``no_grad`` names the
     parameters left without one."""
     torch_module()
-    with forward_capture() as (reg, calls, log):
-        out = entry(*args, **kwargs)
-    loss, grad_outputs, inputs = split_result(out)
-    refuse_backwarded(entry, loss, calls)
-    g = build_graph(loss, grad_outputs, inputs)
-    try:
-        g.backward()
-    except RuntimeError as e:  # a saved tensor changed in place: name the op
-        note = log.hint(str(e))
-        if note is not None:
-            e.add_note(note)
-        raise
+    with closing_left_open():
+        with forward_capture() as (reg, calls, log):
+            out = entry(*args, **kwargs)
+        loss, grad_outputs, inputs = split_result(out)
+        refuse_backwarded(entry, loss, calls)
+        g = build_graph(loss, grad_outputs, inputs)
+        try:
+            g.backward()
+        except RuntimeError as e:  # a saved tensor changed in place: name the op
+            note = log.hint(str(e))
+            if note is not None:
+                e.add_note(note)
+            raise
     grads = ProgramResult()
     grads.no_grad = {}
     seen = set()
@@ -188,6 +196,39 @@ def func_note(source: str) -> str | None:
                                        for m in _FUNC_IMPORT.finditer(source)):
         return FUNC_NOTE
     return None
+
+
+@contextlib.contextmanager
+def closing_left_open() -> Iterator[None]:
+    """Around a program run on a thread of its own (``autograd-tui torch``'s, the app's):
+    an ``allow_mutation_on_saved_tensors()`` context it entered and never exited is closed
+    at the end, on that thread, as Python's exit closes it on the program's one thread
+    under plain PyTorch.  Left open, it was closed at exit on the main thread, whose
+    saved-tensor hooks stack it had never pushed onto: "Exception ignored ... INTERNAL
+    ASSERT FAILED" (``SavedTensorHooks.cpp``).  A context open before the run is left be."""
+    graph = sys.modules.get("torch.autograd.graph")
+    if graph is None or threading.current_thread() is threading.main_thread():
+        yield
+        return
+    before = {id(g) for g in _open_mutation_contexts(graph)}
+    try:
+        yield
+    finally:
+        for g in _open_mutation_contexts(graph):
+            if id(g) not in before:
+                with contextlib.suppress(Exception):  # closing it is tidying, not the program
+                    g.close()
+
+
+def _open_mutation_contexts(graph: Any) -> list[Any]:
+    """The suspended generators of ``allow_mutation_on_saved_tensors`` (entered, not
+    exited); looked for only while one is (its module's flag), as ``gc`` sees every object."""
+    if not getattr(graph, "_allow_mutation_on_saved_tensors_enabled", False):
+        return []
+    code = getattr(getattr(graph.allow_mutation_on_saved_tensors, "__wrapped__", None),
+                   "__code__", None)
+    return [o for o in gc.get_objects() if type(o) is types.GeneratorType  # no __class__ call
+            and o.gi_code is code and inspect.getgeneratorstate(o) == inspect.GEN_SUSPENDED]
 
 
 class ScriptCalledBackward(TorchBridgeError):

@@ -8,6 +8,9 @@ each test a second or two):
    ``param q`` in the trace's meta line and ``parameter: q`` in the details: it is ``leaf
    q``.  A module first called inside a custom Function's forward was named by the
    Function's argument (``run.0.weight``), not by the program's variable (``block.0.weight``).
+3. ``allow_mutation_on_saved_tensors()`` entered and never exited (on the program's
+   thread): Python's exit closed it on the main thread, and PyTorch printed "Exception
+   ignored ... INTERNAL ASSERT FAILED".  Now it is closed on the thread that entered it.
 """
 
 from __future__ import annotations
@@ -117,3 +120,50 @@ def test_the_details_say_leaf_for_a_leaf_and_parameter_for_a_parameter(tmp_path:
     assert "leaf: q" in details(metas["q"]) and "parameter" not in details(metas["q"])
     assert "parameter: head.weight" in details(metas["head.weight"])
     assert "parameter: block.0.bias" in details(metas["block.0.bias"])
+
+
+LEFT_OPEN = """
+    import torch
+    from torch import nn
+
+    CTX = []
+
+    def main():
+        torch.manual_seed(0)
+        lin = nn.Linear(5, 5)
+        ctx = torch.autograd.graph.allow_mutation_on_saved_tensors()
+        ctx.__enter__()                 # never exited
+        CTX.append(ctx)
+        h = lin(torch.randn(3, 5))
+        s = h.sin()                     # saves h
+        h.mul_(2)                       # mutated: the context keeps a clone for the backward
+        return (s * h).sum()
+"""
+
+
+def test_a_mutation_context_left_open_is_closed_on_its_own_thread(tmp_path: Path,
+                                                                  capsys) -> None:
+    import gc
+    import inspect
+    import types
+
+    graph = torch.autograd.graph
+    script = write_script(tmp_path, LEFT_OPEN)
+    assert main(["torch", str(script), "--headless", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert "completed" in out and err == "", (out, err)
+    # PyTorch's gradients: the mutation did not reach the backward (the clone did)
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(5, 5)
+    with graph.allow_mutation_on_saved_tensors():
+        h = lin(torch.randn(3, 5))
+        s = h.sin()
+        h.mul_(2)
+        (s * h).sum().backward()
+    norm = float(lin.weight.grad.norm())
+    assert f"grad weight: shape [5, 5], norm {norm:.6g}" in out, (out, norm)
+    # closed on the program's thread: nothing left for the main thread to close at exit
+    code = graph.allow_mutation_on_saved_tensors.__wrapped__.__code__
+    left = [g for g in gc.get_objects() if type(g) is types.GeneratorType and g.gi_code is code
+            and inspect.getgeneratorstate(g) == inspect.GEN_SUSPENDED]
+    assert not graph._allow_mutation_on_saved_tensors_enabled and not left, left
