@@ -149,6 +149,7 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     from autograd_tui.engine.torch_bridge import capture, split_result
     from autograd_tui.engine.torch_bridge.compiled import watch_compile
     from autograd_tui.engine.torch_bridge.program import build_graph as from_torch
+    from autograd_tui.engine.torch_bridge.stepped import StepState
 
     with watch_compile(eager=True, namespace=namespace) as watch, capture() as reg:
         out = entry()
@@ -158,6 +159,7 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     # Copies: AccumulateGrad adds into an existing .grad in place (a program that ran a
     # backward of its own first), so our run changes the tensor object itself.
     before = {k: _copy(v.grad) for k, v in leaves.items()}
+    stepped = StepState.take(leaves)  # an optimizer step in the backward: where it started
     # Ours first: a graph the bridge cannot run fails here, with the node's name.
     ours = from_torch(loss, gouts, inputs)
     eng, obs = engine.Engine(), engine.ListObserver()
@@ -177,6 +179,7 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     our_order = [seqs[e.node] for e in obs.events if e.kind == "node_start"
                  and e.graph_task == 1 and seqs[e.node][0] != "GraphRoot"]
     mine = {k: _copy(v.grad) for k, v in leaves.items()}
+    stepped_to = {k: _copy(v) for k, v in leaves.items()} if stepped is not None else {}
     for k, v in leaves.items():
         v.grad = before[k]  # PyTorch's run starts from the same .grad as ours did
 
@@ -193,6 +196,12 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     except Exception as e:
         if ours_error is None and _SAC in str(e):  # one backward per region: a fresh one
             sac = _fresh_backward(entry, before, g)
+        elif ours_error is None and stepped is not None and _INPLACE in str(e):
+            stepped.restore()  # ours stepped the parameters: PyTorch's from where ours began
+            sac = _fresh_backward(entry, before, g, start=loss)
+            if sac is None:
+                _twice(e, " (and a fresh forward pass from the parameters it had before "
+                          "ours made another loss or graph: is the program seeded?)")
         if sac is not None:
             order[:] = sac[0]
             sac_error = e
@@ -214,7 +223,9 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     theirs = sac[1] if sac is not None else {k: _copy(v.grad) for k, v in leaves.items()}
     res = OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, exact)
     res.same_error = same_error
-    if sac is not None:
+    if sac is not None and stepped is not None and _INPLACE in str(sac_error):
+        res.fresh_note = stepped.compare(res.grads, sac[2], stepped_to)
+    elif sac is not None:
         if res.grad_differences() and sac_error is not None:  # not seeded?
             _twice(sac_error, " (and a fresh forward pass gave other gradients: is the "
                               "program seeded?)")
@@ -250,17 +261,21 @@ def _named_leaves(g: Any, reg: Any) -> dict[str, Any]:
 
 
 _SAC = "selective activation checkpoint"
+_INPLACE = "modified by an inplace operation"
 
 
-def _fresh_backward(entry: Callable[..., Any], before: dict[str, Any], g: Any
-                    ) -> tuple[list[tuple[str, int]], dict[str, Any]] | None:
+def _fresh_backward(entry: Callable[..., Any], before: dict[str, Any], g: Any,
+                    start: Any = None) -> tuple[list[tuple[str, int]], dict[str, Any],
+                                                dict[str, Any]] | None:
     """The entry run again (a fresh forward pass) and PyTorch's backward on it, from the
     ``.grad`` both runs started at: its order, each node named as the shared graph's node
-    in the same place of ``from_torch``'s walk, and each leaf's gradient by name; None when
-    the program cannot run twice or makes another graph (it is not seeded)."""
+    in the same place of ``from_torch``'s walk, each leaf's gradient and its value after
+    the backward by name; None when the program cannot run twice or makes another graph
+    (it is not seeded), or, with ``start`` (the shared forward's loss), another loss."""
     torch = need_torch()
     from autograd_tui.engine.torch_bridge import capture, split_result
     from autograd_tui.engine.torch_bridge.program import build_graph
+    from autograd_tui.engine.torch_bridge.stepped import same_loss
 
     try:
         with capture() as reg:
@@ -269,7 +284,7 @@ def _fresh_backward(entry: Callable[..., Any], before: dict[str, Any], g: Any
         pairs = list(zip(g2.torch_nodes.values(), g.torch_nodes.values()))
         fresh = _named_leaves(g2, reg)
         if len(g2.torch_nodes) != len(g.torch_nodes) or set(fresh) != set(before) or any(
-                type(a) is not type(b) for a, b in pairs):
+                type(a) is not type(b) for a, b in pairs) or not same_loss(start, loss):
             return None
         order: list[tuple[str, int]] = []
         handles = [a.register_prehook(
@@ -284,11 +299,12 @@ def _fresh_backward(entry: Callable[..., Any], before: dict[str, Any], g: Any
             for h in handles:
                 h.remove()
         grads = {k: _copy(v.grad) for k, v in fresh.items()}
+        values = {k: _copy(v) for k, v in fresh.items()}
         for k, v in fresh.items():
             v.grad = kept[k]
     except Exception:  # noqa: BLE001 - the program cannot run twice: none to compare
         return None
-    return order, grads
+    return order, grads, values
 
 
 def fresh_grads(res: OrderCheck, entry: Callable[..., Any], before: dict[str, Any],
@@ -329,12 +345,12 @@ def _twice(e: BaseException, why: str = "") -> None:
             "under selective activation checkpoint (checkpoint's context_fn) allows "
             f"one backward (ours: it completed), so PyTorch's cannot run{why}. "
             "`autograd-tui torch` steps the program; PyTorch said: " + str(e)) from None
-    if "modified by an inplace operation" in str(e):
+    if _INPLACE in str(e):
         raise ScenarioError(
             "check-order runs both backward passes on one forward pass, and the program "
             "changed a tensor the graph saved during the first (ours: it completed), so "
-            "PyTorch's cannot run; an optimizer step in a post-accumulate-grad hook does "
-            "this. `autograd-tui torch` steps the program; PyTorch said: "
+            f"PyTorch's cannot run{why}; an optimizer step in a post-accumulate-grad hook "
+            "does this. `autograd-tui torch` steps the program; PyTorch said: "
             + str(e).split(" Hint:")[0]) from None
 
 

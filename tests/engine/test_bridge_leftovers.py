@@ -11,6 +11,10 @@ each test a second or two):
 3. ``allow_mutation_on_saved_tensors()`` entered and never exited (on the program's
    thread): Python's exit closed it on the main thread, and PyTorch printed "Exception
    ignored ... INTERNAL ASSERT FAILED".  Now it is closed on the thread that entered it.
+4. check-order on a program that steps its optimizer in a post-accumulate-grad hook: ours
+   (the first backward) changed the parameters, and PyTorch's refused the shared forward
+   pass.  Now PyTorch's runs on a fresh forward pass from the parameters and optimizer
+   state the program had before ours; each stepped parameter is compared by its value.
 """
 
 from __future__ import annotations
@@ -167,3 +171,72 @@ def test_a_mutation_context_left_open_is_closed_on_its_own_thread(tmp_path: Path
     left = [g for g in gc.get_objects() if type(g) is types.GeneratorType and g.gi_code is code
             and inspect.getgeneratorstate(g) == inspect.GEN_SUSPENDED]
     assert not graph._allow_mutation_on_saved_tensors_enabled and not left, left
+
+
+STEP_IN_BACKWARD = """
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    NET = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))   # built at import
+    OPTS = {p: torch.optim.SGD([p], lr=0.1, momentum=0.9) for p in NET.parameters()}
+
+    def hook(p):
+        OPTS[p].step()
+        OPTS[p].zero_grad()
+
+    for p in NET.parameters():
+        p.register_post_accumulate_grad_hook(hook)
+
+    def loss():
+        torch.manual_seed(1)
+        return nn.functional.cross_entropy(NET(torch.randn(5, 4)), torch.tensor([0, 1, 2, 0, 1]))
+
+    for _ in range(2):                       # steps before: momentum buffers to put back
+        loss().backward()
+
+    def main():
+        return loss()
+"""
+
+
+def _check_order(path: Path, capsys) -> tuple[int, str]:
+    code = main(["check-order", str(path), "--exact"])
+    out = capsys.readouterr()
+    return code, " ".join((out.out + out.err).split())
+
+
+def test_an_optimizer_step_in_the_backward_is_compared_on_a_fresh_forward(
+        tmp_path: Path, capsys) -> None:
+    path = write_script(tmp_path, STEP_IN_BACKWARD)
+    code, out = _check_order(path, capsys)
+    assert "node order: agrees" in out, out
+    assert ("PyTorch's ran on a fresh forward pass (the entry run again) from the parameters "
+            "and optimizer state the program had before ours") in out, out
+    assert "gradients: 4 leaves agree (bitwise)" in out and "no .grad" not in out, out
+    assert code == 0, out
+
+
+def test_a_real_difference_after_the_step_still_shows(tmp_path: Path, capsys,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from autograd_tui.engine.torch_bridge import bridge
+
+    accumulate = bridge.accumulate
+
+    def wrong(fn, grad, *args):  # ours accumulates twice the last layer's bias gradient
+        return accumulate(fn, grad * 2 if fn.variable.shape == (3,) else grad, *args)
+
+    monkeypatch.setattr(bridge, "accumulate", wrong)
+    code, out = _check_order(write_script(tmp_path, STEP_IN_BACKWARD), capsys)
+    assert "gradients differ (bitwise)" in out and "2.bias[" in out, out
+    assert code == 1, out
+
+
+def test_an_optimizer_step_in_the_backward_not_seeded_is_said_plainly(tmp_path: Path,
+                                                                      capsys) -> None:
+    body = STEP_IN_BACKWARD.replace("        torch.manual_seed(1)\n", "")
+    assert body != STEP_IN_BACKWARD
+    code, out = _check_order(write_script(tmp_path, body), capsys)
+    assert ("and a fresh forward pass from the parameters it had before ours made another "
+            "loss or graph: is the program seeded?") in out, out
+    assert "Traceback" not in out and code == 1, out
