@@ -2,8 +2,9 @@
 
 Runs the script's forward pass once, then the backward with PyTorch's own
 engine (the order recorded with node pre-hooks) and with ours driving
-PyTorch's nodes; prints whether the node orders and every leaf's ``.grad``
-agree (exit 0) or the first difference (exit 1).  Gradients are compared as
+PyTorch's nodes; prints whether the node orders (a reentrant checkpoint's nested
+backward passes too) and every leaf's ``.grad`` agree (exit 0) or the first
+difference (exit 1).  Gradients are compared as
 ``torch.testing.assert_close`` does (``session/grad_compare.py``), or bitwise
 with ``--exact``; the worst element is named.  A program's hooks run in
 both backward passes.
@@ -61,6 +62,12 @@ def run(args: argparse.Namespace) -> int:
                       + (f" in {where}" if where else "") + f": {e}") from None
     con = console()
     print_text(con, f"PyTorch ran {len(res.torch_order)} nodes, ours {len(res.our_order)}")
+    theirs, ours = res.nested
+    if theirs or ours:  # a reentrant checkpoint's backward, run inside its node
+        print_text(con, "nested backward passes (called inside a node, as a reentrant "
+                        f"checkpoint does; GraphTask 2 on): PyTorch ran {len(theirs)} with "
+                        f"{sum(map(len, theirs))} nodes, ours {len(ours)} with "
+                        f"{sum(map(len, ours))}")
     diff = res.order_difference()
     print_text(con, "node order: agrees" if diff is None else f"node order differs at {diff}")
     if res.compile_note:

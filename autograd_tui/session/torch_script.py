@@ -98,6 +98,7 @@ class OrderCheck:
     compile_note: str | None = None  # what was compiled, and what the gradients are from
     same_error: str | None = None  # both backward passes raised this error
     fresh_note: str | None = None  # gradients compared with a fresh forward pass's
+    nested: tuple[list[Any], list[Any]] = ([], [])  # nested backwards' orders (theirs, ours)
 
     def order_difference(self) -> str | None:
         for i, (a, b) in enumerate(zip(self.torch_order, self.our_order)):
@@ -107,7 +108,9 @@ class OrderCheck:
         if len(self.torch_order) != len(self.our_order):
             return (f"PyTorch ran {len(self.torch_order)} nodes, ours "
                     f"{len(self.our_order)}")
-        return None
+        from autograd_tui.engine.torch_bridge.nested import nested_difference
+
+        return nested_difference(*self.nested)
 
     def worst(self) -> list[Worst]:
         """Each leaf's worst element (``grad_compare.compare``), failing ones first."""
@@ -148,14 +151,16 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     from autograd_tui import engine
     from autograd_tui.engine.torch_bridge import capture, split_result
     from autograd_tui.engine.torch_bridge.compiled import watch_compile
+    from autograd_tui.engine.torch_bridge.nested import our_nested, recording_nested
     from autograd_tui.engine.torch_bridge.program import build_graph as from_torch
+    from autograd_tui.engine.torch_bridge.program import named_leaves
     from autograd_tui.engine.torch_bridge.stepped import StepState
 
     with watch_compile(eager=True, namespace=namespace) as watch, capture() as reg:
         out = entry()
     loss, gouts, inputs = split_result(out)
     g = from_torch(loss, gouts, inputs)
-    leaves = _named_leaves(g, reg)
+    leaves = named_leaves(g, reg)
     # Copies: AccumulateGrad adds into an existing .grad in place (a program that ran a
     # backward of its own first), so our run changes the tensor object itself.
     before = {k: _copy(v.grad) for k, v in leaves.items()}
@@ -191,8 +196,10 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     handles = [fn.register_prehook(recorder(fn)) for fn in g.torch_nodes.values()]
     same_error = sac = None
     sac_error: BaseException | None = None
-    try:
-        torch.autograd.backward(loss, gouts, retain_graph=True, inputs=inputs)
+    run_backward = torch.autograd.backward  # PyTorch's; nested calls are recorded too:
+    try:  # a reentrant checkpoint's backward inside its node
+        with recording_nested(g.torch_nodes.values()) as nested:
+            run_backward(loss, gouts, retain_graph=True, inputs=inputs)
     except Exception as e:
         if ours_error is None and _SAC in str(e):  # one backward per region: a fresh one
             sac = _fresh_backward(entry, before, g)
@@ -223,6 +230,8 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     theirs = sac[1] if sac is not None else {k: _copy(v.grad) for k, v in leaves.items()}
     res = OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, exact)
     res.same_error = same_error
+    if sac is None:  # a fresh forward pass's nested backwards are not recorded
+        res.nested = (nested, our_nested(obs.events))
     if sac is not None and stepped is not None and _INPLACE in str(sac_error):
         res.fresh_note = stepped.compare(res.grads, sac[2], stepped_to)
     elif sac is not None:
@@ -244,22 +253,6 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     return res
 
 
-def _named_leaves(g: Any, reg: Any) -> dict[str, Any]:
-    """The graph's leaves by ``leaf_names``, then the parameters of the models the forward
-    pass called that the graph does not hold (those only a nested backward reaches)."""
-    from autograd_tui.engine.torch_bridge import leaf_names
-
-    leaves = {name: n.variable.var for name, n in leaf_names(g).items()}
-    known = {id(v) for v in leaves.values()}
-    for name, p in reg.parameters():  # also those only a nested backward reaches
-        if id(p) not in known:
-            name = name.replace("_orig_mod.", "")
-            while name in leaves:  # never in place of a leaf of the graph
-                name += "'"
-            leaves[name] = p
-    return leaves
-
-
 _SAC = "selective activation checkpoint"
 _INPLACE = "modified by an inplace operation"
 
@@ -274,7 +267,7 @@ def _fresh_backward(entry: Callable[..., Any], before: dict[str, Any], g: Any,
     (it is not seeded), or, with ``start`` (the shared forward's loss), another loss."""
     torch = need_torch()
     from autograd_tui.engine.torch_bridge import capture, split_result
-    from autograd_tui.engine.torch_bridge.program import build_graph
+    from autograd_tui.engine.torch_bridge.program import build_graph, named_leaves
     from autograd_tui.engine.torch_bridge.stepped import same_loss
 
     try:
@@ -282,7 +275,7 @@ def _fresh_backward(entry: Callable[..., Any], before: dict[str, Any], g: Any,
             loss, gouts, inputs = split_result(entry())
         g2 = build_graph(loss, gouts, inputs)
         pairs = list(zip(g2.torch_nodes.values(), g.torch_nodes.values()))
-        fresh = _named_leaves(g2, reg)
+        fresh = named_leaves(g2, reg)
         if len(g2.torch_nodes) != len(g.torch_nodes) or set(fresh) != set(before) or any(
                 type(a) is not type(b) for a, b in pairs) or not same_loss(start, loss):
             return None

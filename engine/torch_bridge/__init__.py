@@ -20,6 +20,8 @@ Layers (each imports only those below it, lazily or not; no cycle):
                PyTorch's engine (``accumulate``)
 ``ddp``        DistributedDataParallel watched: buckets, all-reduces, finalize as events
 ``compiled``   ``torch.compile``: what was compiled; its eager graph is what runs
+``nested``     for check-order: the orders of nested (reentrant) backward passes, both
+               engines'
 ``stepped``    for check-order: the parameters and optimizer states before a backward
                whose post-accumulate-grad hooks step them, put back for PyTorch's run
 ``queries``    PyTorch's graph-task queries answered by our engine

@@ -94,6 +94,21 @@ def leaf_names(graph: TorchGraph) -> dict[str, TorchAccumulateGrad]:
     return out
 
 
+def named_leaves(g: Any, reg: Any) -> dict[str, Any]:
+    """The graph's leaves by ``leaf_names`` (check-order's), then the parameters of the
+    models the forward pass called that the graph does not hold (those only a nested
+    backward reaches)."""
+    leaves = {name: n.variable.var for name, n in leaf_names(g).items()}
+    known = {id(v) for v in leaves.values()}
+    for name, p in reg.parameters():  # also those only a nested backward reaches
+        if id(p) not in known:
+            name = name.replace("_orig_mod.", "")
+            while name in leaves:  # never in place of a leaf of the graph
+                name += "'"
+            leaves[name] = p
+    return leaves
+
+
 @contextlib.contextmanager
 def forward_capture() -> Iterator[tuple[Registry, dict[int, tuple[Any, str]], Any]]:
     """What ``run_program`` runs the forward pass under: ``capture()``, the program's own

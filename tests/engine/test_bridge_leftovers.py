@@ -15,6 +15,10 @@ each test a second or two):
    (the first backward) changed the parameters, and PyTorch's refused the shared forward
    pass.  Now PyTorch's runs on a fresh forward pass from the parameters and optimizer
    state the program had before ours; each stepped parameter is compared by its value.
+5. check-order with a reentrant checkpoint: the nested backward that its node runs (on a
+   graph made during the backward) was stepped but its order not compared.  Now PyTorch's
+   ``torch.autograd.backward`` is wrapped during its run, the nested graph's nodes get the
+   order-recording pre-hooks, and each nested GraphTask's order is compared.
 """
 
 from __future__ import annotations
@@ -240,3 +244,67 @@ def test_an_optimizer_step_in_the_backward_not_seeded_is_said_plainly(tmp_path: 
     assert ("and a fresh forward pass from the parameters it had before ours made another "
             "loss or graph: is the program seeded?") in out, out
     assert "Traceback" not in out and code == 1, out
+
+
+TWO_CHECKPOINTS = """
+    import torch
+    from torch import nn
+    from torch.utils.checkpoint import checkpoint
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x):           # two branches ready at once: the order matters
+            return x + torch.tanh(self.a(x)) * torch.sigmoid(self.b(x))
+
+    def main():
+        torch.manual_seed(0)
+        b1, b2, head = Block(), Block(), nn.Linear(4, 1)
+        h = checkpoint(b1, torch.randn(3, 4, requires_grad=True), use_reentrant=True)
+        h = checkpoint(b2, h, use_reentrant=True)
+        return head(h).sum()
+"""
+
+
+def test_a_reentrant_checkpoints_nested_order_is_compared(tmp_path: Path, capsys) -> None:
+    backward = torch.autograd.backward
+    code, out = _check_order(write_script(tmp_path, TWO_CHECKPOINTS), capsys)
+    assert torch.autograd.backward is backward  # PyTorch's own again
+    assert ("nested backward passes (called inside a node, as a reentrant checkpoint does; "
+            "GraphTask 2 on): PyTorch ran 2 with 26 nodes, ours 2 with 26") in out, out
+    assert "node order: agrees" in out and "11 leaves agree (bitwise)" in out, out
+    assert code == 0, out
+
+
+def test_a_different_nested_order_is_found_in_its_graph_task(
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autograd_tui.engine import ready_queue
+
+    key = ready_queue.task_key
+
+    def lowest_first_when_nested(task):  # ours, nested only: the lower sequence_nr first
+        if task._seq is None or task.is_shutdown_task or task.get_reentrant_depth() < 1:
+            return key(task)
+        return -((task.get_reentrant_depth() << 64) | ((1 << 64) - 1 - task._seq))
+
+    monkeypatch.setattr(ready_queue, "task_key", lowest_first_when_nested)
+    code, out = _check_order(write_script(tmp_path, TWO_CHECKPOINTS), capsys)
+    assert ("node order differs at node 3 of GraphTask 2 (a nested backward): PyTorch ran "
+            "SigmoidBackward0") in out, out
+    assert "ours ran TanhBackward0" in out and code == 1, out
+
+
+def test_the_nested_recording_gives_pytorchs_functions_back_when_it_raises() -> None:
+    from autograd_tui.engine.torch_bridge.nested import recording_nested
+
+    backward, grad = torch.autograd.backward, torch.autograd.grad
+    x = torch.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError), recording_nested() as orders:
+        torch.autograd.backward((x * 3).sum())
+        assert torch.autograd.backward is not backward
+        raise RuntimeError("stop")
+    assert torch.autograd.backward is backward and torch.autograd.grad is grad
+    assert orders == [[("SumBackward0", orders[0][0][1]), ("MulBackward0", orders[0][1][1]),
+                       ("AccumulateGrad", 2**64 - 1)]], orders
