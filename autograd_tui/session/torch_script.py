@@ -388,4 +388,5 @@ def compiled_grads(res: OrderCheck, entry: Callable[..., Any], watch: Any,
 
 
 def _copy(t: Any) -> Any:
-    return None if t is None else t.detach().clone()
+    """A copy of ``t`` to compare (a sparse ``.grad``, an embedding's, as its dense values)."""
+    return None if t is None else t.detach().clone() if not t.is_sparse else t.to_dense()

@@ -5,7 +5,10 @@ A gradient a PyTorch node made travels between bridged nodes as ``TorchGrad``: o
 ours) that keeps the torch tensor itself, which the next PyTorch node gets back as it
 is (no NumPy round trip, no device move).  A dtype NumPy cannot hold (bfloat16) is
 viewed as a float32 copy.  One of our own gradients reaches a PyTorch node as
-``torch.from_numpy``, moved to its device.
+``torch.from_numpy``, moved to its device.  A sparse COO gradient (``nn.Embedding(sparse=
+True)``'s) travels as the sparse tensor itself, and adds as ``InputBuffer::accumulate``
+adds it; what our engine and the views read is a dense copy, so one of more than
+``SPARSE_SHOWN`` elements is refused (a departure: PyTorch never densifies it).
 Every other module of the bridge imports this one; this one imports nothing of the bridge.
 
 torch is imported lazily (``torch_module``): ``import autograd_tui`` never needs it.
@@ -25,7 +28,7 @@ class TorchBridgeError(RuntimeError):
 
 
 class Unsupported(TorchBridgeError):
-    """What PyTorch runs and the bridge does not (sparse and nested gradients, other
+    """What PyTorch runs and the bridge does not (nested and big sparse gradients, other
     devices): the program is not at fault, and the message says what to change."""
 
 
@@ -96,7 +99,10 @@ class TorchGrad(Tensor):
         self._summary: tuple[int, bool, Any] | None = None
 
     def buffer_add(self, other: Tensor) -> Tensor | None:
-        return to_ours(self.held + to_torch(other), None)
+        old, var = self.held, to_torch(other)
+        # a sparse buffer is added to (var + old_var): sparse + dense is dense, and two
+        # sparse gradients concatenate in PyTorch's order
+        return to_ours(var + old if old.is_sparse else old + var, None)
 
     def summary_once(self, full: bool, make: Any) -> Any:
         """``make(self, full)``, or the one made before if the tensor has not changed
@@ -173,10 +179,14 @@ def to_ours(t: Any, fn: Any) -> Tensor | None:
         return None
     torch = _torch or torch_module()
     if t.layout != torch.strided:
-        raise Unsupported(f"{node_label(fn)} produced a {t.layout} gradient: the bridge "
-                          "handles dense (strided) tensors only (nn.Embedding and "
-                          "EmbeddingBag with sparse=True make sparse ones; with "
-                          "sparse=False the same model steps)")
+        if t.layout == torch.sparse_coo and t.numel() <= SPARSE_SHOWN:
+            return _sparse_grad(t, fn)
+        big = (f" of {t.numel():,} elements (the bridge shows a sparse gradient densified, "
+               f"up to {SPARSE_SHOWN:,})" if t.layout == torch.sparse_coo else "")
+        raise Unsupported(f"{node_label(fn)} produced a {t.layout} gradient{big}: the bridge "
+                          "handles dense (strided) tensors and small sparse COO ones only "
+                          "(nn.Embedding and EmbeddingBag with sparse=True make sparse "
+                          "ones; with sparse=False the same model steps)")
     if t.is_nested:
         raise Unsupported(f"{node_label(fn)} produced a nested tensor: the bridge "
                           "handles dense tensors only")
@@ -197,6 +207,26 @@ def to_ours(t: Any, fn: Any) -> Tensor | None:
 
 
 _new_grad = object.__new__
+
+#: the most elements a sparse gradient may have: our engine and the views read a dense
+#: NumPy copy of it (what PyTorch passes on is the sparse tensor itself)
+SPARSE_SHOWN = 1 << 22
+
+
+def _sparse_grad(t: Any, fn: Any) -> TorchGrad:
+    """A sparse COO gradient (``nn.Embedding(sparse=True)``): the sparse tensor travels
+    (``held``), as PyTorch's engine passes it on, and adds as ``InputBuffer::accumulate``
+    adds it (``old + var`` in ATen: sparse + sparse stays sparse, with dense it is dense);
+    our engine's checks and the views read a dense copy (``data``)."""
+    if t.requires_grad:
+        t = t.detach()
+    dense = t.to_dense()
+    arr = (dense if dense.is_cpu else dense.cpu())
+    try:
+        data = arr.numpy()
+    except (TypeError, RuntimeError):
+        data = _host_copy(_torch or torch_module(), arr, fn)
+    return TorchGrad(data, "cpu" if t.is_cpu else device_str(t.device), t)
 
 
 def _host_copy(torch: Any, t: Any, fn: Any) -> np.ndarray:

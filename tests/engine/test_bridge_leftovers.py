@@ -19,11 +19,15 @@ each test a second or two):
    graph made during the backward) was stepped but its order not compared.  Now PyTorch's
    ``torch.autograd.backward`` is wrapped during its run, the nested graph's nodes get the
    order-recording pre-hooks, and each nested GraphTask's order is compared.
+6. Sparse gradients (``nn.Embedding(sparse=True)``) were refused.  Now a sparse COO
+   gradient travels as itself and adds as ``InputBuffer::accumulate`` adds it (a sparse
+   buffer: ``var + old``); the views read a dense copy, up to ``SPARSE_SHOWN`` elements.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from user_scripts import write_script
@@ -308,3 +312,53 @@ def test_the_nested_recording_gives_pytorchs_functions_back_when_it_raises() -> 
     assert torch.autograd.backward is backward and torch.autograd.grad is grad
     assert orders == [[("SumBackward0", orders[0][0][1]), ("MulBackward0", orders[0][1][1]),
                        ("AccumulateGrad", 2**64 - 1)]], orders
+
+
+SPARSE = """
+    import torch
+    from torch import nn
+
+    EMB = []
+
+    def main():
+        torch.manual_seed(0)
+        emb, lin = nn.Embedding(12, 4, sparse=True), nn.Linear(4, 1)
+        EMB.append(emb)
+        opt = torch.optim.SparseAdam(list(emb.parameters()))
+        emb(torch.tensor([[2, 5, 5]])).pow(2).sum().backward()   # a step, its sparse .grad
+        opt.step()                                               # kept: accumulated into
+        a = emb(torch.tensor([[1, 2, 3], [4, 5, 1]]))    # sparse gradients meet in
+        b = emb(torch.tensor([[7, 1, 1]]))               # emb.weight's buffer,
+        tied = a @ emb.weight.t()                        # and a dense one (tied weights)
+        return lin(a).sum() + b.pow(2).sum() + tied.logsumexp(-1).sum()
+"""
+
+
+def test_sparse_gradients_step_and_agree_with_pytorch(tmp_path: Path, capsys) -> None:
+    path = write_script(tmp_path, SPARSE)
+    code, out = _check_order(path, capsys)
+    assert "node order: agrees" in out and "3 leaves agree (bitwise)" in out, out
+    assert code == 0, out
+    assert main(["torch", str(path), "--headless", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    ns: dict[str, Any] = {}
+    exec(compile(path.read_text(), str(path), "exec"), ns)
+    ns["main"]().backward()  # PyTorch's: the .grad it leaves, by its norm
+    grad = ns["EMB"][0].weight.grad  # dense: the tied projection's dense gradient added
+    assert f"grad emb.weight: shape [12, 4], norm {float(grad.norm()):.6g}" in out, out
+
+
+def test_a_sparse_buffer_adds_as_pytorchs_input_buffer() -> None:
+    from autograd_tui.engine.torch_bridge.convert import to_ours
+
+    i = torch.tensor([[1, 3, 1]])
+    old = torch.sparse_coo_tensor(i, torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), (5, 2),
+                                  check_invariants=True)
+    var = torch.sparse_coo_tensor(torch.tensor([[3, 0]]), torch.ones(2, 2), (5, 2),
+                                  check_invariants=True)
+    dense = torch.arange(10.0).reshape(5, 2)
+    both = to_ours(old, None).buffer_add(to_ours(var, None))
+    assert both.held.is_sparse and torch.equal(both.held._indices(), (var + old)._indices())
+    assert both.data.tolist() == (old + var).to_dense().tolist()  # the views: dense values
+    mixed = to_ours(old, None).buffer_add(to_ours(dense, None))   # sparse old + dense var
+    assert not mixed.held.is_sparse and torch.equal(mixed.held, dense + old)
