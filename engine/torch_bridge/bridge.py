@@ -22,6 +22,7 @@ from .. import grad_mode
 from ..engine import get_default_engine
 from ..grad_mode import _tls as grad_tls
 from ..graph import UINT64_MAX, AccumulateGrad, Edge, Identity, Node
+from ..graph_task import get_current_graph_task
 from ..tensor import Tensor
 from . import ddp, queries, saved
 from .capture import current_registry, saved_summaries
@@ -348,14 +349,22 @@ def reentrant_calls() -> Iterator[None]:
         queries.uninstall()
         with _lock:
             _reentrant_depth -= 1
-            if _reentrant_depth == 0:
-                ag.backward, ag.grad = _patched.pop("backward"), _patched.pop("grad")
+            if _reentrant_depth == 0:  # kept in _patched: a late caller still finds them
+                ag.backward, ag.grad = _patched["backward"], _patched["grad"]
+
+
+def _inside_ours() -> bool:
+    """This thread runs a backward of ours (a node, a hook; our device threads too): a call
+    from here is reentrant, as PyTorch's ``Engine::execute`` on a worker thread.  Any other
+    thread's call (the program's own thread running its own backward meanwhile, as two
+    threads may in PyTorch) is PyTorch's, on PyTorch's engine."""
+    return is_active() or get_current_graph_task() is not None
 
 
 def _backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
               create_graph: bool = False, grad_variables: Any = None, inputs: Any = None
               ) -> None:
-    if create_graph:
+    if create_graph or not _inside_ours():
         return _patched["backward"](tensors, grad_tensors, retain_graph, create_graph,
                                     grad_variables, inputs)
     from_torch(tensors, grad_tensors, inputs).backward(bool(retain_graph))
@@ -364,7 +373,7 @@ def _backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
 def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any = None,
           create_graph: bool = False, only_inputs: bool = True, allow_unused: Any = None,
           is_grads_batched: bool = False, materialize_grads: bool = False) -> Any:
-    if create_graph or is_grads_batched or materialize_grads:
+    if create_graph or is_grads_batched or materialize_grads or not _inside_ours():
         return _patched["grad"](outputs, inputs, grad_outputs, retain_graph, create_graph,
                                 only_inputs, allow_unused, is_grads_batched, materialize_grads)
     g = from_torch(outputs, grad_outputs, inputs)
