@@ -5,6 +5,11 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
   on one thread, ``torch.autograd.backward``/``grad`` were replaced process-wide, so the
   program's other thread, running a backward of its own on PyTorch's engine, was sent to
   ours (and, at the instant the patch was undone, could find the original gone).
+- A thread of the program calling a module while the forward pass runs (a second model
+  trained in the background): ``capture()``'s module hooks are global, so that thread's
+  module calls were taken as this forward's (sequence numbers are per thread): the
+  program's model lost its parameters' names (``leaf [32, 4]``) and the thread's model
+  was listed as "not reached by the backward".
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
 
-from autograd_tui.engine.torch_bridge import capture, from_torch  # noqa: E402
+from autograd_tui.engine.torch_bridge import capture, from_torch, run_program  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_thread_left")]
 
@@ -74,3 +79,41 @@ def test_another_threads_backward_stays_pytorchs_while_ours_runs() -> None:
     assert len(ids) == 2 and all(0 <= i < OURS for i in ids), ids  # PyTorch's GraphTasks
     assert all(torch.equal(p.grad, r) for p, r in zip(nb.parameters(), ref_b))
     assert all(torch.equal(p.grad, r) for p, r in zip(na.parameters(), ref_a))
+
+
+def test_a_module_another_thread_calls_meanwhile_is_not_this_forwards() -> None:
+    """Thread T enters a module call and waits; the program's forward pass then calls its
+    model, and T ends its call inside it: the program's parameters keep their names, and
+    T's model is not among the forward pass's."""
+    torch.manual_seed(0)
+    started, go = threading.Event(), threading.Event()
+
+    class Wait(torch.nn.Module):
+        def forward(self, x):
+            started.set()
+            go.wait(10)
+            return x
+
+    class Handoff(torch.nn.Module):
+        def forward(self, x):
+            go.set()  # T leaves its module calls now, inside this one
+            t.join(10)
+            return x
+
+    other = torch.nn.Sequential(torch.nn.Linear(3, 3), Wait())
+    t = threading.Thread(target=lambda: other(torch.randn(2, 3)))
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), Handoff(), torch.nn.Tanh(),
+                                torch.nn.Linear(4, 1))
+    x = torch.randn(5, 3)
+
+    def entry():
+        t.start()
+        started.wait(10)  # T is inside other's call
+        return model(x).sum()
+
+    grads = run_program(entry)
+    assert sorted(grads) == ["0.bias", "0.weight", "3.bias", "3.weight"]
+    assert grads.no_grad == {}
+    ref = torch.autograd.grad(model(x).sum(), [model[0].weight, model[3].weight])
+    assert torch.equal(model[0].weight.grad, ref[0])
+    assert torch.equal(model[3].weight.grad, ref[1])
