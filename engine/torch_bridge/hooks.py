@@ -15,9 +15,26 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..grad_mode import _tls as grad_tls
 from ..graph import Node
 from ..tensor import Tensor
 from .convert import to_display, to_ours, to_torch, torch_module
+
+
+def _call_in_grad_mode(hook: Any, *args: Any) -> Any:
+    """``hook(*args)`` under the GraphTask's grad mode (``create_graph``), as PyTorch runs
+    every hook: its ``thread_main`` sets the thread's grad mode from the GraphTask, so a
+    hook's own torch ops build no graph unless the backward creates one."""
+    tc = torch_module()._C
+    want = getattr(grad_tls, "enabled", True)  # our engine's, set from the GraphTask
+    prev = tc.is_grad_enabled()
+    if prev == want:
+        return hook(*args)
+    tc._set_grad_enabled(want)
+    try:
+        return hook(*args)
+    finally:
+        tc._set_grad_enabled(prev)
 
 
 class LeafView:
@@ -50,7 +67,7 @@ class TensorHook:
         self.__qualname__ = getattr(hook, "__qualname__", None) or repr(hook)
 
     def __call__(self, grad: Tensor | None) -> Tensor | None:
-        r = self.hook(to_torch(grad))
+        r = _call_in_grad_mode(self.hook, to_torch(grad))
         return None if r is None else to_ours(r, self.node)
 
 
@@ -63,7 +80,7 @@ class NodeHook:
         self.__qualname__ = getattr(hook, "__qualname__", None) or repr(hook)
 
     def __call__(self, *lists: Sequence[Tensor | None]) -> Any:
-        r = self.hook(*(tuple(to_torch(g) for g in xs) for xs in lists))
+        r = _call_in_grad_mode(self.hook, *(tuple(to_torch(g) for g in xs) for xs in lists))
         if r is None:
             return None
         r = (r,) if not isinstance(r, (tuple, list)) else r

@@ -10,6 +10,10 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
   module calls were taken as this forward's (sequence numbers are per thread): the
   program's model lost its parameters' names (``leaf [32, 4]``) and the thread's model
   was listed as "not reached by the backward".
+- Hooks ran with torch's grad mode on: PyTorch runs every hook under the GraphTask's grad
+  mode (``create_graph``, off for a plain backward), so a hook's own ops build no graph (a
+  hook that scales by a parameter returned a gradient with a ``grad_fn``; one that calls
+  ``torch.autograd.grad`` on a fresh computation raised in PyTorch, not in ours).
 """
 
 from __future__ import annotations
@@ -117,3 +121,36 @@ def test_a_module_another_thread_calls_meanwhile_is_not_this_forwards() -> None:
     ref = torch.autograd.grad(model(x).sum(), [model[0].weight, model[3].weight])
     assert torch.equal(model[0].weight.grad, ref[0])
     assert torch.equal(model[3].weight.grad, ref[1])
+
+
+def _hook_grad_modes(bridged: bool) -> tuple[list[tuple[str, bool]], bool]:
+    torch.manual_seed(0)
+    seen: list[tuple[str, bool]] = []
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    scale = torch.nn.Parameter(torch.tensor(2.0))
+
+    def note(kind: str):
+        return lambda *a: seen.append((kind, torch.is_grad_enabled())) and None
+
+    with capture():
+        h = net[0](torch.randn(2, 3))
+        h.register_hook(lambda g: (seen.append(("tensor", torch.is_grad_enabled())), g * scale)[1])
+        h.grad_fn.register_prehook(note("pre"))
+        h.grad_fn.register_hook(note("post"))
+        net[1].register_full_backward_hook(note("module"))
+        net[0].weight.register_hook(note("leaf"))
+        loss = net[2](net[1](h)).sum()
+    if bridged:
+        from_torch(loss).backward()
+    else:
+        loss.backward()
+    return seen, net[0].weight.grad.requires_grad
+
+
+def test_hooks_run_under_the_backwards_grad_mode() -> None:
+    """Each kind of hook sees grad mode off in a plain backward, as in PyTorch's, and a
+    hook's result built from a parameter leaves ``.grad`` without a graph."""
+    theirs, ours = _hook_grad_modes(False), _hook_grad_modes(True)
+    assert theirs[0] and all(not on for _, on in theirs[0])
+    assert sorted(ours[0]) == sorted(theirs[0])
+    assert ours[1] is theirs[1] is False
