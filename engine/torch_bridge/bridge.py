@@ -131,7 +131,7 @@ class TorchNode(LazyMeta, Node):
                     m = fn._input_metadata[i]
                     args[i] = torch.zeros(tuple(m.shape), dtype=m.dtype, device=m.device)
         r = fn.apply(*args)
-        outs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+        outs = r if isinstance(r, tuple) else (r,)  # ensure_tuple: a list is one result
         n_next = len(self._next_edges)
         is_var = self._is_var_input
         if is_var is None:  # not captured: guess from needs_input_grad
@@ -148,7 +148,25 @@ class TorchNode(LazyMeta, Node):
         if len(outs) != n_fwd:
             raise RuntimeError(f"function {self._name} returned an incorrect number of "
                                f"gradients (expected {n_fwd}, got {len(outs)})")
-        return [o for o, v in zip(outs, is_var) if v]
+        res = []
+        for i, (o, v) in enumerate(zip(outs, is_var)):
+            if not v:
+                if o is not None:
+                    raise RuntimeError(f"function {self._name} returned a gradient different "
+                                       f"than None at position {i + 1}, but the corresponding "
+                                       "forward input was not a Variable")
+            elif o is None or isinstance(o, torch.Tensor):
+                res.append(o)
+            else:
+                raise RuntimeError(f"expected Variable or None (got {_typename(o)})")
+        return res
+
+
+def _typename(obj: Any) -> str:
+    """``THPUtils_typename``: ``tp_name``, dotted for a C type (``numpy.ndarray``)."""
+    t = type(obj)
+    heap = t.__flags__ & (1 << 9)  # Py_TPFLAGS_HEAPTYPE: a class written in Python
+    return t.__name__ if heap or t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
 
 
 class TorchAccumulateGrad(LazyMeta, AccumulateGrad):

@@ -14,6 +14,10 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
   mode (``create_graph``, off for a plain backward), so a hook's own ops build no graph (a
   hook that scales by a parameter returned a gradient with a ``grad_fn``; one that calls
   ``torch.autograd.grad`` on a fresh computation raised in PyTorch, not in ours).
+- A custom ``Function``'s backward returning what PyTorch refuses: a float or a NumPy array
+  (ours: ``AttributeError: 'float' object has no attribute 'layout'``), a gradient for a
+  non-tensor input, or a list (PyTorch's ``ensure_tuple`` makes it one result); ours ran
+  the last two.  Now PyTorch's own messages (``PyNode::apply``).
 """
 
 from __future__ import annotations
@@ -154,3 +158,32 @@ def test_hooks_run_under_the_backwards_grad_mode() -> None:
     assert theirs[0] and all(not on for _, on in theirs[0])
     assert sorted(ours[0]) == sorted(theirs[0])
     assert ours[1] is theirs[1] is False
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        return x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        return _Scale.result(g)
+
+
+@pytest.mark.parametrize("result", [
+    lambda g: (1.5, None),                       # a float
+    lambda g: (g.numpy(), None),                 # a NumPy array
+    lambda g: (g, 1.0),                          # a gradient for the float k
+    lambda g: [g * 2, None],                     # a list: one result, not two
+])
+def test_a_functions_bad_backward_result_gets_pytorchs_error(result) -> None:
+    _Scale.result = staticmethod(result)
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError) as theirs:
+        _Scale.apply(x, 2.0).sum().backward()
+    with capture():
+        loss = _Scale.apply(x, 2.0).sum()
+    with pytest.raises(RuntimeError) as ours:
+        from_torch(loss).backward()
+    assert str(ours.value) == str(theirs.value)
+    assert x.grad is None
