@@ -35,6 +35,7 @@ from .convert import (
     to_ours,
     to_torch,
     torch_module,
+    typename,
 )
 from .hooks import LeafView, RetainGrad, accumulate, install_hooks, probing
 
@@ -158,15 +159,8 @@ class TorchNode(LazyMeta, Node):
             elif o is None or isinstance(o, torch.Tensor):
                 res.append(o)
             else:
-                raise RuntimeError(f"expected Variable or None (got {_typename(o)})")
+                raise RuntimeError(f"expected Variable or None (got {typename(o)})")
         return res
-
-
-def _typename(obj: Any) -> str:
-    """``THPUtils_typename``: ``tp_name``, dotted for a C type (``numpy.ndarray``)."""
-    t = type(obj)
-    heap = t.__flags__ & (1 << 9)  # Py_TPFLAGS_HEAPTYPE: a class written in Python
-    return t.__name__ if heap or t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
 
 
 class TorchAccumulateGrad(LazyMeta, AccumulateGrad):

@@ -47,6 +47,14 @@ def torch_module() -> Any:
     return torch
 
 
+def typename(obj: Any) -> str:
+    """``THPUtils_typename``, as PyTorch's messages name a value's type: ``tp_name``,
+    dotted for a type written in C outside builtins (``numpy.ndarray``)."""
+    t = type(obj)
+    heap = t.__flags__ & (1 << 9)  # Py_TPFLAGS_HEAPTYPE: a class written in Python
+    return t.__name__ if heap or t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
 def node_label(fn: Any) -> str:
     """``MulBackward0 (sequence_nr 3)``: how an error names a PyTorch node."""
     try:

@@ -18,6 +18,9 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
   (ours: ``AttributeError: 'float' object has no attribute 'layout'``), a gradient for a
   non-tensor input, or a list (PyTorch's ``ensure_tuple`` makes it one result); ours ran
   the last two.  Now PyTorch's own messages (``PyNode::apply``).
+- A hook returning what PyTorch refuses: a float from a tensor hook (ours: the same
+  ``AttributeError``), a list from a node pre-hook (ours ran it); and the messages named
+  every hook ``'<unknown>'`` (the wrapper had no ``__name__``), PyTorch ``'<lambda>'``.
 """
 
 from __future__ import annotations
@@ -187,3 +190,28 @@ def test_a_functions_bad_backward_result_gets_pytorchs_error(result) -> None:
         from_torch(loss).backward()
     assert str(ours.value) == str(theirs.value)
     assert x.grad is None
+
+
+@pytest.mark.parametrize("register", [
+    lambda h, net: h.register_hook(lambda g: 2.0),
+    lambda h, net: h.register_hook(lambda g: [g]),
+    lambda h, net: h.register_hook(lambda g: g[:1]),
+    lambda h, net: net[0].weight.register_hook(lambda g: g.double()),
+    lambda h, net: h.grad_fn.register_prehook(lambda go: [go[0]]),
+    lambda h, net: h.grad_fn.register_prehook(lambda go: go[0]),
+    lambda h, net: h.grad_fn.register_hook(lambda gi, go: gi + gi),
+], ids=["tensor-float", "tensor-list", "tensor-size", "leaf-dtype", "pre-list", "pre-tensor",
+        "post-count"])
+def test_a_hooks_bad_result_gets_pytorchs_error(register) -> None:
+    def run(bridged: bool) -> str:
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+        with capture():
+            h = net[0](torch.randn(2, 3))
+            register(h, net)
+            loss = net[2](net[1](h)).sum()
+        with pytest.raises((RuntimeError, TypeError)) as e:
+            from_torch(loss).backward() if bridged else loss.backward()
+        return f"{type(e.value).__name__}: {str(e.value).splitlines()[0]}"
+
+    assert run(True) == run(False)
