@@ -13,7 +13,8 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
 - Hooks ran with torch's grad mode on: PyTorch runs every hook under the GraphTask's grad
   mode (``create_graph``, off for a plain backward), so a hook's own ops build no graph (a
   hook that scales by a parameter returned a gradient with a ``grad_fn``; one that calls
-  ``torch.autograd.grad`` on a fresh computation raised in PyTorch, not in ours).
+  ``torch.autograd.grad`` on a fresh computation raised in PyTorch, not in ours).  So do
+  final callbacks (``Variable._execution_engine.queue_callback``).
 - A custom ``Function``'s backward returning what PyTorch refuses: a float or a NumPy array
   (ours: ``AttributeError: 'float' object has no attribute 'layout'``), a gradient for a
   non-tensor input, or a list (PyTorch's ``ensure_tuple`` makes it one result); ours ran
@@ -139,9 +140,13 @@ def _hook_grad_modes(bridged: bool) -> tuple[list[tuple[str, bool]], bool]:
     def note(kind: str):
         return lambda *a: seen.append((kind, torch.is_grad_enabled())) and None
 
+    def callback_hook(g):
+        torch.autograd.Variable._execution_engine.queue_callback(note("callback"))
+
     with capture():
         h = net[0](torch.randn(2, 3))
         h.register_hook(lambda g: (seen.append(("tensor", torch.is_grad_enabled())), g * scale)[1])
+        h.register_hook(callback_hook)
         h.grad_fn.register_prehook(note("pre"))
         h.grad_fn.register_hook(note("post"))
         net[1].register_full_backward_hook(note("module"))
@@ -155,10 +160,10 @@ def _hook_grad_modes(bridged: bool) -> tuple[list[tuple[str, bool]], bool]:
 
 
 def test_hooks_run_under_the_backwards_grad_mode() -> None:
-    """Each kind of hook sees grad mode off in a plain backward, as in PyTorch's, and a
-    hook's result built from a parameter leaves ``.grad`` without a graph."""
+    """Each kind of hook and a final callback see grad mode off in a plain backward, as in
+    PyTorch's, and a hook's result built from a parameter leaves ``.grad`` without a graph."""
     theirs, ours = _hook_grad_modes(False), _hook_grad_modes(True)
-    assert theirs[0] and all(not on for _, on in theirs[0])
+    assert len(theirs[0]) == 6 and all(not on for _, on in theirs[0])
     assert sorted(ours[0]) == sorted(theirs[0])
     assert ours[1] is theirs[1] is False
 
