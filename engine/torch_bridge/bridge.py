@@ -179,6 +179,7 @@ class TorchAccumulateGrad(LazyMeta, AccumulateGrad):
         self._lock = threading.Lock()
         self.hook_dicts: tuple[dict[Any, Any], ...] = ()  # the Python hooks' (install_hooks)
         self.accumulated = False  # it ran: a .grad still None was cleared by the program
+        self.reached = False  # it was called, maybe with no gradient (a None from a node)
 
     def name(self) -> str:
         return "AccumulateGrad"
@@ -190,6 +191,7 @@ class TorchAccumulateGrad(LazyMeta, AccumulateGrad):
         return {}
 
     def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
+        self.reached = True
         if grads[0] is None:
             return []
         # PyTorch's engine runs the node (call_function: the hooks PyTorch keeps in C++,
@@ -367,9 +369,8 @@ def reentrant_calls() -> Iterator[None]:
 
 def _inside_ours() -> bool:
     """This thread runs a backward of ours (a node, a hook; our device threads too): a call
-    from here is reentrant, as PyTorch's ``Engine::execute`` on a worker thread.  Any other
-    thread's call (the program's own thread running its own backward meanwhile, as two
-    threads may in PyTorch) is PyTorch's, on PyTorch's engine."""
+    from here is reentrant, as on PyTorch's worker thread.  Another thread's call (the
+    program's own backward meanwhile, as two threads may run in PyTorch) is PyTorch's."""
     return is_active() or get_current_graph_task() is not None
 
 

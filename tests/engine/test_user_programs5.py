@@ -22,6 +22,8 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
 - A hook returning what PyTorch refuses: a float from a tensor hook (ours: the same
   ``AttributeError``), a list from a node pre-hook (ours ran it); and the messages named
   every hook ``'<unknown>'`` (the wrapper had no ``__name__``), PyTorch ``'<lambda>'``.
+- A custom ``Function`` returning None for a parameter's gradient: the parameter was
+  "not reached by the backward"; PyTorch's ``AccumulateGrad`` runs, with no gradient.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
 
 from autograd_tui.engine.torch_bridge import capture, from_torch, run_program  # noqa: E402
+from autograd_tui.engine.torch_bridge.program import NONE_GRAD  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_thread_left")]
 
@@ -220,3 +223,20 @@ def test_a_hooks_bad_result_gets_pytorchs_error(register) -> None:
         return f"{type(e.value).__name__}: {str(e.value).splitlines()[0]}"
 
     assert run(True) == run(False)
+
+
+def test_a_parameter_given_none_by_a_function_is_reached_with_no_gradient() -> None:
+    class Half(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            return x * w
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None  # the student forgot w's gradient
+
+    torch.manual_seed(0)
+    lin, w = torch.nn.Linear(3, 3), torch.nn.Parameter(torch.randn(3))
+    grads = run_program(lambda: Half.apply(lin(torch.randn(2, 3)), w).sum())
+    assert sorted(grads) == ["bias", "weight"] and w.grad is None
+    assert grads.no_grad == {"w": NONE_GRAD}
