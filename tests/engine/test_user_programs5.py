@@ -24,16 +24,22 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
   every hook ``'<unknown>'`` (the wrapper had no ``__name__``), PyTorch ``'<lambda>'``.
 - A custom ``Function`` returning None for a parameter's gradient: the parameter was
   "not reached by the backward"; PyTorch's ``AccumulateGrad`` runs, with no gradient.
+- A student's plain script (no ``main``, training at the top level with its own
+  ``.backward()``): "defines no function 'main'" said nothing of why, after the script's
+  whole training had run on import; now it says so, and what to change.
 """
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
+from user_scripts import write_script
 
 torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
 
+from autograd_tui.commands import main as cli  # noqa: E402
 from autograd_tui.engine.torch_bridge import capture, from_torch, run_program  # noqa: E402
 from autograd_tui.engine.torch_bridge.program import NONE_GRAD  # noqa: E402
 
@@ -240,3 +246,26 @@ def test_a_parameter_given_none_by_a_function_is_reached_with_no_gradient() -> N
     grads = run_program(lambda: Half.apply(lin(torch.randn(2, 3)), w).sum())
     assert sorted(grads) == ["bias", "weight"] and w.grad is None
     assert grads.no_grad == {"w": NONE_GRAD}
+
+
+PLAIN = """
+    import torch
+    net = torch.nn.Linear(3, 1)
+    for _ in range(2):
+        net.zero_grad()
+        net(torch.randn(4, 3)).pow(2).mean().backward()
+"""
+
+
+@pytest.mark.parametrize("command", ["check-order", "torch"])
+def test_a_plain_script_that_trains_at_import_is_told_what_to_change(
+        command: str, tmp_path: Path, capsys) -> None:
+    args = [command, str(write_script(tmp_path, PLAIN))] + (
+        ["--headless", "--quiet"] if command == "torch" else [])
+    code = cli(args)
+    out = " ".join(capsys.readouterr().err.split())
+    assert code == 2
+    assert "defines no function 'main'" in out and "Traceback" not in out
+    assert "this script trains as it is run (its own .backward() calls ran on PyTorch's " \
+           "engine when it was imported): put the forward pass in a function main() that " \
+           "returns the loss" in out, out
