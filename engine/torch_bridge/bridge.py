@@ -29,6 +29,7 @@ from .capture import current_registry, saved_summaries
 from .convert import (
     TorchBridgeError,
     TorchGrad,
+    check_backward_args,
     node_label,
     node_metadata,
     outputs_to_ours,
@@ -368,9 +369,8 @@ def reentrant_calls() -> Iterator[None]:
 
 
 def _inside_ours() -> bool:
-    """This thread runs a backward of ours (a node, a hook; our device threads too): a call
-    from here is reentrant, as on PyTorch's worker thread.  Another thread's call (the
-    program's own backward meanwhile, as two threads may run in PyTorch) is PyTorch's."""
+    """This thread runs a backward of ours (a node, a hook, on any of our threads): a call
+    from here is reentrant; another thread's (two threads may backward at once) PyTorch's."""
     return is_active() or get_current_graph_task() is not None
 
 
@@ -380,7 +380,8 @@ def _backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
     if create_graph or not _inside_ours():
         return _patched["backward"](tensors, grad_tensors, retain_graph, create_graph,
                                     grad_variables, inputs)
-    from_torch(tensors, grad_tensors, inputs).backward(bool(retain_graph))
+    from_torch(*check_backward_args(tensors, grad_tensors, inputs), inputs).backward(
+        bool(retain_graph))
 
 
 def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any = None,
@@ -389,7 +390,7 @@ def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any
     if create_graph or is_grads_batched or materialize_grads or not _inside_ours():
         return _patched["grad"](outputs, inputs, grad_outputs, retain_graph, create_graph,
                                 only_inputs, allow_unused, is_grads_batched, materialize_grads)
-    g = from_torch(outputs, grad_outputs, inputs)
+    g = from_torch(*check_backward_args(outputs, grad_outputs, inputs), inputs)
     res = get_default_engine().execute(g.roots, g.grads, bool(retain_graph), False, False,
                                        g.outputs)
     for i, r in enumerate(res):

@@ -24,6 +24,11 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
   every hook ``'<unknown>'`` (the wrapper had no ``__name__``), PyTorch ``'<lambda>'``.
 - A custom ``Function`` returning None for a parameter's gradient: the parameter was
   "not reached by the backward"; PyTorch's ``AccumulateGrad`` runs, with no gradient.
+- The commonest mistake in a hand-written checkpoint ``Function``: recomputing in its
+  backward without ``torch.enable_grad()`` and calling ``autograd.grad``/``backward`` on
+  it.  PyTorch says ``element 0 of tensors does not require grad and does not have a
+  grad_fn``; ours said ``from_torch: output 0 does not require grad ...`` (and, for a
+  non-scalar without grad_outputs, its own words for PyTorch's).
 - A student's plain script (no ``main``, training at the top level with its own
   ``.backward()``): "defines no function 'main'" said nothing of why, after the script's
   whole training had run on import; now it says so, and what to change.
@@ -269,3 +274,41 @@ def test_a_plain_script_that_trains_at_import_is_told_what_to_change(
     assert "this script trains as it is run (its own .backward() calls ran on PyTorch's " \
            "engine when it was imported): put the forward pass in a function main() that " \
            "returns the loss" in out, out
+
+
+class _Recompute(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.tanh(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        x = x.detach().requires_grad_(True)
+        with torch.set_grad_enabled(_Recompute.enable_grad):
+            out = torch.tanh(x)
+        return _Recompute.call(out, x, g)
+
+
+@pytest.mark.parametrize("enable_grad,call", [
+    (False, lambda out, x, g: torch.autograd.grad(out, x, g)[0]),     # no graph recomputed
+    (False, lambda out, x, g: (out.backward(g), x.grad)[1]),
+    (True, lambda out, x, g: torch.autograd.grad(out, x)[0]),         # non-scalar, no g
+    (True, lambda out, x, g: torch.autograd.grad(out, [x, torch.ones(3)], g)[0]),
+], ids=["grad-no-graph", "backward-no-graph", "grad-non-scalar", "grad-input-no-grad"])
+def test_a_reentrant_calls_bad_arguments_get_pytorchs_error(enable_grad, call) -> None:
+    _Recompute.call = staticmethod(lambda out, x, g: call(out, x, g))
+    _Recompute.enable_grad = enable_grad
+
+    def run(bridged: bool) -> str:
+        x = torch.randn(3, requires_grad=True)
+        with capture():
+            loss = _Recompute.apply(x).sum()
+        with pytest.raises(RuntimeError) as e:
+            from_torch(loss).backward() if bridged else loss.backward()
+        return f"{type(e.value).__name__}: {str(e.value).splitlines()[0]}"
+
+    theirs = run(False)
+    assert run(True) == theirs
+    assert ("element 0 of tensors" in theirs) is not enable_grad, theirs
