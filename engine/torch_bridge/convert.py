@@ -59,11 +59,11 @@ def check_backward_args(outputs: Any, grads: Any, inputs: Any) -> tuple[list[Any
 
     outputs, inputs = seq(outputs), seq(inputs)
     made = list(_make_grads(outputs, seq(grads) or [None] * len(outputs), is_grads_batched=False))
-    for i, t in enumerate(outputs):
-        if not t.requires_grad:  # a Function's backward that recomputes without enable_grad
+    for i, t in enumerate(outputs):  # (a GradientEdge: from_torch says it is not stepped)
+        if isinstance(t, torch.Tensor) and not t.requires_grad:  # recomputed under no_grad
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")
-    if any(not t.requires_grad for t in inputs):
+    if any(isinstance(t, torch.Tensor) and not t.requires_grad for t in inputs):
         raise RuntimeError("One of the differentiated Tensors does not require grad")
     return outputs, made
 
