@@ -17,7 +17,10 @@ the bridge: ``bridge`` reads the registry, ``program`` runs a forward under it.
 Creation sites are kept without anomaly mode (``sites.py`` says how, and why).  The
 module of a node: the module calls are ranges of sequence numbers (a node is made
 by the innermost call running when it was made; ``Registry.owner``), read when a
-node's meta is made, with no walk of the graph during the forward.
+node's meta is made, with no walk of the graph during the forward.  Sequence numbers are
+per thread, so only the thread that entered ``capture()`` is watched: a module another
+thread of the program calls meanwhile (a model trained in the background) is not this
+forward pass's.
 """
 
 from __future__ import annotations
