@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -42,9 +43,15 @@ def load_entry(path: str, entry: str = "main") -> tuple[Callable[..., Any], Any]
         mod = import_file(path, "Python script")
     fn = getattr(mod, entry, None)
     if not callable(fn):
+        plain = ""
+        if re.search(r"\.backward\(|autograd\.backward\(", p.read_text(errors="replace")):
+            plain = ("; this script trains as it is run (its own .backward() calls ran on "
+                     "PyTorch's engine when it was imported): put the forward pass in a "
+                     f"function {entry}() that returns the loss instead of calling "
+                     ".backward() on it")
         raise ScenarioError(f"{p}: defines no function {entry!r} (the entry: it builds the "
                             "model, runs the forward pass and returns the loss; --entry "
-                            "NAME picks another)", usage=True)
+                            f"NAME picks another){plain}", usage=True)
 
     @functools.wraps(fn)
     def entry_fn(*args: Any, **kwargs: Any) -> Any:

@@ -22,18 +22,21 @@ from .. import grad_mode
 from ..engine import get_default_engine
 from ..grad_mode import _tls as grad_tls
 from ..graph import UINT64_MAX, AccumulateGrad, Edge, Identity, Node
+from ..graph_task import get_current_graph_task
 from ..tensor import Tensor
 from . import ddp, queries, saved
 from .capture import current_registry, saved_summaries
 from .convert import (
     TorchBridgeError,
     TorchGrad,
+    check_backward_args,
     node_label,
     node_metadata,
     outputs_to_ours,
     to_ours,
     to_torch,
     torch_module,
+    typename,
 )
 from .hooks import LeafView, RetainGrad, accumulate, install_hooks, probing
 
@@ -130,7 +133,7 @@ class TorchNode(LazyMeta, Node):
                     m = fn._input_metadata[i]
                     args[i] = torch.zeros(tuple(m.shape), dtype=m.dtype, device=m.device)
         r = fn.apply(*args)
-        outs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+        outs = r if isinstance(r, tuple) else (r,)  # ensure_tuple: a list is one result
         n_next = len(self._next_edges)
         is_var = self._is_var_input
         if is_var is None:  # not captured: guess from needs_input_grad
@@ -147,7 +150,18 @@ class TorchNode(LazyMeta, Node):
         if len(outs) != n_fwd:
             raise RuntimeError(f"function {self._name} returned an incorrect number of "
                                f"gradients (expected {n_fwd}, got {len(outs)})")
-        return [o for o, v in zip(outs, is_var) if v]
+        res = []
+        for i, (o, v) in enumerate(zip(outs, is_var)):
+            if not v:
+                if o is not None:
+                    raise RuntimeError(f"function {self._name} returned a gradient different "
+                                       f"than None at position {i + 1}, but the corresponding "
+                                       "forward input was not a Variable")
+            elif o is None or isinstance(o, torch.Tensor):
+                res.append(o)
+            else:
+                raise RuntimeError(f"expected Variable or None (got {typename(o)})")
+        return res
 
 
 class TorchAccumulateGrad(LazyMeta, AccumulateGrad):
@@ -166,6 +180,7 @@ class TorchAccumulateGrad(LazyMeta, AccumulateGrad):
         self._lock = threading.Lock()
         self.hook_dicts: tuple[dict[Any, Any], ...] = ()  # the Python hooks' (install_hooks)
         self.accumulated = False  # it ran: a .grad still None was cleared by the program
+        self.reached = False  # it was called, maybe with no gradient (a None from a node)
 
     def name(self) -> str:
         return "AccumulateGrad"
@@ -177,6 +192,7 @@ class TorchAccumulateGrad(LazyMeta, AccumulateGrad):
         return {}
 
     def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
+        self.reached = True
         if grads[0] is None:
             return []
         # PyTorch's engine runs the node (call_function: the hooks PyTorch keeps in C++,
@@ -348,26 +364,33 @@ def reentrant_calls() -> Iterator[None]:
         queries.uninstall()
         with _lock:
             _reentrant_depth -= 1
-            if _reentrant_depth == 0:
-                ag.backward, ag.grad = _patched.pop("backward"), _patched.pop("grad")
+            if _reentrant_depth == 0:  # kept in _patched: a late caller still finds them
+                ag.backward, ag.grad = _patched["backward"], _patched["grad"]
+
+
+def _inside_ours() -> bool:
+    """This thread runs a backward of ours (a node, a hook, on any of our threads): a call
+    from here is reentrant; another thread's (two threads may backward at once) PyTorch's."""
+    return is_active() or get_current_graph_task() is not None
 
 
 def _backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
               create_graph: bool = False, grad_variables: Any = None, inputs: Any = None
               ) -> None:
-    if create_graph:
+    if create_graph or not _inside_ours():
         return _patched["backward"](tensors, grad_tensors, retain_graph, create_graph,
                                     grad_variables, inputs)
-    from_torch(tensors, grad_tensors, inputs).backward(bool(retain_graph))
+    from_torch(*check_backward_args(tensors, grad_tensors, inputs), inputs).backward(
+        bool(retain_graph))
 
 
 def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any = None,
           create_graph: bool = False, only_inputs: bool = True, allow_unused: Any = None,
           is_grads_batched: bool = False, materialize_grads: bool = False) -> Any:
-    if create_graph or is_grads_batched or materialize_grads:
+    if create_graph or is_grads_batched or materialize_grads or not _inside_ours():
         return _patched["grad"](outputs, inputs, grad_outputs, retain_graph, create_graph,
                                 only_inputs, allow_unused, is_grads_batched, materialize_grads)
-    g = from_torch(outputs, grad_outputs, inputs)
+    g = from_torch(*check_backward_args(outputs, grad_outputs, inputs), inputs)
     res = get_default_engine().execute(g.roots, g.grads, bool(retain_graph), False, False,
                                        g.outputs)
     for i, r in enumerate(res):

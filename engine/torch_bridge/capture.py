@@ -17,7 +17,10 @@ the bridge: ``bridge`` reads the registry, ``program`` runs a forward under it.
 Creation sites are kept without anomaly mode (``sites.py`` says how, and why).  The
 module of a node: the module calls are ranges of sequence numbers (a node is made
 by the innermost call running when it was made; ``Registry.owner``), read when a
-node's meta is made, with no walk of the graph during the forward.
+node's meta is made, with no walk of the graph during the forward.  Sequence numbers are
+per thread, so only the thread that entered ``capture()`` is watched: a module another
+thread of the program calls meanwhile (a model trained in the background) is not this
+forward pass's.
 """
 
 from __future__ import annotations
@@ -246,6 +249,9 @@ def capture(inner: Any = None) -> Iterator[Registry]:
     from torch.nn.modules import module as M
 
     reg = _current = Registry()
+    # Module hooks and Function.apply are global, but sequence numbers, like the mode, are
+    # per thread: what another thread of the program runs meanwhile is not this forward's
+    tid = threading.get_ident()
     T = torch.Tensor
     orig_hook = T.__dict__["register_hook"]
     own_retain = "retain_grad" in T.__dict__
@@ -269,13 +275,16 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         for t in _flatten(out):
             if t.grad_fn is not None and isinstance(t.grad_fn, F.BackwardCFunction):
                 reg.add_var_inputs(t.grad_fn, flags)
-        reg.sites.note(out)  # not a torch function: the mode does not see it
+        if threading.get_ident() == tid:  # the mode's own thread, as for torch calls
+            reg.sites.note(out)  # not a torch function: the mode does not see it
         return out
 
     stack: list[tuple[str, str]] = []  # the module calls entered: (path, type)
     names: dict[int, str] = {}
 
     def pre(module: Any, args: Any) -> None:
+        if threading.get_ident() != tid:
+            return
         if not stack:
             names.update(reg.add_params(module))
         path = names.get(id(module))
@@ -287,7 +296,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         reg.owner(owner)
 
     def post(module: Any, args: Any, output: Any) -> None:
-        if not stack:
+        if not stack or threading.get_ident() != tid:
             return
         stack.pop()
         reg.owner(stack[-1] if stack else None)

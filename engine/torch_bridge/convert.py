@@ -50,6 +50,35 @@ def torch_module() -> Any:
     return torch
 
 
+def check_backward_args(outputs: Any, grads: Any, inputs: Any) -> tuple[list[Any], list[Any]]:
+    """What ``torch.autograd.backward``/``grad`` check before PyTorch's engine runs, in its
+    words (``_make_grads``, then ``THPEngine_run_backward``); returns the roots and their
+    gradients."""
+    torch = torch_module()
+    from torch.autograd import _make_grads
+
+    def seq(x: Any) -> list[Any]:
+        return [] if x is None else [x] if isinstance(x, torch.Tensor) else list(x)
+
+    outputs, inputs = seq(outputs), seq(inputs)
+    made = list(_make_grads(outputs, seq(grads) or [None] * len(outputs), is_grads_batched=False))
+    for i, t in enumerate(outputs):  # (a GradientEdge: from_torch says it is not stepped)
+        if isinstance(t, torch.Tensor) and not t.requires_grad:  # recomputed under no_grad
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not "
+                               "have a grad_fn")
+    if any(isinstance(t, torch.Tensor) and not t.requires_grad for t in inputs):
+        raise RuntimeError("One of the differentiated Tensors does not require grad")
+    return outputs, made
+
+
+def typename(obj: Any) -> str:
+    """``THPUtils_typename``, as PyTorch's messages name a value's type: ``tp_name``,
+    dotted for a type written in C outside builtins (``numpy.ndarray``)."""
+    t = type(obj)
+    heap = t.__flags__ & (1 << 9)  # Py_TPFLAGS_HEAPTYPE: a class written in Python
+    return t.__name__ if heap or t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
 def node_label(fn: Any) -> str:
     """``MulBackward0 (sequence_nr 3)``: how an error names a PyTorch node."""
     try:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import threading
 import weakref
 from collections.abc import Iterator
@@ -302,7 +303,14 @@ class _EngineProxy:
     def queue_callback(self, callback: Any) -> None:
         gt = get_current_graph_task()
         if gt is not None and getattr(gt, "engine", None) is not None:
-            gt.engine.queue_callback(callback)
+            mode = bool(gt.grad_mode)
+
+            @functools.wraps(callback)
+            def in_grad_mode() -> Any:  # exec_post_processing: the GraphTask's grad mode
+                with torch_module().set_grad_enabled(mode):
+                    return callback()
+
+            gt.engine.queue_callback(in_grad_mode)
         else:
             self._real.queue_callback(callback)
 

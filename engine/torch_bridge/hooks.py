@@ -15,9 +15,26 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..grad_mode import _tls as grad_tls
 from ..graph import Node
 from ..tensor import Tensor
-from .convert import to_display, to_ours, to_torch, torch_module
+from .convert import to_display, to_ours, to_torch, torch_module, typename
+
+
+def _call_in_grad_mode(hook: Any, *args: Any) -> Any:
+    """``hook(*args)`` under the GraphTask's grad mode (``create_graph``), as PyTorch runs
+    every hook: its ``thread_main`` sets the thread's grad mode from the GraphTask, so a
+    hook's own torch ops build no graph unless the backward creates one."""
+    tc = torch_module()._C
+    want = getattr(grad_tls, "enabled", True)  # our engine's, set from the GraphTask
+    prev = tc.is_grad_enabled()
+    if prev == want:
+        return hook(*args)
+    tc._set_grad_enabled(want)
+    try:
+        return hook(*args)
+    finally:
+        tc._set_grad_enabled(prev)
 
 
 class LeafView:
@@ -42,16 +59,29 @@ class LeafView:
         return bool(self.var.requires_grad)
 
 
+def _named(wrapper: Any, hook: Any) -> None:
+    """The wrapper named as the hook: ``__qualname__`` for the views, ``__name__`` (only if
+    the hook has one) for ``hook_name`` in PyTorch's messages (else ``<unknown>``)."""
+    wrapper.__qualname__ = getattr(hook, "__qualname__", None) or repr(hook)
+    name = getattr(hook, "__name__", None)
+    if name is not None:
+        wrapper.__name__ = name
+
+
 class TensorHook:
     """A PyTorch tensor hook ``hook(grad)`` called on our Tensor (named as the hook)."""
 
     def __init__(self, hook: Any, node: Any = None) -> None:
         self.hook, self.node = hook, node
-        self.__qualname__ = getattr(hook, "__qualname__", None) or repr(hook)
+        _named(self, hook)
 
     def __call__(self, grad: Tensor | None) -> Tensor | None:
-        r = self.hook(to_torch(grad))
-        return None if r is None else to_ours(r, self.node)
+        r = _call_in_grad_mode(self.hook, to_torch(grad))
+        if r is None:
+            return None
+        if not isinstance(r, torch_module().Tensor):  # check_single_result's words
+            raise TypeError(f"expected Variable, but hook returned '{typename(r)}'")
+        return to_ours(r, self.node)
 
 
 class NodeHook:
@@ -60,14 +90,17 @@ class NodeHook:
 
     def __init__(self, hook: Any, node: Any) -> None:
         self.hook, self.node = hook, node
-        self.__qualname__ = getattr(hook, "__qualname__", None) or repr(hook)
+        _named(self, hook)
 
     def __call__(self, *lists: Sequence[Tensor | None]) -> Any:
-        r = self.hook(*(tuple(to_torch(g) for g in xs) for xs in lists))
+        torch = torch_module()
+        r = _call_in_grad_mode(self.hook, *(tuple(to_torch(g) for g in xs) for xs in lists))
         if r is None:
             return None
-        r = (r,) if not isinstance(r, (tuple, list)) else r
-        return tuple(to_ours(g, self.node) for g in r)
+        if not isinstance(r, tuple):  # check_result's words
+            raise TypeError(f"expected tuple, but hook returned '{typename(r)}'")
+        # anything else than a tensor is left for our engine's check_result to refuse
+        return tuple(to_ours(g, self.node) if isinstance(g, torch.Tensor) else g for g in r)
 
 
 class RetainGrad:

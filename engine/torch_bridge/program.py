@@ -141,6 +141,8 @@ class ProgramResult(dict[str, Tensor]):
 
 
 NOT_REACHED = "not reached by the backward"
+NONE_GRAD = ("reached, with no gradient: the node before it returned None for it (a custom "
+             "Function's backward, a hook)")
 NOT_INPUT = "not among the backward's inputs= (PyTorch leaves its .grad as it was)"
 FROZEN = "requires_grad is False"
 # PyTorch's tutorial fuses the optimizer into the backward this way (step, then zero_grad)
@@ -180,7 +182,8 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
         elif asked is not None and id(node.variable.var) not in asked:
             grads.no_grad[name] = NOT_INPUT  # backward(inputs=[...]) on a subset
         else:
-            grads.no_grad[name] = CLEARED if node.accumulated else NOT_REACHED
+            grads.no_grad[name] = (CLEARED if node.accumulated else NONE_GRAD if node.reached
+                                   else NOT_REACHED)
     for name, p in reg.parameters():
         if id(p) in seen:
             continue
