@@ -67,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         print_text(con, f"note: {res.compile_note}")
     if res.fresh_note:
         print_text(con, f"note: {res.fresh_note}")
+    if res.nested_note:
+        print_text(con, f"note: {res.nested_note}")
     if res.same_error is not None:  # e.g. anomaly mode's NaN check: PyTorch's error too
         print_text(con, f"both backward passes raised the same error: {res.same_error}")
         print_text(con, "gradients: not compared (each backward stopped at the error)")

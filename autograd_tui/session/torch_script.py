@@ -98,6 +98,7 @@ class OrderCheck:
     compile_note: str | None = None  # what was compiled, and what the gradients are from
     same_error: str | None = None  # both backward passes raised this error
     fresh_note: str | None = None  # gradients compared with a fresh forward pass's
+    nested_note: str | None = None  # backward passes run inside nodes: order not compared
 
     def order_difference(self) -> str | None:
         for i, (a, b) in enumerate(zip(self.torch_order, self.our_order)):
@@ -176,6 +177,7 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     # Python node to put a pre-hook on), so it is not in PyTorch's recorded order.
     our_order = [seqs[e.node] for e in obs.events if e.kind == "node_start"
                  and e.graph_task == 1 and seqs[e.node][0] != "GraphRoot"]
+    nested_note = _nested(obs.events)
     mine = {k: _copy(v.grad) for k, v in leaves.items()}
     for k, v in leaves.items():
         v.grad = before[k]  # PyTorch's run starts from the same .grad as ours did
@@ -214,6 +216,7 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     theirs = sac[1] if sac is not None else {k: _copy(v.grad) for k, v in leaves.items()}
     res = OrderCheck(order, our_order, {k: (theirs[k], mine[k]) for k in leaves}, exact)
     res.same_error = same_error
+    res.nested_note = nested_note
     if sac is not None:
         if res.grad_differences() and sac_error is not None:  # not seeded?
             _twice(sac_error, " (and a fresh forward pass gave other gradients: is the "
@@ -231,6 +234,21 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
     elif same_error is None and sac is None and res.grad_differences():
         fresh_grads(res, entry, before, g)
     return res
+
+
+def _nested(events: list[Any]) -> str | None:
+    """What ran in backward passes called from inside a node (a reentrant checkpoint,
+    Reformer's reversible layers: a Function whose backward recomputes and calls backward)."""
+    tasks = {e.graph_task for e in events if e.kind == "graph_task_created"} - {1}
+    if not tasks:
+        return None
+    nodes = sum(e.kind == "node_start" and e.graph_task in tasks for e in events)
+    ids = f"s {min(tasks)}-{max(tasks)}" if len(tasks) > 1 else f" {min(tasks)}"
+    return (f"{len(tasks)} backward pass(es) called from inside a node (GraphTask{ids}: "
+            "a reentrant checkpoint, a custom Function whose "
+            f"backward calls backward) ran {nodes} more nodes: stepped, the gradients "
+            "compared, not their order (their graphs are made during the backward, with no "
+            "node to hook beforehand); the order compared is GraphTask 1's")
 
 
 def _named_leaves(g: Any, reg: Any) -> dict[str, Any]:
