@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         closest = f"; closest: {worst[0].text()}" if worst else ""
         # a frozen or unreached leaf agrees vacuously: say how many were compared
         none = sum(t is None and o is None for t, o in res.grads.values())
-        also = f"; {none} of them have no .grad in either run" if none else ""
+        have = "has" if none == 1 else "have"
+        also = f"; {none} of them {have} no .grad in either run" if none else ""
         print_text(con, f"gradients: {len(res.grads)} leaves agree ({how}){closest}{also}")
     return EXIT_OK if res.agrees else EXIT_ERROR
 
