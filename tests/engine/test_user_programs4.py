@@ -14,6 +14,8 @@ what PyTorch does, or say plainly where they cannot.
 - transformers' ``enable_input_require_grads()`` (LoRA with gradient checkpointing): a
   module's forward hook makes the embeddings' output a leaf that requires grad; no variable
   holds it, so it was ``leaf [2, 12, 64]``; now it is named by the module that returned it.
+- A forward pass that raises (XLNet in float64, in PyTorch itself): ``torch`` named the
+  script's line, check-order only the file.
 """
 
 from __future__ import annotations
@@ -155,3 +157,26 @@ def test_a_leaf_a_modules_hook_made_is_named_by_the_module(tmp_path: Path, capsy
     assert code == 0, out
     assert "gradients: 4 leaves agree (bitwise)" in out
     assert out.endswith("; 1 of them has no .grad in either run"), out  # embed.weight
+
+
+DTYPE_MISMATCH = """
+    import torch
+
+    def main():
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(3, 2).double()    # a model in float64, a float32 tensor inside
+        return lin(torch.randn(4, 3)).sum()
+"""
+
+
+def test_check_order_names_the_scripts_line_of_a_forward_error(tmp_path: Path,
+                                                                capsys) -> None:
+    # XLNet in float64 fails so in PyTorch itself; `torch` said where, check-order did not
+    script = str(_script(tmp_path, DTYPE_MISMATCH))
+    code, out = _cli(["check-order", script], capsys)
+    assert code != 0
+    assert f"{script}:7: RuntimeError: mat1 and mat2 must have the same dtype" in out, out
+    assert "Traceback" not in out
+    code, out = _cli(["torch", script, "--headless", "--quiet"], capsys)
+    assert code != 0
+    assert f"{script}:7: RuntimeError: mat1 and mat2 must have the same dtype" in out, out
