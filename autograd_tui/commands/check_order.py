@@ -58,8 +58,11 @@ def run(args: argparse.Namespace) -> int:
         raise Failure(f"{args.script}: the script called {exit_call(e)}") from None
     except Exception as e:  # noqa: BLE001 - the script's or a node's error: one message
         where = getattr(e, "_autograd_node", None)
-        raise Failure(f"{args.script}: {type(e).__name__}"
-                      + (f" in {where}" if where else "") + f": {e}") from None
+        if where is None:  # the script's, at its line, as `autograd-tui torch` says it
+            from autograd_tui.session.program_errors import locate
+
+            raise Failure(locate(e, file=args.script).headline()) from None
+        raise Failure(f"{args.script}: {type(e).__name__} in {where}: {e}") from None
     con = console()
     print_text(con, f"PyTorch ran {len(res.torch_order)} nodes, ours {len(res.our_order)}")
     theirs, ours = res.nested
@@ -94,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         closest = f"; closest: {worst[0].text()}" if worst else ""
         # a frozen or unreached leaf agrees vacuously: say how many were compared
         none = sum(t is None and o is None for t, o in res.grads.values())
-        also = f"; {none} of them have no .grad in either run" if none else ""
+        have = "has" if none == 1 else "have"
+        also = f"; {none} of them {have} no .grad in either run" if none else ""
         print_text(con, f"gradients: {len(res.grads)} leaves agree ({how}){closest}{also}")
     return EXIT_OK if res.agrees else EXIT_ERROR
 

@@ -62,6 +62,9 @@ class Registry:
         self._bounds: list[int] = []
         self._owners: list[tuple[str, str] | None] = []
         self._leaf_vars: dict[int, tuple[Any, str]] = {}  # a leaf -> (it, the program's name)
+        # a module's output with no graph, which a hook may make a leaf that requires grad
+        # (transformers' enable_input_require_grads): -> (a weak reference, the module's path)
+        self.leaf_outputs: dict[int, tuple[Any, str]] = {}
 
     # --- recorded during the forward ----------------------------------------------------
     def add_tensor_hooks(self, fn: Any, nr: int, hooks: Any) -> None:
@@ -99,6 +102,10 @@ class Registry:
                             and not k.startswith("_") and id(v) not in self._params
                             and id(v) not in self._leaf_vars):
                         self._leaf_vars[id(v)] = (v, k)
+        for ref, path in self.leaf_outputs.values():  # else the module that returned it
+            if (v := ref()) is not None and v.is_leaf and v.requires_grad \
+                    and id(v) not in self._params and id(v) not in self._leaf_vars:
+                self._leaf_vars[id(v)] = (v, f"{path} (output)")
 
     def module_of(self, fn: Any) -> tuple[str, str] | None:
         """The innermost module call whose range of sequence numbers holds ``fn``'s."""
@@ -298,6 +305,8 @@ def capture(inner: Any = None) -> Iterator[Registry]:
     def post(module: Any, args: Any, output: Any) -> None:
         if not stack or threading.get_ident() != tid:
             return
+        if isinstance(output, torch.Tensor) and output.grad_fn is None:
+            reg.leaf_outputs[id(output)] = (weakref.ref(output), stack[-1][0])
         stack.pop()
         reg.owner(stack[-1] if stack else None)
 

@@ -39,12 +39,29 @@ def split_result(out: Any) -> tuple[Any, Any, Any]:
     if isinstance(out, dict):
         loss = out.get("loss", out.get("outputs"))
         return loss, out.get("grad_outputs"), out.get("inputs")
-    if isinstance(out, (tuple, list)) and 1 <= len(out) <= 3:
+    if isinstance(out, (tuple, list)) and 1 <= len(out) <= 3 and _tensors(torch, out[0]):
         items = list(out) + [None] * (3 - len(out))
         _check_returned(torch, items)
         return items[0], items[1], items[2]
-    raise TorchBridgeError(f"the entry function returned {type(out).__name__}: it must return "
-                           "the loss (a tensor), (loss, grad_outputs[, inputs]) or a dict")
+    what = type(out).__name__
+    if isinstance(out, (tuple, list)) and out:  # a TrainOutput (global_step, training_loss, ...)
+        first = type(out[0]).__name__
+        a = "an" if first[0] in "aeiouAEIOU" else "a"
+        what += f" whose first item is {a} {first}, not the loss"
+    raise TorchBridgeError(f"the entry function returned {what}: it must return the loss (a "
+                           f"tensor), (loss, grad_outputs[, inputs]) or a dict; {_LOOP}")
+
+
+# transformers' Trainer.train() returns a TrainOutput, its backward passes already run
+_LOOP = ("a training loop that runs its backward passes itself (transformers' "
+         "Trainer.train()) leaves none to step: return the loss of one more forward pass "
+         "(with a Trainer: trainer.compute_loss(model, batch))")
+
+
+def _tensors(torch: Any, loss: Any) -> bool:
+    """The loss as ``torch.autograd.backward`` takes it: a tensor or a sequence of them."""
+    return isinstance(loss, torch.Tensor) or (
+        isinstance(loss, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in loss))
 
 
 _TUPLE = ("the entry function returned a tuple, read as (loss, grad_outputs[, inputs]) as "
