@@ -70,3 +70,28 @@ def multi_device_recording(tmp_path_factory: pytest.TempPathFactory):
         run.save(p)
         events = list(run.events)
     return p, events
+
+
+@pytest.fixture(scope="session")
+def ddp_recorded(tmp_path_factory: pytest.TempPathFactory):
+    """One recorded two-rank run of tests/engine/ddp_program.py (``autograd-tui torch
+    --record``, gloo on 127.0.0.1), shared by the tests that read it (test_torch_ddp's
+    gradients, test_ddp_pane's pane): its folder holds ``rank{r}.jsonl`` and the
+    program's ``recorded-{r}.pt``.  Made once per session: under xdist the workers share
+    the session's temporary root, and a lock lets the first one run it."""
+    import fcntl
+    import os
+
+    from ddp_ranks import PROGRAM, launch, tool
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # every worker's basetemp is a folder of the session's
+    folder = root / "ddp_recorded"
+    with open(root / "ddp_recorded.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / "done").exists():  # not yet, or a worker's run failed
+            folder.mkdir(exist_ok=True)
+            launch(folder, "recorded", tool(PROGRAM, "--record", str(folder / "rank{rank}.jsonl")))
+            (folder / "done").touch()
+    return folder
