@@ -21,6 +21,18 @@ def _engine_threads(exclude: set[threading.Thread] = frozenset()) -> list[thread
             if t.name.startswith("autograd ") and t.is_alive() and t not in exclude]
 
 
+#: long tests that collection (alphabetical) puts last, moved first: pytest-xdist hands out
+#: tests in collection order, so the one worker that got test_wheel's build and install
+#: (27 s in a loaded run) ran on alone while the other, done, waited
+RUN_FIRST = ("test_wheel.py",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    first = [item for item in items if item.path.name in RUN_FIRST]
+    if first:
+        items[:] = first + [item for item in items if item.path.name not in RUN_FIRST]
+
+
 @pytest.fixture(autouse=True)
 def no_leaked_engine_threads():
     """A test may use the default engine; any other Engine it makes it must close."""
