@@ -21,6 +21,18 @@ def _engine_threads(exclude: set[threading.Thread] = frozenset()) -> list[thread
             if t.name.startswith("autograd ") and t.is_alive() and t not in exclude]
 
 
+#: long tests that collection (alphabetical) puts last, moved first: pytest-xdist hands out
+#: tests in collection order, so the one worker that got test_wheel's build and install
+#: (27 s in a loaded run) ran on alone while the other, done, waited
+RUN_FIRST = ("test_wheel.py",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    first = [item for item in items if item.path.name in RUN_FIRST]
+    if first:
+        items[:] = first + [item for item in items if item.path.name not in RUN_FIRST]
+
+
 @pytest.fixture(autouse=True)
 def no_leaked_engine_threads():
     """A test may use the default engine; any other Engine it makes it must close."""
@@ -70,3 +82,28 @@ def multi_device_recording(tmp_path_factory: pytest.TempPathFactory):
         run.save(p)
         events = list(run.events)
     return p, events
+
+
+@pytest.fixture(scope="session")
+def ddp_recorded(tmp_path_factory: pytest.TempPathFactory):
+    """One recorded two-rank run of tests/engine/ddp_program.py (``autograd-tui torch
+    --record``, gloo on 127.0.0.1), shared by the tests that read it (test_torch_ddp's
+    gradients, test_ddp_pane's pane): its folder holds ``rank{r}.jsonl`` and the
+    program's ``recorded-{r}.pt``.  Made once per session: under xdist the workers share
+    the session's temporary root, and a lock lets the first one run it."""
+    import fcntl
+    import os
+
+    from ddp_ranks import PROGRAM, launch, tool
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # every worker's basetemp is a folder of the session's
+    folder = root / "ddp_recorded"
+    with open(root / "ddp_recorded.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / "done").exists():  # not yet, or a worker's run failed
+            folder.mkdir(exist_ok=True)
+            launch(folder, "recorded", tool(PROGRAM, "--record", str(folder / "rank{rank}.jsonl")))
+            (folder / "done").touch()
+    return folder

@@ -1,6 +1,7 @@
 """The DDP pane (``D``, app/widgets/ddp_pane.py) on a real two-rank recording: rank 0's
 file from ``autograd-tui torch --record`` of tests/engine/ddp_program.py (gloo on
-127.0.0.1), opened in the app; the pane shows bucket 0 pending, then ready, then reduced."""
+127.0.0.1; conftest.py's ``ddp_recorded``, the run test_torch_ddp reads too), opened in the
+app; the pane shows bucket 0 pending, then ready, then reduced."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ torch = pytest.importorskip("torch", reason="a DDP run needs PyTorch (pip instal
 if not torch.distributed.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
-from ddp_ranks import PROGRAM, launch, tool  # noqa: E402
-
 from autograd_tui.app.widgets.ddp_pane import NONE, DdpScreen  # noqa: E402
 from autograd_tui.history import recordings  # noqa: E402
 
@@ -29,9 +28,8 @@ def pane_text(app: Any) -> str:
     return str(app.screen.query_one("#ddp-text").render())
 
 
-def test_the_ddp_pane_shows_a_bucket_going_ready(tmp_path: Path) -> None:
-    launch(tmp_path, "recorded", tool(PROGRAM, "--record", str(tmp_path / "rank{rank}.jsonl")))
-    rec = recordings.load(tmp_path / "rank0.jsonl")
+def test_the_ddp_pane_shows_a_bucket_going_ready(ddp_recorded: Path) -> None:
+    rec = recordings.load(ddp_recorded / "rank0.jsonl")  # the run conftest.py records
     events = rec.events
     k_assigned = next(e.seq for e in events if e.kind == "ddp_bucket_assigned")
     k_ready = next(e.seq for e in events if e.kind == "ddp_bucket_ready" and e.bucket == 0)

@@ -32,21 +32,22 @@ def saved(tmp: Path, mode: str, rank: int) -> dict:
     return torch.load(tmp / f"{mode}-{rank}.pt")
 
 
-def test_every_rank_ends_with_plain_ddps_gradients_headless_and_recorded(tmp_path: Path):
+def test_every_rank_ends_with_plain_ddps_gradients_headless_and_recorded(
+        tmp_path: Path, ddp_recorded: Path):
     launch(tmp_path, "plain", [str(PROGRAM)])
     launch(tmp_path, "headless", tool())
-    launch(tmp_path, "recorded", tool("--record", str(tmp_path / "rank{rank}.jsonl")))
+    recorded = ddp_recorded  # the recorded run (conftest.py), which test_ddp_pane reads too
     for r in range(RANKS):
         want = saved(tmp_path, "plain", r)["grads"]
         assert set(want) == {"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"}
-        for mode in ("headless", "recorded"):
-            got = saved(tmp_path, mode, r)["grads"]
+        for mode, folder in (("headless", tmp_path), ("recorded", recorded)):
+            got = saved(folder, mode, r)["grads"]
             for name, g in want.items():
                 assert torch.equal(got[name], g), f"rank {r}, {mode}: {name}"
         # averaged across ranks: the same on both (each rank's own batch differs)
         other = saved(tmp_path, "plain", 1 - r)["grads"]
         assert all(torch.equal(g, other[n]) for n, g in want.items())
-        rec = recordings.load(tmp_path / f"rank{r}.jsonl")
+        rec = recordings.load(recorded / f"rank{r}.jsonl")
         assert any(e.kind == "ddp_finalize" and e.rank == r for e in rec.events)
 
 
