@@ -64,6 +64,7 @@ class Registry:
         self._bounds: list[int] = []
         self._owners: list[tuple[str, str] | None] = []
         self._leaf_vars: dict[int, tuple[Any, str]] = {}  # a leaf -> (it, the program's name)
+        self._walked: dict[int, tuple[Any, dict[int, str]]] = {}  # root_label's
 
     # --- recorded during the forward ----------------------------------------------------
     def add_tensor_hooks(self, fn: Any, nr: int, hooks: Any) -> None:
@@ -119,7 +120,7 @@ class Registry:
             take = [(q, p) for q, p in root.named_parameters() if _is_param(p)
                     and (id(p) not in self._qual or self._qual[id(p)][1] in inside)]
             if take:
-                label, owned = root_label(root, self.sites.stop)
+                label, owned = root_label(root, self.sites.stop, self._walked)
                 while any(label == n for n, _ in self._roots.values()):  # one name each
                     label += "'"
                 named = self._roots[id(root)] = (label, owned)
@@ -314,6 +315,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
     finally:
         mode.__exit__(None, None, None)
         reg.name_leaves(reg.sites.program_frames())
+        reg._walked.clear()  # the models it walked: not kept past the forward
         reg.sites.done()
         saved_hooks.uninstall()
         with _lock:

@@ -101,22 +101,25 @@ def _named(k: str) -> bool:
     return k != "self" and not k.startswith(("_", "."))
 
 
-def root_label(module: Any, stop: Any = None) -> tuple[str, bool]:
+def root_label(module: Any, stop: Any = None,
+               walked: dict[int, tuple[Any, dict[int, str]]] | None = None) -> tuple[str, bool]:
     """What the program calls a model it called at the top (the module docstring's rule):
     its variable (``model``, and False), a path from a variable that holds it as a part
-    (``model.trunk``, ``heads.1``, and True), else its type's name (and False)."""
+    (``model.trunk``, ``heads.1``, and True), else its type's name (and False).
+    ``walked``: a module -> it and each of its submodules' path, kept by the caller for
+    the forward pass (blocks called one by one in a loop walk their model once)."""
     from torch import nn
 
     frames = program_frames(sys._getframe(1), stop)
-    walked: dict[int, dict[int, str]] = {}  # a module -> each of its submodules' path
+    walked = {} if walked is None else walked
 
     def paths(v: Any) -> dict[int, str]:
         got = walked.get(id(v))
-        if got is None:
-            got = walked[id(v)] = {}
+        if got is None or got[0] is not v:
+            got = walked[id(v)] = (v, {})
             for p, m in v.named_modules():
-                got.setdefault(id(m), p)
-        return got
+                got[1].setdefault(id(m), p)
+        return got[1]
 
     for loop in (False, True):
         best: tuple[int, int, str] | None = None  # (frame, path length, name)

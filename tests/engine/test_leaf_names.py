@@ -7,6 +7,7 @@ variable while another holds it.
 - heads of a ``ModuleList`` called in a comprehension: ``hd.weight``, ``hd'.weight``, ...;
 - coupling layers of a ``ModuleList`` called in a loop: ``c''.s.2.weight`` (``flow.2``);
 - two models in a plain list: ``Sequential.2.weight`` and ``Sequential'.2.weight``;
+- blocks of a model called one by one in a loop: ``blk``, ``blk'``, ... (``model.blocks.1``);
 - one model beside a leaf of the program's own (a hypernetwork and its task embedding):
   ``2.weight`` beside ``task``.
 """
@@ -99,6 +100,31 @@ def test_modulelist_layers_called_in_a_for_loop(tmp_path: Path) -> None:
     """)
     assert names == ["flow.0.s.0.bias", "flow.0.s.0.weight",
                      "flow.1.s.0.bias", "flow.1.s.0.weight"]
+
+
+def test_blocks_of_a_model_called_one_by_one_are_named_by_their_path(tmp_path: Path) -> None:
+    """The model is never called: its blocks and head are, from a loop (``blk``, ``blk'``
+    and ``blk''`` before); each is named by its path from the model the program holds."""
+    names = _names(tmp_path, """
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+                self.head = nn.Linear(2, 1)
+
+        def main():
+            torch.manual_seed(0)
+            model = Net()
+            h = torch.randn(3, 2)
+            for blk in model.blocks:
+                h = torch.tanh(blk(h))
+            return model.head(h).sum()
+    """)
+    assert names == [f"model.blocks.{i}.{w}" for i in range(3) for w in ("bias", "weight")] \
+        + ["model.head.bias", "model.head.weight"]
 
 
 def test_models_in_a_plain_list(tmp_path: Path) -> None:
