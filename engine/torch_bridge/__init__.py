@@ -15,6 +15,7 @@ Layers (each imports only those below it, lazily or not; no cycle):
 ``bridge``     ``TorchNode``, ``TorchAccumulateGrad``, ``from_torch``, ``TorchGraph``,
                the reentrant entry points (``reentrant_calls``)
 ``capture``    ``capture()`` and its ``Registry``: what the forward pass leaves
+``naming``     the program's names for its models and leaves (its variables)
 ``sites``      where each node was created (the program's frame, the stack)
 ``hooks``      the program's hooks as hooks of our nodes; an ``AccumulateGrad`` run by
                PyTorch's engine (``accumulate``)

@@ -7,8 +7,9 @@ keeps out of Python's reach: the hooks a program puts on non-leaf tensors
 the ``nn.Module`` that created each node (module forward hooks) and where each
 node was created (what anomaly mode's ``AnomalyMetadata`` keeps as a traceback),
 and each parameter's name (``Registry.add_params``: by the outermost model the program
-called or built around it; a submodule called on its own by its path from the program's
-variable, ``m.layer1``; non-leaf tensors that ``functional_call`` swaps in are not
+called or built around it, named by ``naming.root_label``: the program's variable, or the
+path from the variable that holds it as a part, ``m.layer1``, ``heads.1``, a loop's
+variable last; non-leaf tensors that ``functional_call`` swaps in are not
 parameters, nor are the wrappers a ``torch.func`` transform (``grad``, ``jacrev``, ``vmap``)
 puts in their place for one call).
 ``current_registry()`` hands that to ``bridge.from_torch``.  Imports nothing of
@@ -35,6 +36,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import saved as saved_hooks
+from .naming import leaf_holders, root_label
 from .saved import saved_lines, saved_summaries
 from .sites import Sites, is_tool_file, site_mode
 
@@ -65,6 +67,7 @@ class Registry:
         # a module's output with no graph, which a hook may make a leaf that requires grad
         # (transformers' enable_input_require_grads): -> (a weak reference, the module's path)
         self.leaf_outputs: dict[int, tuple[Any, str]] = {}
+        self._walked: dict[int, tuple[Any, dict[int, str]]] = {}  # root_label's
 
     # --- recorded during the forward ----------------------------------------------------
     def add_tensor_hooks(self, fn: Any, nr: int, hooks: Any) -> None:
@@ -91,17 +94,11 @@ class Registry:
     def name_leaves(self, frames: list[Any]) -> None:
         """The forward is over: name each leaf tensor (not a parameter) that requires grad
         by the variable of the program's that holds it (``q``, not ``leaf [2, 4, 7, 16]``
-        and ``leaf [2, 4, 7, 16]'`` beside it), from ``frames`` (the program's, outermost
-        first: the entry's locals, which a returned frame keeps, then its globals)."""
-        import torch
-
-        for f in frames:
-            for scope in (f.f_locals, f.f_globals):
-                for k, v in list(scope.items()):
-                    if (isinstance(v, torch.Tensor) and v.is_leaf and v.requires_grad
-                            and not k.startswith("_") and id(v) not in self._params
-                            and id(v) not in self._leaf_vars):
-                        self._leaf_vars[id(v)] = (v, k)
+        and ``leaf [2, 4, 7, 16]'`` beside it; ``naming``'s rule), from ``frames`` (the
+        program's, outermost first: the entry's locals, which a returned frame keeps), else
+        the module whose output it is (a hook made it a leaf)."""
+        for key, held in leaf_holders(frames, self._params).items():
+            self._leaf_vars.setdefault(key, held)
         for ref, path in self.leaf_outputs.values():  # else the module that returned it
             if (v := ref()) is not None and v.is_leaf and v.requires_grad \
                     and id(v) not in self._params and id(v) not in self._leaf_vars:
@@ -131,7 +128,7 @@ class Registry:
             take = [(q, p) for q, p in root.named_parameters() if _is_param(p)
                     and (id(p) not in self._qual or self._qual[id(p)][1] in inside)]
             if take:
-                label, owned = root_label(root)
+                label, owned = root_label(root, self.sites.stop, self._walked)
                 while any(label == n for n, _ in self._roots.values()):  # one name each
                     label += "'"
                 named = self._roots[id(root)] = (label, owned)
@@ -162,12 +159,13 @@ class Registry:
 
     def param_name(self, p: Any) -> str | None:
         """The parameter's qualified name, from its model's ``named_parameters()``
-        (``block.0.weight``); where the forward pass called several models, prefixed with
-        the name the program gave the model (``lin1.weight``, ``lin2.weight``)."""
+        (``block.0.weight``); where the forward pass called several models, or the program
+        holds other leaves (hypernet.py's ``task`` beside ``hyper``), prefixed with the
+        name the program gave the model (``lin1.weight``, ``heads.1.weight``)."""
         q = self._qual.get(id(p))
         if q is None:
             return None
-        if len(self._roots) == 1:
+        if len(self._roots) == 1 and not self._leaf_vars:
             return q[3]
         return f"{q[2]}.{q[3]}"
 
@@ -327,6 +325,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
     finally:
         mode.__exit__(None, None, None)
         reg.name_leaves(reg.sites.program_frames())
+        reg._walked.clear()  # the models it walked: not kept past the forward
         reg.sites.done()
         saved_hooks.uninstall()
         with _lock:
@@ -377,43 +376,3 @@ def _flatten(x: Any) -> list[Any]:
     if isinstance(x, dict):
         return [t for v in x.values() for t in _flatten(v)]
     return []
-
-
-def root_label(module: Any) -> tuple[str, bool]:
-    """What the program calls a model it called at the top: the variable (a local of
-    the innermost frame outside torch and this package, else a global there) that holds
-    it; else, for a submodule of a model a variable holds, its path (``m.layer1``, and
-    True); else its type's name."""
-    import sys
-
-    from torch import nn
-
-    frames = []
-    f = sys._getframe(1)
-    while f is not None:
-        # A custom Function's forward (or backward) names the module by its own argument
-        # (``run``): the program's name for it is further out, as for any other call.
-        if not is_tool_file(f.f_code.co_filename) and not _function_method(f):
-            frames.append(f)
-            for scope in (f.f_locals, f.f_globals):
-                for k, v in list(scope.items()):
-                    if v is module and k != "self" and not k.startswith("_"):
-                        return str(k), False
-        f = f.f_back
-    for f in frames:
-        for scope in (f.f_locals, f.f_globals):
-            for k, v in list(scope.items()):
-                if isinstance(v, nn.Module) and k != "self" and not k.startswith("_"):
-                    for path, m in v.named_modules():
-                        if m is module and path:
-                            return f"{k}.{path}", True
-    return type(module).__name__, False
-
-
-def _function_method(frame: Any) -> bool:
-    """``frame`` is a custom ``torch.autograd.Function``'s ``forward``, ``setup_context`` or
-    ``backward``: called by ``Function.apply`` or ``BackwardCFunction.apply`` (through C++,
-    which makes no frame), in ``torch/autograd/function.py``."""
-    caller = frame.f_back
-    return caller is not None and \
-        caller.f_code.co_filename.replace("\\", "/").endswith("torch/autograd/function.py")

@@ -292,7 +292,8 @@ def test_the_bridge_is_layered_with_no_import_cycle() -> None:
 
     pkg = ROOT / "engine" / "torch_bridge"
     below = {"convert": set(), "saved": {"convert"}, "queries": {"convert"},
-             "sites": set(), "capture": {"convert", "saved", "sites"}, "hooks": {"convert"},
+             "sites": set(), "naming": {"sites"},
+             "capture": {"convert", "saved", "sites", "naming"}, "hooks": {"convert"},
              "compiled": {"convert"}, "ddp": {"convert"}, "nested": {"convert"},
              "stepped": {"convert"},
              "bridge": {"convert", "capture", "hooks", "queries", "saved", "ddp"},
