@@ -32,6 +32,7 @@ class Driver:
         self._lock = threading.Lock()
         self.running = False  # space's run is under way (set on the UI thread)
         self._stepped_thread = False  # the last request stepped one thread (1-9)
+        self._moving = False  # the last request was a move's (run_to)
         self.pausing = False  # P was pressed: the next 1-9 pauses (or resumes) that thread
         self.until: Callable[[Event], bool] | None = None  # run_to's predicate, and its words
         self.until_what = ""
@@ -163,6 +164,7 @@ class Driver:
                     self.running = False
                 return None
             self._stepped_thread = what == "thread"
+            self._moving = what == "until"
             try:
                 if what == "step":
                     return s.step_any()
@@ -189,6 +191,10 @@ class Driver:
                 v.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
         elif r.status == "reached":  # a move (n, m, u) got where it went
             v.notify(f"at {self.until_what}", timeout=2)
+        elif self._moving and s is not None and s.status == "completed":
+            # n on the last node (or m, u past the end): the run ended, the key did not
+            # find what it went to; an error or a deadlock says so itself
+            v.notify(f"the run ended before {self.until_what}; r restarts", timeout=4)
         elif r.status == "paused" and r.report is not None:
             v.notify(r.report.explanation, title="paused", timeout=6)
         elif r.status == "stuck" and r.report is not None:

@@ -27,9 +27,9 @@ BACK: dict[str, Callable[[Session, int], int | None]] = {
     "module": navigation.back_module,
     "task": navigation.back_task,
 }
-#: what a backward move goes to the start of, for the message when there is none
-BACK_WORDS = {"node": "the start of a node", "module": "the start of a module",
-              "task": "the start of a GraphTask"}
+#: what a backward move looks for, for the message when there is none
+BACK_WORDS = {"node": "no node starts", "module": "no module starts",
+              "task": "no GraphTask is created"}
 
 
 class Moves:
@@ -48,7 +48,7 @@ class Moves:
         if not forward:
             k = BACK[what](s, v.cursor)
             if k is None:
-                v.notify(f"no {BACK_WORDS[what]} before event {v.cursor}", timeout=3)
+                v.notify(f"{BACK_WORDS[what]} before event {v.cursor}", timeout=3)
             else:
                 v.show_event(k)
             return

@@ -1,0 +1,50 @@
+"""The app on programs a person brings (``autograd-tui torch my_script.py``): what a
+pilot driver through every key (``/work/programs-scripts/r3app/drive.py``) found on real
+programs, each as a small plain-torch program written here, driven through Textual's Pilot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pilot import press, run_app, shown
+from test_app import App
+from textual.pilot import Pilot
+from user_scripts import write_script
+
+pytest.importorskip("torch", reason="the torch programs need PyTorch (pip install torch)")
+pytestmark = pytest.mark.timeout(120)
+
+LINEAR = """\
+    import torch
+
+    def main():
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Tanh())
+        return net(torch.randn(4, 3)).sum()
+    """
+
+
+def _open(tmp_path: Path, body: str) -> App:
+    from autograd_tui.session.torch_script import script_scenario
+
+    return App(script_scenario(str(write_script(tmp_path, body))))
+
+
+def test_moves_past_the_last_node_and_before_the_first_say_so(tmp_path: Path) -> None:
+    app = _open(tmp_path, LINEAR)
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await press(pilot, "N", "U")  # nothing before event 0: said in words
+        assert app.said("no node starts before event 0"), app.notes
+        assert app.said("no GraphTask is created before event 0"), app.notes
+        await press(pilot, "full_stop", "u")  # to the completion: the program has still to return
+        s = app.debugger.session
+        assert s is not None and not s.finished
+        app.notes.clear()
+        await press(pilot, "n")  # no next node: the run ends, and the app says so
+        assert s.finished and shown(app)[0] == s.count()
+        assert app.said("the run ended before the end of the next node"), app.notes
+
+    run_app(app, script)
