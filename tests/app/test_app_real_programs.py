@@ -11,6 +11,7 @@ import pytest
 from pilot import press, run_app, shown
 from test_app import App
 from textual.pilot import Pilot
+from textual.widgets import Input
 from user_scripts import write_script
 
 pytest.importorskip("torch", reason="the torch programs need PyTorch (pip install torch)")
@@ -46,5 +47,37 @@ def test_moves_past_the_last_node_and_before_the_first_say_so(tmp_path: Path) ->
         await press(pilot, "n")  # no next node: the run ends, and the app says so
         assert s.finished and shown(app)[0] == s.count()
         assert app.said("the run ended before the end of the next node"), app.notes
+
+    run_app(app, script)
+
+
+async def _breakpoint(pilot: Pilot[Any], text: str) -> None:
+    """``b``, ``text`` in its node field, enter (adds it), escape (closes)."""
+    await press(pilot, "b")
+    pilot.app.screen.query_one("#bp-node", Input).value = text
+    await press(pilot, "enter", "escape")
+
+
+def test_a_breakpoint_on_sequentials_module_0_and_one_that_never_matches(
+        tmp_path: Path) -> None:
+    # nn.Sequential's children are modules 0, 1, ...: "0" is node #0, "module=0" the module
+    app = _open(tmp_path, LINEAR)
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await _breakpoint(pilot, "0")
+        await press(pilot, "c")  # no node #0: the run ends, and the app says why
+        s = app.debugger.session
+        assert s is not None and s.finished
+        assert app.said("the run ended: no event matched a breakpoint (node=0); 0 is node "
+                        "#0: the module 0 is module=0"), app.notes
+        await press(pilot, "r")
+        s = app.debugger.session
+        assert s is not None and not s.finished
+        await _breakpoint(pilot, "module=0")
+        assert [b.describe() for b in s.breakpoints] == ["module=0"]
+        await press(pilot, "c")
+        assert not s.finished and app.said("breakpoint: "), app.notes
+        e = s.event(s.count() - 1)
+        assert s.state_at(s.count()).node_meta[e.node]["module"] == "0"
 
     run_app(app, script)
