@@ -79,5 +79,15 @@ def test_a_breakpoint_on_sequentials_module_0_and_one_that_never_matches(
         assert not s.finished and app.said("breakpoint: "), app.notes
         e = s.event(s.count() - 1)
         assert s.state_at(s.count()).node_meta[e.node]["module"] == "0"
+        await press(pilot, "c", "home", "slash")  # to the end; / 0 finds the module too
+        app.screen.query_one("#jump", Input).value = "0"
+        await press(pilot, "enter")
+        meta = s.state_at(s.count()).node_meta
+        assert meta[s.event(shown(app)[0] - 1).node]["module"] == "0"
+        await press(pilot, "slash")
+        app.screen.query_one("#jump", Input).value = "99"  # no such node: said, not sought
+        await press(pilot, "enter")
+        assert app.said("no node #99 in this graph yet (#1 to #"), app.notes
+        await press(pilot, "escape")
 
     run_app(app, script)

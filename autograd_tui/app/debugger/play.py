@@ -107,6 +107,13 @@ class Playback:
                 self.jump(forward)
 
         def parse(text: str) -> EventQuery:
+            word = text.strip().lstrip("#")
+            if word.isdigit() and int(word) not in names:
+                # nn.Sequential's modules are 0, 1, ...: a number no node has is its module
+                if any(m.get("module") == word for m in meta.values()):
+                    return parse_query(f"module={word}", names, meta)
+                raise ValueError(f"no node #{word} in this graph yet"
+                                 + (f" (#{min(names)} to #{max(names)})" if names else ""))
             return parse_query(text, names, meta)
 
         last = self.query.text if self.query is not None else ""
