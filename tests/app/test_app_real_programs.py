@@ -37,7 +37,8 @@ def test_moves_past_the_last_node_and_before_the_first_say_so(tmp_path: Path) ->
     app = _open(tmp_path, LINEAR)
 
     async def script(pilot: Pilot[Any]) -> None:
-        await press(pilot, "N", "U")  # nothing before event 0: said in words
+        await press(pilot, "N", "U", "M")  # nothing before event 0: said in words
+        assert app.said("no module here: the shown event's node has none"), app.notes
         assert app.said("no node starts before event 0"), app.notes
         assert app.said("no GraphTask is created before event 0"), app.notes
         await press(pilot, "full_stop", "u")  # to the completion: the program has still to return
@@ -79,6 +80,8 @@ def test_a_breakpoint_on_sequentials_module_0_and_one_that_never_matches(
         assert not s.finished and app.said("breakpoint: "), app.notes
         e = s.event(s.count() - 1)
         assert s.state_at(s.count()).node_meta[e.node]["module"] == "0"
+        await press(pilot, "M")  # module 0's first node has not started: which module, said
+        assert app.said(f"no node of 0 starts before event {s.count()} in this GraphTask")
         await press(pilot, "c", "home", "slash")  # to the end; / 0 finds the module too
         app.screen.query_one("#jump", Input).value = "0"
         await press(pilot, "enter")
@@ -89,5 +92,30 @@ def test_a_breakpoint_on_sequentials_module_0_and_one_that_never_matches(
         await press(pilot, "enter")
         assert app.said("no node #99 in this graph yet (#1 to #"), app.notes
         await press(pilot, "escape")
+
+    run_app(app, script)
+
+
+def test_cross_entropys_ignore_index_shows_as_minus_100(tmp_path: Path) -> None:
+    from autograd_tui.session import Breakpoint
+
+    app = _open(tmp_path, """\
+        import torch
+
+        def main():
+            torch.manual_seed(0)
+            x = torch.randn(3, 4, requires_grad=True)
+            return torch.nn.functional.cross_entropy(x, torch.tensor([0, 1, 2]))
+        """)
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.debugger.session
+        assert s is not None
+        s.breakpoints = [Breakpoint(kind="node_start", node="NllLossBackward0")]
+        await press(pilot, "c", "d")
+        details = str(app.debugger.query_one("#details").content)
+        # PyTorch's getter says 18446744073709551516: the int64 -100 read as unsigned
+        assert "ignore_index: -100 (PyTorch's _saved_ignore_index reads " \
+               "18446744073709551516" in details, details
 
     run_app(app, script)

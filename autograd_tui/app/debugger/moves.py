@@ -48,7 +48,7 @@ class Moves:
         if not forward:
             k = BACK[what](s, v.cursor)
             if k is None:
-                v.notify(f"{BACK_WORDS[what]} before event {v.cursor}", timeout=3)
+                v.notify(self._none_before(s, what, v.cursor), timeout=3)
             else:
                 v.show_event(k)
             return
@@ -62,3 +62,14 @@ class Moves:
             v.notify(f"this {where} never gets to {m.what}", timeout=3)
         else:
             self.driver.run_to(m.until, m.what)
+
+    @staticmethod
+    def _none_before(s: Session, what: str, k: int) -> str:
+        """Why a backward move has nowhere to go: for a module, which module."""
+        if what != "module":
+            return f"{BACK_WORDS[what]} before event {k}"
+        state = s.state_at(k)
+        mod = navigation.module_of(state, navigation.place(state).node)
+        if mod is None:
+            return "no module here: the shown event's node has none (a PyTorch graph's do)"
+        return f"no node of {mod} starts before event {k} in this GraphTask"
