@@ -82,6 +82,9 @@ def test_a_breakpoint_on_sequentials_module_0_and_one_that_never_matches(
         assert s.state_at(s.count()).node_meta[e.node]["module"] == "0"
         await press(pilot, "M")  # module 0's first node has not started: which module, said
         assert app.said(f"no node of 0 starts before event {s.count()} in this GraphTask")
+        await press(pilot, "m")  # module 0's breakpoint stops the move at its next event
+        assert app.said("breakpoint (module=0) at "), app.notes
+        assert app.said(", before the end of 0; b clears it"), app.notes
         await press(pilot, "c", "home", "slash")  # to the end; / 0 finds the module too
         app.screen.query_one("#jump", Input).value = "0"
         await press(pilot, "enter")

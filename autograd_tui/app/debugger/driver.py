@@ -34,6 +34,14 @@ def missed(s: Session) -> str:
     return text
 
 
+def matched(s: Session, e: Event) -> str:
+    """The breakpoints that ``e`` matches, as the dialog lists them."""
+    state = s.state_at(s.count())
+    names = {n: info.name for n, info in state.nodes.items()}
+    hit = [b.describe() for b in s.breakpoints if b.matcher(names, state.node_meta)(e)]
+    return "; ".join(hit) or "a breakpoint"
+
+
 class Driver:
     """The engine keys over what ``shown`` shows: a member of the debugger screen."""
 
@@ -203,6 +211,12 @@ class Driver:
             found = [f for e in r.events if (f := first_nonfinite(e)) is not None]
             if found and s is not None and any(b.nonfinite for b in s.breakpoints):
                 v.notify(explain(found[0], s.history), title="breakpoint", timeout=15)
+            elif self._moving and s is not None and r.events:
+                # a breakpoint on a module or a node matches each of its events: the move
+                # stops at each, so say which breakpoint, and how to get past it
+                which = matched(s, r.events[-1])
+                v.notify(f"breakpoint ({which}) at {r.events[-1].kind}, before "
+                         f"{self.until_what}; b clears it", timeout=5)
             else:
                 v.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
         elif r.status == "reached":  # a move (n, m, u) got where it went
