@@ -4,6 +4,7 @@ programs, each as a small plain-torch program written here, driven through Textu
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,14 @@ def test_moves_past_the_last_node_and_before_the_first_say_so(tmp_path: Path) ->
         await press(pilot, "n")  # no next node: the run ends, and the app says so
         assert s.finished and shown(app)[0] == s.count()
         assert app.said("the run ended before the end of the next node"), app.notes
+        await press(pilot, "e")  # .json: the events up to the shown one, a Chrome trace
+        out = tmp_path / "trace.json"
+        app.screen.query_one("#export-path", Input).value = str(out)
+        await press(pilot, "enter")
+        assert app.said(f"(a Chrome trace of events 1..{s.count()}; open it in"), app.notes
+        trace = json.loads(out.read_text())
+        names = " ".join(str(e.get("name")) for e in trace["traceEvents"])
+        assert "TanhBackward0#" in names and "AddmmBackward0#" in names, names
 
     run_app(app, script)
 
