@@ -131,3 +131,37 @@ def test_cross_entropys_ignore_index_shows_as_minus_100(tmp_path: Path) -> None:
                "18446744073709551516" in details, details
 
     run_app(app, script)
+
+
+def test_u_inside_a_reentrant_checkpoints_graphtask_leaves_that_one(tmp_path: Path) -> None:
+    from autograd_tui.session import Breakpoint
+
+    app = _open(tmp_path, """\
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+        def main():
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(3, 3)
+            x = torch.randn(2, 3, requires_grad=True)
+            return checkpoint(lambda t: lin(t).tanh(), x, use_reentrant=True).sum()
+        """)
+
+    async def script(pilot: Pilot[Any]) -> None:
+        s = app.debugger.session
+        assert s is not None
+        s.breakpoints = [Breakpoint(kind="graph_task_created")]
+        await press(pilot, "c", "c")  # GraphTask 2: the checkpoint's backward, inside GT1's
+        made = shown(app)[0]
+        assert s.event(made - 1).graph_task == 2
+        s.breakpoints = []
+        await press(pilot, "u")  # out of GraphTask 2, not of the outer one
+        done = s.event(shown(app)[0] - 1)
+        assert (done.kind, done.graph_task) == ("completion", 2), done
+        assert app.said("at the completion of GraphTask 2"), app.notes
+        await press(pilot, "U")  # from its completion: back to its creation
+        assert shown(app)[0] == made
+        await press(pilot, "U")  # again: the outer one's
+        assert s.event(shown(app)[0] - 1).graph_task == 1
+
+    run_app(app, script)
