@@ -103,7 +103,9 @@ def test_a_breakpoint_on_sequentials_module_0_and_one_that_never_matches(
         app.screen.query_one("#jump", Input).value = "99"  # no such node: said, not sought
         await press(pilot, "enter")
         assert app.said("no node #99 in this graph yet (#1 to #"), app.notes
-        await press(pilot, "escape")
+        await press(pilot, "escape", "end", "right_square_bracket")  # none after: says where
+        assert app.said(f"no module=0 event after event {s.count()} (one before it: event "), \
+            app.notes
 
     run_app(app, script)
 

@@ -145,6 +145,11 @@ class Playback:
         k = find_event(s, q, v.cursor, forward, end=v.seen, names=names, meta=meta)
         if k is None:
             where = "after" if forward else "before"
-            v.notify(f"no {q.text} event {where} event {v.cursor}", timeout=3)
+            other = find_event(s, q, v.cursor, not forward, end=v.seen, names=names,
+                               meta=meta)
+            hint = "" if other is None else (
+                f" (one {'before' if forward else 'after'} it: event {other}, "
+                f"{'[' if forward else ']'} goes there)")
+            v.notify(f"no {q.text} event {where} event {v.cursor}{hint}", timeout=4)
             return
         v.show_event(k)
