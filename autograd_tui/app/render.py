@@ -287,6 +287,7 @@ def _torch_meta(t: Text, meta: Any, frames: bool = False) -> None:
             t.append(plain(f"  {saved_line(line)}") + "\n")
 
 
+_UNSIGNED = re.compile(r"^(\w+): (\d{19,20})$")  # an int the bridge read from PyTorch
 _TENSOR = re.compile(r"Tensor\[([\d, ]*)\] ([a-z]+\d*)")
 _HAS_SIZE = re.compile(r"\bsize\b|\d B\b|\d [KMG]iB\b")  # "648 B", "1.5 KiB" (the bridge's)
 _BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
@@ -297,6 +298,12 @@ def saved_line(line: object) -> str:
     """A saved tensor's line (``node_meta.saved``) with its size in memory, worked out from
     its shape and dtype where the line gives them and not a size already."""
     text = str(line)
+    u = _UNSIGNED.match(text)
+    if u is not None and 2**63 <= int(u.group(2)) < 2**64:
+        # PyTorch's _saved_* getter of an int64 reads it as unsigned (-100 gives
+        # 18446744073709551516): the value the op saved, and what PyTorch's getter says
+        return (f"{u.group(1)}: {int(u.group(2)) - 2**64} (PyTorch's _saved_{u.group(1)} "
+                f"reads {u.group(2)}: the int64 as unsigned)")
     m = _TENSOR.search(text)
     if m is None or _HAS_SIZE.search(text) or m.group(2) not in _BYTES:
         return text

@@ -217,10 +217,26 @@ def back_module(src: Events, k: int) -> int | None:
 
 
 # --- out of a GraphTask -----------------------------------------------------------------------
+def _current_task(state: EngineState, p: Place, running: bool = True) -> int | None:
+    """The GraphTask at k: the shown event's own where it is a reentrant one made inside
+    the node being evaluated (created, its dependencies computed, handed off: none of its
+    nodes runs yet, so the thread's node is still the outer one's; with ``running``
+    False, its completion too), else ``p``'s."""
+    last = state.last_event
+    inner = last.graph_task if last is not None else None
+    if inner is None or inner == p.graph_task or p.graph_task is None:
+        return p.graph_task
+    new, outer = state.graph_tasks.get(inner), state.graph_tasks.get(p.graph_task)
+    if new is not None and outer is not None and not (running and new.completed) \
+            and new.created > outer.created:
+        return inner
+    return p.graph_task
+
+
 def _task_at(state: EngineState, p: Place) -> int | None:
     """The GraphTask at k, or, if it has completed, the innermost of its parents still
     running."""
-    gid = p.graph_task
+    gid = _current_task(state, p)
     while gid is not None:
         gt = state.graph_tasks.get(gid)
         if gt is None or not gt.completed:
@@ -246,7 +262,7 @@ def back_task(src: Events, k: int) -> int | None:
     """To the creation of the GraphTask at k (graph_task_created); already there, of the
     GraphTask that made it."""
     state = src.state_at(k)
-    gid: Any = place(state).graph_task
+    gid: Any = _current_task(state, place(state), running=False)
     while gid is not None:
         gt = state.graph_tasks.get(gid)
         if gt is None:

@@ -106,6 +106,9 @@ class Dialogs:
 
     def _write(self, state: Any, path: str) -> None:
         v = self.shown
+        if path.lower().endswith((".json", ".json.gz")):
+            self._chrome_trace(path)
+            return
         try:
             from autograd_tui.export import export_state
         except ImportError:
@@ -117,3 +120,21 @@ class Dialogs:
             v.notify(str(e), title="export failed", severity="error", timeout=8)
             return
         v.notify(msg or f"wrote {os.path.abspath(path)}", title="exported", timeout=6)
+
+    def _chrome_trace(self, path: str) -> None:
+        """``.json``: the events up to the shown one as a Chrome trace (Perfetto), as
+        ``autograd-tui chrome-trace`` writes a whole run."""
+        from autograd_tui.export.chrome_trace import write_chrome_trace
+
+        v = self.shown
+        s = v.session
+        assert s is not None
+        header = s.run.header() if s.run is not None else (
+            s.recording.header if s.recording is not None else None)
+        try:
+            write_chrome_trace(path, s.events(0, v.cursor), header)
+        except Exception as e:  # noqa: BLE001 - a bad path: one message, no crash
+            v.notify(str(e), title="export failed", severity="error", timeout=8)
+            return
+        v.notify(f"wrote {plain(os.path.abspath(path))} (a Chrome trace of events 1..{v.cursor}"
+                 "; open it in https://ui.perfetto.dev)", title="exported", timeout=6)

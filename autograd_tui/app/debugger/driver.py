@@ -20,6 +20,28 @@ from autograd_tui.engine.events import Event
 from autograd_tui.session import Session
 
 
+def missed(s: Session) -> str:
+    """Why a run with breakpoints ended without stopping: none matched.  A number is a
+    node's id (``5`` is ``#5``): a module path that is one (``nn.Sequential``'s ``0``)
+    is asked for as ``module=0``."""
+    said = "; ".join(b.describe() for b in s.breakpoints)
+    text = f"the run ended: no event matched a breakpoint ({said})"
+    paths = {m.get("module") for m in s.state_at(s.count()).node_meta.values()}
+    nums = [str(b.node) for b in s.breakpoints
+            if isinstance(b.node, str) and b.node.strip().isdigit() and b.node.strip() in paths]
+    if nums:
+        text += f"; {nums[0]} is node #{nums[0]}: the module {nums[0]} is module={nums[0]}"
+    return text
+
+
+def matched(s: Session, e: Event) -> str:
+    """The breakpoints that ``e`` matches, as the dialog lists them."""
+    state = s.state_at(s.count())
+    names = {n: info.name for n, info in state.nodes.items()}
+    hit = [b.describe() for b in s.breakpoints if b.matcher(names, state.node_meta)(e)]
+    return "; ".join(hit) or "a breakpoint"
+
+
 class Driver:
     """The engine keys over what ``shown`` shows: a member of the debugger screen."""
 
@@ -32,6 +54,8 @@ class Driver:
         self._lock = threading.Lock()
         self.running = False  # space's run is under way (set on the UI thread)
         self._stepped_thread = False  # the last request stepped one thread (1-9)
+        self._moving = False  # the last request was a move's (run_to)
+        self._running = False  # the last request was space's or c's run
         self.pausing = False  # P was pressed: the next 1-9 pauses (or resumes) that thread
         self.until: Callable[[Event], bool] | None = None  # run_to's predicate, and its words
         self.until_what = ""
@@ -163,6 +187,8 @@ class Driver:
                     self.running = False
                 return None
             self._stepped_thread = what == "thread"
+            self._moving = what == "until"
+            self._running = what == "run"
             try:
                 if what == "step":
                     return s.step_any()
@@ -185,10 +211,22 @@ class Driver:
             found = [f for e in r.events if (f := first_nonfinite(e)) is not None]
             if found and s is not None and any(b.nonfinite for b in s.breakpoints):
                 v.notify(explain(found[0], s.history), title="breakpoint", timeout=15)
+            elif self._moving and s is not None and r.events:
+                # a breakpoint on a module or a node matches each of its events: the move
+                # stops at each, so say which breakpoint, and how to get past it
+                which = matched(s, r.events[-1])
+                v.notify(f"breakpoint ({which}) at {r.events[-1].kind}, before "
+                         f"{self.until_what}; b clears it", timeout=5)
             else:
                 v.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
         elif r.status == "reached":  # a move (n, m, u) got where it went
             v.notify(f"at {self.until_what}", timeout=2)
+        elif self._moving and s is not None and s.status == "completed":
+            # n on the last node (or m, u past the end): the run ended, the key did not
+            # find what it went to; an error or a deadlock says so itself
+            v.notify(f"the run ended before {self.until_what}; r restarts", timeout=4)
+        elif self._running and s is not None and s.status == "completed" and s.breakpoints:
+            v.notify(missed(s), timeout=8)
         elif r.status == "paused" and r.report is not None:
             v.notify(r.report.explanation, title="paused", timeout=6)
         elif r.status == "stuck" and r.report is not None:

@@ -27,9 +27,9 @@ BACK: dict[str, Callable[[Session, int], int | None]] = {
     "module": navigation.back_module,
     "task": navigation.back_task,
 }
-#: what a backward move goes to the start of, for the message when there is none
-BACK_WORDS = {"node": "the start of a node", "module": "the start of a module",
-              "task": "the start of a GraphTask"}
+#: what a backward move looks for, for the message when there is none
+BACK_WORDS = {"node": "no node starts", "module": "no module starts",
+              "task": "no GraphTask is created"}
 
 
 class Moves:
@@ -48,7 +48,7 @@ class Moves:
         if not forward:
             k = BACK[what](s, v.cursor)
             if k is None:
-                v.notify(f"no {BACK_WORDS[what]} before event {v.cursor}", timeout=3)
+                v.notify(self._none_before(s, what, v.cursor), timeout=3)
             else:
                 v.show_event(k)
             return
@@ -62,3 +62,14 @@ class Moves:
             v.notify(f"this {where} never gets to {m.what}", timeout=3)
         else:
             self.driver.run_to(m.until, m.what)
+
+    @staticmethod
+    def _none_before(s: Session, what: str, k: int) -> str:
+        """Why a backward move has nowhere to go: for a module, which module."""
+        if what != "module":
+            return f"{BACK_WORDS[what]} before event {k}"
+        state = s.state_at(k)
+        mod = navigation.module_of(state, navigation.place(state).node)
+        if mod is None:
+            return "no module here: the shown event's node has none (a PyTorch graph's do)"
+        return f"no node of {mod} starts before event {k} in this GraphTask"

@@ -107,6 +107,13 @@ class Playback:
                 self.jump(forward)
 
         def parse(text: str) -> EventQuery:
+            word = text.strip().lstrip("#")
+            if word.isdigit() and int(word) not in names:
+                # nn.Sequential's modules are 0, 1, ...: a number no node has is its module
+                if any(m.get("module") == word for m in meta.values()):
+                    return parse_query(f"module={word}", names, meta)
+                raise ValueError(f"no node #{word} in this graph yet"
+                                 + (f" (#{min(names)} to #{max(names)})" if names else ""))
             return parse_query(text, names, meta)
 
         last = self.query.text if self.query is not None else ""
@@ -138,6 +145,11 @@ class Playback:
         k = find_event(s, q, v.cursor, forward, end=v.seen, names=names, meta=meta)
         if k is None:
             where = "after" if forward else "before"
-            v.notify(f"no {q.text} event {where} event {v.cursor}", timeout=3)
+            other = find_event(s, q, v.cursor, not forward, end=v.seen, names=names,
+                               meta=meta)
+            hint = "" if other is None else (
+                f" (one {'before' if forward else 'after'} it: event {other}, "
+                f"{'[' if forward else ']'} goes there)")
+            v.notify(f"no {q.text} event {where} event {v.cursor}{hint}", timeout=4)
             return
         v.show_event(k)

@@ -33,7 +33,8 @@ class BreakpointsScreen(Modal):
             yield Static(self._listing(), id="bp-list")
             yield Input(placeholder="event kind, e.g. not_ready_insert", id="bp-kind")
             yield Input(placeholder="node, module or parameter, e.g. ReluBackward0, "
-                        "encoder.layers.0", id="bp-node", suggester=WordSuggester(self.words))
+                        "encoder.layers.0, module=0", id="bp-node",
+                        suggester=WordSuggester(self.words))
             yield Input(placeholder="queue, e.g. cpu or cuda:0", id="bp-queue")
             yield Input(placeholder="thread, e.g. cuda:0", id="bp-thread")
             yield Checkbox("the first NaN or Inf gradient", id="bp-nonfinite")
@@ -61,8 +62,15 @@ class BreakpointsScreen(Modal):
             self.dismiss(self.existing)
 
     def _add(self) -> None:
-        vals = {k: (self.query_one(f"#bp-{k}", Input).value.strip() or None)
-                for k in ("kind", "node", "queue", "thread")}
+        vals: dict[str, str | None] = {
+            k: (self.query_one(f"#bp-{k}", Input).value.strip() or None)
+            for k in ("kind", "node", "queue", "thread")}
+        node = vals["node"]
+        key, eq, value = (node or "").partition("=")
+        if eq and key.strip().lower() in ("module", "param", "node"):
+            # a module path that is a number (nn.Sequential's 0) would be node #0
+            vals["node"] = None
+            vals[key.strip().lower()] = value.strip() or None
         box = self.query_one("#bp-nonfinite", Checkbox)
         try:  # the one event query checks the fields (control/query.py)
             bp = Breakpoint(**vals, nonfinite=box.value)

@@ -18,8 +18,8 @@ class ExportScreen(Modal):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label("Export the shown state (.dot, .svg, .png or .pdf)",
-                        classes="dialog-title")
+            yield Label("Export the shown state (.dot, .svg, .png or .pdf), or the "
+                        "events up to it as a Chrome trace (.json)", classes="dialog-title")
             yield Input(value=self.default, id="export-path")
             yield Static("enter to write, escape to cancel", classes="hint")
 
