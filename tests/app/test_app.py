@@ -920,11 +920,16 @@ def test_a_small_terminal_asks_for_80x24() -> None:
         assert "The terminal is 60x20" in msg and "needs at least 80x24" in msg
         assert app.debugger.query_one("#too-small").display
         assert not app.debugger.query_one("#main").display
+        before = shown(app)
+        await press(pilot, ".", "n", "c")  # keys do not move the run out of sight
+        assert shown(app) == before and app.screen.has_class("too-small")
         await pilot.resize_terminal(120, 40)
         await settle(pilot)
         assert not app.screen.has_class("too-small")
         assert app.debugger.query_one("#main").display
         assert not app.debugger.query_one("#too-small").display
+        await press(pilot, ".")  # and act again once it fits
+        assert shown(app) != before
 
     run_app(app, script, size=(60, 20))
 

@@ -119,6 +119,7 @@ class Panes:
         small = w < MIN_WIDTH or h < MIN_HEIGHT
         self._screen.set_class(small, "too-small")  # not a dialog shown on top
         if small:
+            self._screen.app.clear_notifications()  # they would cover the message
             self._screen.query_one("#too-small", Static).update(
                 f"The terminal is {w}x{h}; autograd-tui needs at least {MIN_WIDTH}x{MIN_HEIGHT}."
                 "\nEnlarge the window (q quits).")

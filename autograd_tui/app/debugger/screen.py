@@ -240,6 +240,8 @@ class DebuggerScreen(Screen[None]):
         return keys.REPLAY_HIDDEN if s is not None and not s.live else frozenset()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.has_class("too-small") and action != "quit":  # nothing moves out of sight
+            return False
         if action == "next_pane":  # with every pane shown there is no next one to show
             return self._panes is not None and bool(self._panes.tabbed)
         return super().check_action(action, parameters)
