@@ -140,5 +140,6 @@ def test_no_debugger_module_is_over_400_lines():
 
 
 def test_the_top_of_the_debugger_holds_only_the_vocabulary_and_the_writer():
+    """words (with invisible, the table of characters its text filter escapes) and files."""
     top = sorted(p.name for p in (ROOT / "autograd_tui").glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "files.py", "words.py"], top
+    assert top == ["__init__.py", "__main__.py", "files.py", "invisible.py", "words.py"], top

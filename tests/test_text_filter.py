@@ -100,15 +100,15 @@ def test_a_library_message_is_shown_as_its_lines_each_still_filtered() -> None:
 
 
 def test_the_stored_format_character_ranges_are_this_pythons() -> None:
-    """words.py keeps the Cf ranges of the Unicode version it was written for, so that an
+    """invisible.py keeps the Cf ranges of the Unicode version it was written for, so that an
     import does not scan every code point: they must be what the scan finds."""
     import unicodedata
 
-    from autograd_tui import words
+    from autograd_tui import invisible, words
 
-    stored = words._CF_RANGES.get(unicodedata.unidata_version)
+    stored = invisible._CF_RANGES.get(unicodedata.unidata_version)
     assert stored is not None, f"add Unicode {unicodedata.unidata_version}'s ranges"
-    assert stored == words._cf_ranges()
+    assert stored == invisible._cf_ranges()
     for c in (0x202E, 0x200B, 0xFEFF, 0xE0041, 0x2028):  # each still shown escaped
         assert words._UNSAFE.search(chr(c))
     assert not words._UNSAFE.search("aé→中")

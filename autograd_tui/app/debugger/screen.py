@@ -224,9 +224,7 @@ class DebuggerScreen(Screen[None]):
 
     # --- size and the side panes --------------------------------------------------------------
     def on_resize(self, event: events.Resize) -> None:
-        # event.size: this handler runs before the screen's size is updated (the "too
-        # small" message stayed up after the terminal was enlarged).
-        self._check_size(event.size)
+        self._check_size(event.size)  # the screen's own size is not updated yet
 
     def _check_size(self, size: Size | None = None) -> None:
         assert self._panes is not None
