@@ -67,6 +67,7 @@ class Registry:
         # a module's output with no graph, which a hook may make a leaf that requires grad
         # (transformers' enable_input_require_grads): -> (a weak reference, the module's path)
         self.leaf_outputs: dict[int, tuple[Any, str]] = {}
+        self._kept: list[Any] = []  # the models named, held: ids are keys here
         self._walked: dict[int, tuple[Any, dict[int, str]]] = {}  # root_label's
 
     # --- recorded during the forward ----------------------------------------------------
@@ -132,6 +133,7 @@ class Registry:
                 while any(label == n for n, _ in self._roots.values()):  # one name each
                     label += "'"
                 named = self._roots[id(root)] = (label, owned)
+                self._kept.append(root)  # no later module may take its id() meanwhile
                 before = {self._qual[id(p)][1] for _, p in take if id(p) in self._qual}
                 for q, p in take:
                     self._qual[id(p)] = (p, id(root), label, q)

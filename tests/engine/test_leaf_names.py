@@ -207,3 +207,25 @@ def test_loop_names_reads_for_targets_and_comprehensions() -> None:
     gen = (y for y in range(3))  # a generator expression has a frame of its own
     assert "y" in loop_names(gen.gi_code)
     gen.close()
+
+
+def test_temporary_models_do_not_take_each_others_names(tmp_path: Path) -> None:
+    """A model made and called in one expression is freed after its call (the graph keeps
+    only its parameters), so the next one may get its ``id()``: capture keeps each model
+    it named, or the second was taken for the first (``Linear'.bias'``, two
+    models under one name; 6 of 30 runs of two, with ten in a loop every time)."""
+    names = _names(tmp_path, """
+        import torch
+        from torch import nn
+
+        def main():
+            x = torch.randn(3, 2)
+            loss = 0
+            for _ in range(10):
+                loss = loss + nn.Linear(2, 1)(x).sum()
+            return loss
+    """)
+    # ten models, each its own name: Linear, Linear', ..., never two in one (Linear'.bias')
+    primes = ["'" * i for i in range(10)]
+    assert sorted(names) == sorted(f"Linear{q}.{p}" for q in primes
+                                   for p in ("bias", "weight")), names
