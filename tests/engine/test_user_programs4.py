@@ -22,19 +22,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from user_scripts import run_cli as _cli
 from user_scripts import write_script as _script
 
 torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
 
-from autograd_tui.commands import main  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
-
-def _cli(args: list[str], capsys) -> tuple[int, str]:
-    code = main(args)
-    out = capsys.readouterr()
-    return code, " ".join((out.out + out.err).split())
 
 
 TRAIN_OUTPUT = """
