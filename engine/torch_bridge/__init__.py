@@ -26,6 +26,7 @@ Layers (each imports only those below it, lazily or not; no cycle):
 ``stepped``    for check-order: the parameters and optimizer states before a backward
                whose post-accumulate-grad hooks step them, put back for PyTorch's run
 ``queries``    PyTorch's graph-task queries answered by our engine
+``recompute``  the modules of a nested graph's nodes (a backward's recompute)
 ``saved``      saved tensors under hooks read when PyTorch reads them; recompute events
 ``convert``    tensors, dtypes, devices between PyTorch and us; ``TorchBridgeError``
 =============  =================================================================

@@ -24,7 +24,7 @@ from ..grad_mode import _tls as grad_tls
 from ..graph import UINT64_MAX, AccumulateGrad, Edge, Identity, Node
 from ..graph_task import get_current_graph_task
 from ..tensor import Tensor
-from . import ddp, queries, saved
+from . import ddp, queries, recompute, saved
 from .capture import current_registry, saved_summaries
 from .convert import (
     TorchBridgeError,
@@ -355,11 +355,13 @@ def reentrant_calls() -> Iterator[None]:
             ag.backward, ag.grad = _backward, _grad
     queries.install()  # PyTorch's graph-task queries answer from our engine (queries.py)
     saved.install()  # a checkpoint's recompute and unpacks as events (saved.py)
+    recompute.install()  # its modules, for its nodes' node_meta (recompute.py)
     ddp.install()  # _DDPSink's queue_callback onto our GraphTask (ddp.py)
     try:
         yield
     finally:
         ddp.uninstall()
+        recompute.uninstall()
         saved.uninstall()
         queries.uninstall()
         with _lock:

@@ -69,6 +69,9 @@ class Registry:
         self.leaf_outputs: dict[int, tuple[Any, str]] = {}
         self._kept: list[Any] = []  # the models named, held: ids are keys here
         self._walked: dict[int, tuple[Any, dict[int, str]]] = {}  # root_label's
+        self.paths: dict[int, str] = {}  # id(module) -> its path in the forward pass
+        # a node a backward's recompute made (recompute.py) -> (it, its module's owner)
+        self._recomputed: dict[int, tuple[Any, tuple[str, str]]] = {}
 
     # --- recorded during the forward ----------------------------------------------------
     def add_tensor_hooks(self, fn: Any, nr: int, hooks: Any) -> None:
@@ -104,6 +107,25 @@ class Registry:
             if (v := ref()) is not None and v.is_leaf and v.requires_grad \
                     and id(v) not in self._params and id(v) not in self._leaf_vars:
                 self._leaf_vars[id(v)] = (v, f"{path} (output)")
+
+    def module_path(self, module: Any) -> str | None:
+        """The path the forward pass gave ``module`` (``enc.0``), if it called it."""
+        return self.paths.get(id(module))
+
+    def claim(self, outs: list[Any], start: int, end: int, owner: tuple[str, str],
+              before: set[int]) -> None:
+        """A module call of a backward's recompute made the nodes numbered ``start`` to
+        ``end`` (exclusive) on its thread: those reachable from its output's (``outs``),
+        not through its inputs' (``before``), are ``owner``'s unless an inner call's."""
+        todo, seen = list(outs), set(before)
+        while todo:
+            fn = todo.pop()
+            if fn is None or id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            if start <= fn._sequence_nr() < end:  # AccumulateGrad's UINT64_MAX is not
+                self._recomputed.setdefault(id(fn), (fn, owner))
+                todo.extend(n for n, _ in fn.next_functions)
 
     def module_of(self, fn: Any) -> tuple[str, str] | None:
         """The innermost module call whose range of sequence numbers holds ``fn``'s."""
@@ -204,7 +226,8 @@ class Registry:
         elif var is not None and self._leaf_vars.get(id(var), (None,))[0] is var:
             tensor = self._leaf_vars[id(var)][1]
         elif seq is not None and cls.__name__ != "AccumulateGrad":  # module_of, inlined
-            owner = self._owner_at(seq)
+            again = self._recomputed.get(id(fn))
+            owner = again[1] if again is not None and again[0] is fn else self._owner_at(seq)
             if owner is not None:
                 module, typ = owner
         created, source, stack = self.sites.at(seq) if seq is not None else (None, None, [])
@@ -287,7 +310,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         return out
 
     stack: list[tuple[str, str]] = []  # the module calls entered: (path, type)
-    names: dict[int, str] = {}
+    names = reg.paths
 
     def pre(module: Any, args: Any) -> None:
         if threading.get_ident() != tid:

@@ -1,0 +1,72 @@
+"""Leftovers of the torch bridge and its commands, round 2 (plain torch, each test a second
+or two):
+
+1. A nested graph's nodes (a reentrant checkpoint's recomputed forward, a reversible
+   block's backward that calls its modules again, as Reformer's) had no module, while the
+   outer graph's had theirs: the module hooks watched the forward pass only.  Now the
+   module calls a bridged backward makes are noted too (``recompute.py``), with the paths
+   the forward pass gave those modules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from user_scripts import run_cli, write_script
+
+torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
+
+pytestmark = pytest.mark.timeout(120)
+
+
+NESTED = """
+    import torch
+    from torch import nn
+    from torch.utils.checkpoint import checkpoint
+
+    class Rev(torch.autograd.Function):     # a reversible block: recomputes in backward
+        @staticmethod
+        def forward(ctx, x, f):
+            ctx.f = f
+            ctx.save_for_backward(x)
+            with torch.no_grad():
+                return x + f(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            with torch.enable_grad():
+                x = x.detach().requires_grad_()
+                torch.autograd.backward(x + ctx.f(x), g)
+            return x.grad, None
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pre = nn.Linear(3, 3)
+            self.enc = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
+            self.rev = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+
+        def forward(self, x):
+            h = checkpoint(self.enc, self.pre(x), use_reentrant=True)
+            return Rev.apply(h, self.rev)
+
+    def main():
+        torch.manual_seed(0)
+        model = Net()
+        return model(torch.randn(2, 3)).sum()
+"""
+
+
+def test_a_nested_graphs_nodes_have_their_modules(tmp_path: Path, capsys) -> None:
+    code, out = run_cli(["torch", str(write_script(tmp_path, NESTED)), "--headless"], capsys)
+    assert code == 0, out
+    # GraphTask 2: the reversible block's backward; 3: the checkpoint's recompute
+    for node in ("GT2 meta ReluBackward0#10 in rev.1 (ReLU)",
+                 "GT2 meta AddmmBackward0#11 in rev.0 (Linear)",
+                 "GT2 meta TBackward0#13 in rev.0 (Linear)",
+                 "GT3 meta TanhBackward0#15 in enc.1 (Tanh)",
+                 "GT3 meta AddmmBackward0#16 in enc.0 (Linear)",
+                 "GT3 meta TBackward0#19 in enc.0 (Linear)"):
+        assert node in out, out
