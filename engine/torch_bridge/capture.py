@@ -70,6 +70,7 @@ class Registry:
         self._kept: list[Any] = []  # the models named, held: ids are keys here
         self._walked: dict[int, tuple[Any, dict[int, str]]] = {}  # root_label's
         self.paths: dict[int, str] = {}  # id(module) -> its path in the forward pass
+        self._alone: dict[str, str] = {}  # a module's path -> torch's, for a model alone
         # a node a backward's recompute made (recompute.py) -> (it, its module's owner)
         self._recomputed: dict[int, tuple[Any, tuple[str, str]]] = {}
 
@@ -128,10 +129,14 @@ class Registry:
                 todo.extend(n for n, _ in fn.next_functions)
 
     def module_of(self, fn: Any) -> tuple[str, str] | None:
-        """The innermost module call whose range of sequence numbers holds ``fn``'s."""
+        """The innermost module call whose range of sequence numbers holds ``fn``'s (or the
+        backward's recompute call that made it: ``claim``), its path as shown."""
         if type(fn).__name__ == "AccumulateGrad":  # a leaf: made by no call
             return None
-        return self._owner_at(fn._sequence_nr())
+        again = self._recomputed.get(id(fn))
+        owner = again[1] if again is not None and again[0] is fn else \
+            self._owner_at(fn._sequence_nr())
+        return (self._shown(owner[0]), owner[1]) if owner is not None else None
 
     def _owner_at(self, seq: int) -> tuple[str, str] | None:
         i = bisect.bisect_left(self._bounds, seq) - 1
@@ -164,10 +169,17 @@ class Registry:
                 for rid in before - left:  # a root all of whose parameters were given up
                     del self._roots[rid]
         owned_path = named[0] if named is not None and named[1] else None
+        # a model the program holds directly: its modules are named from the same root as
+        # its parameters (``enc.0`` beside ``enc.0.bias``), torch's alone (``_shown``)
+        label = named[0] if named is not None and not named[1] else None
         names = {}
         for mpath, m in root.named_modules():
             if owned_path is not None:
                 mpath = f"{owned_path}.{mpath}".rstrip(".")
+            elif label is not None:
+                full = f"{label}.{mpath}".rstrip(".")
+                self._alone[full] = mpath or type(root).__name__
+                mpath = full
             mpath = mpath or type(root).__name__
             names[id(m)] = mpath
             for pname, p in m.named_parameters(recurse=False):
@@ -181,6 +193,22 @@ class Registry:
                     self._qual[id(p)] = (p, id(root), named[0], qname)
         return names
 
+    def module_below(self, parent: str, typ: str) -> str:
+        """The path of a module the forward pass's models do not hold (made in a forward),
+        called inside ``parent``'s call: by its type below it."""
+        path = f"{parent}.{typ}".lstrip(".")
+        if parent in self._alone:
+            self._alone[path] = f"{self._alone[parent]}.{typ}"
+        return path
+
+    def _alone_now(self) -> bool:
+        """One model and no other leaf: its parameters and modules have torch's names."""
+        return len(self._roots) == 1 and not self._leaf_vars
+
+    def _shown(self, path: str) -> str:
+        """A module's path as shown: torch's for a model alone (as its parameters')."""
+        return self._alone.get(path, path) if self._alone and self._alone_now() else path
+
     def param_name(self, p: Any) -> str | None:
         """The parameter's qualified name, from its model's ``named_parameters()``
         (``block.0.weight``); where the forward pass called several models, or the program
@@ -189,7 +217,7 @@ class Registry:
         q = self._qual.get(id(p))
         if q is None:
             return None
-        if len(self._roots) == 1 and not self._leaf_vars:
+        if self._alone_now():
             return q[3]
         return f"{q[2]}.{q[3]}"
 
@@ -222,6 +250,7 @@ class Registry:
             seq = None
         if var is not None and id(var) in self._params:
             _, module, typ, pname = self._params[id(var)]
+            module = self._shown(module)
             tensor = self.param_name(var) or (f"{module}.{pname}" if module else pname)
         elif var is not None and self._leaf_vars.get(id(var), (None,))[0] is var:
             tensor = self._leaf_vars[id(var)][1]
@@ -229,7 +258,7 @@ class Registry:
             again = self._recomputed.get(id(fn))
             owner = again[1] if again is not None and again[0] is fn else self._owner_at(seq)
             if owner is not None:
-                module, typ = owner
+                module, typ = self._shown(owner[0]), owner[1]
         created, source, stack = self.sites.at(seq) if seq is not None else (None, None, [])
         return {"module": module, "module_type": typ, "tensor": tensor, "created": created,
                 "source": source, "saved": saved_lines(fn), "stack": stack}
@@ -319,8 +348,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
             names.update(reg.add_params(module))
         path = names.get(id(module))
         if path is None:
-            parent = stack[-1][0] if stack else ""
-            path = f"{parent}.{type(module).__name__}".lstrip(".")
+            path = reg.module_below(stack[-1][0] if stack else "", type(module).__name__)
         owner = (path, type(module).__name__)
         stack.append(owner)
         reg.owner(owner)

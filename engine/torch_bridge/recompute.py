@@ -72,10 +72,10 @@ def _pre(module: Any, args: Any) -> None:
     import torch
 
     st = _stack()
-    path = current_registry().module_path(module)
+    reg = current_registry()
+    path = reg.module_path(module)
     if path is None:  # not called in the forward pass: below its caller, by type
-        parent = st[-1][0] if st else ""
-        path = f"{parent}.{type(module).__name__}".lstrip(".")
+        path = reg.module_below(st[-1][0] if st else "", type(module).__name__)
     # the nodes of its inputs were made before it: a walk from its output stops there
     st.append((path, type(module).__name__, torch._C._autograd._get_sequence_nr(),
                {id(n) for n in _nodes(args)}))

@@ -79,6 +79,7 @@ def ref_meta(reg, fn) -> dict:
     var = getattr(fn, "variable", None)
     if var is not None and id(var) in reg._params:
         _, module, typ, pname = reg._params[id(var)]
+        module = reg._shown(module)  # torch's path for a model alone
         tensor = reg.param_name(var) or (f"{module}.{pname}" if module else pname)
     elif (owner := reg.module_of(fn)) is not None:
         module, typ = owner

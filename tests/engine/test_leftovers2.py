@@ -6,6 +6,10 @@ or two):
    outer graph's had theirs: the module hooks watched the forward pass only.  Now the
    module calls a bridged backward makes are noted too (``recompute.py``), with the paths
    the forward pass gave those modules.
+2. Module paths and parameter names differed for one model: a model held as ``enc`` (an
+   ``nn.Sequential``) beside a leaf of the program's had modules ``0``, ``1`` and
+   parameters ``enc.0.bias``.  Now its modules are ``enc.0``, ``enc.1``; a model alone
+   keeps torch's names for both.
 """
 
 from __future__ import annotations
@@ -70,3 +74,31 @@ def test_a_nested_graphs_nodes_have_their_modules(tmp_path: Path, capsys) -> Non
                  "GT3 meta AddmmBackward0#16 in enc.0 (Linear)",
                  "GT3 meta TBackward0#19 in enc.0 (Linear)"):
         assert node in out, out
+
+
+HELD = """
+    import torch
+    from torch import nn
+
+    def main():
+        torch.manual_seed(0)
+        enc = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
+        x = torch.randn(2, 3, requires_grad=True)
+        return enc(x).sum()
+"""
+
+
+def test_module_paths_have_the_root_name_of_the_parameters(tmp_path: Path, capsys) -> None:
+    code, out = run_cli(["torch", str(write_script(tmp_path, HELD)), "--headless"], capsys)
+    assert code == 0, out
+    # a leaf beside the model: its parameters are enc.0.*, so its modules are enc.0, enc.1
+    assert "meta TanhBackward0#2 in enc.1 (Tanh)" in out, out
+    assert "meta AddmmBackward0#3 in enc.0 (Linear)" in out, out
+    assert "in enc.0 (Linear), param enc.0.bias" in out, out
+    assert " in 0 (Linear)" not in out and " in 1 (Tanh)" not in out, out
+    # the model alone: torch's own names for both
+    alone = HELD.replace("requires_grad=True", "requires_grad=False")
+    code, out = run_cli(["torch", str(write_script(tmp_path, alone)), "--headless"], capsys)
+    assert code == 0, out
+    assert "meta TanhBackward0#2 in 1 (Tanh)" in out, out
+    assert "in 0 (Linear), param 0.bias" in out, out
