@@ -196,7 +196,9 @@ def finish_module(src: Events, k: int) -> Move:
 
 def back_module(src: Events, k: int) -> int | None:
     """To the start of the module of the node at k in its GraphTask (the first node_start
-    of one of its nodes); already there, the start of the module that holds it."""
+    of one of its nodes); already there, the start of the module that holds it.  None where
+    the module has not started (no node of it has, up to k): the outer module's start is not
+    this one's, and a move there unsaid looked like it was."""
     state = src.state_at(k)
     p = place(state)
     mod = module_of(state, p.node)
@@ -213,6 +215,8 @@ def back_module(src: Events, k: int) -> int | None:
                     firsts[m] = j
         elif e.kind == "graph_task_created" and e.graph_task == p.graph_task:
             break
+    if mod not in firsts:
+        return None
     return next((firsts[m] for m in mods if m in firsts and firsts[m] < k), None)
 
 
