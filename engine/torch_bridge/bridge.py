@@ -39,6 +39,7 @@ from .convert import (
     typename,
 )
 from .hooks import LeafView, RetainGrad, accumulate, install_hooks, probing
+from .sites import install_warnings, uninstall_warnings
 
 # --- nodes ----------------------------------------------------------------------------------
 _local = threading.local()  # .active: a bridged backward runs on this thread
@@ -356,11 +357,13 @@ def reentrant_calls() -> Iterator[None]:
     queries.install()  # PyTorch's graph-task queries answer from our engine (queries.py)
     saved.install()  # a checkpoint's recompute and unpacks as events (saved.py)
     recompute.install()  # its modules, for its nodes' node_meta (recompute.py)
+    install_warnings()  # shown at PyTorch's line, not ours (sites.py)
     ddp.install()  # _DDPSink's queue_callback onto our GraphTask (ddp.py)
     try:
         yield
     finally:
         ddp.uninstall()
+        uninstall_warnings()
         recompute.uninstall()
         saved.uninstall()
         queries.uninstall()

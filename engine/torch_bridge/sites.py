@@ -8,6 +8,12 @@ and a node's site is the call whose range of sequence numbers holds its own (``S
 Each code location is classified (``file_kind``) and formatted once.  A call handled in
 Python (``F.multi_head_attention_forward``) is one call: its inner nodes share its site.
 Nodes made on another thread than the forward's get none.  Imports nothing of the bridge.
+
+A warning raised while a bridged backward runs, whose ``stacklevel`` lands in our engine's
+code (a hook's ``warnings.warn(..., stacklevel=2)``: our frame called the hook; a C++
+node's ``TORCH_WARN``: our frame called the node), is shown where PyTorch's shows it: at
+the line of ``torch/autograd/graph.py`` that called its C++ engine, the innermost Python
+frame there (``warnings_as_pytorchs``).
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import linecache
 import os
 import sys
 import sysconfig
+import threading
+import warnings
 from typing import Any
 
 STACK_MAX = 40  # frames kept in node_meta's stack: the innermost
@@ -208,3 +216,58 @@ def _package_dir(name: str) -> str:
     return os.path.dirname(os.path.abspath(importlib.import_module(name).__file__ or ""))
 
 
+
+
+# --- warnings raised in a bridged backward ----------------------------------------------------
+_warn_lock = threading.Lock()
+_warn_depth = 0
+_shown_by: list[Any] = []  # warnings.showwarning before install()
+
+
+def install_warnings() -> None:
+    """While a bridged backward runs, a warning located in our engine's code is shown at
+    PyTorch's backward call (counted: reentrant backwards nest)."""
+    global _warn_depth
+    with _warn_lock:
+        _warn_depth += 1
+        if _warn_depth == 1:
+            _shown_by[:] = [warnings.showwarning]
+            warnings.showwarning = _showwarning
+
+
+def uninstall_warnings() -> None:
+    global _warn_depth
+    with _warn_lock:
+        _warn_depth -= 1
+        if _warn_depth == 0:
+            if warnings.showwarning is _showwarning:  # else the program replaced it since
+                warnings.showwarning = _shown_by[0]
+            _shown_by.clear()
+
+
+def _showwarning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                 line: str | None = None) -> None:
+    at = pytorchs_backward_line() if file_kind(filename) == OURS else None
+    if at is not None:
+        filename, lineno, line = at[0], at[1], None
+    show = _shown_by[0] if _shown_by else warnings._showwarning_orig  # type: ignore[attr-defined]
+    show(message, category, filename, lineno, file, line)
+
+
+@functools.cache
+def pytorchs_backward_line() -> tuple[str, int] | None:
+    """Where PyTorch's Python calls its C++ engine (``_engine_run_backward``'s
+    ``run_backward(`` line, ``torch/autograd/graph.py``): a warning raised in a node or a
+    hook shows there, the innermost Python frame.  None for a torch without it."""
+    try:
+        import inspect
+
+        from torch.autograd import graph
+
+        lines, start = inspect.getsourcelines(graph._engine_run_backward)
+    except (ImportError, AttributeError, OSError, TypeError):
+        return None
+    for i, text in enumerate(lines):
+        if "run_backward(" in text and not text.lstrip().startswith("def "):
+            return inspect.getsourcefile(graph._engine_run_backward) or "", start + i
+    return None

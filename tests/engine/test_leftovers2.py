@@ -10,6 +10,10 @@ or two):
    ``nn.Sequential``) beside a leaf of the program's had modules ``0``, ``1`` and
    parameters ``enc.0.bias``.  Now its modules are ``enc.0``, ``enc.1``; a model alone
    keeps torch's names for both.
+4. A warning a hook raised with ``stacklevel=2`` was shown at our engine's line
+   (``engine/torch_bridge/hooks.py``), where plain PyTorch shows its own call into the C++
+   engine (``torch/autograd/graph.py``).  Now each warning of the backward is shown where
+   plain PyTorch shows it (the test compares the two runs of one script).
 """
 
 from __future__ import annotations
@@ -102,3 +106,50 @@ def test_module_paths_have_the_root_name_of_the_parameters(tmp_path: Path, capsy
     assert code == 0, out
     assert "meta TanhBackward0#2 in 1 (Tanh)" in out, out
     assert "in 0 (Linear), param 0.bias" in out, out
+
+
+WARNS = """
+    import warnings
+    import torch
+
+    class Noisy(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            warnings.warn("noisy backward")                 # at this line
+            warnings.warn("noisy backward, up", stacklevel=2)  # at its caller: torch's
+            return g * 2
+
+    def hook(g):
+        warnings.warn("noisy hook")
+        warnings.warn("noisy hook, up", stacklevel=2)    # its caller: PyTorch's engine call
+        return g
+
+    def main():
+        x = torch.randn(3, requires_grad=True)
+        y = Noisy.apply(x)
+        y.register_hook(hook)
+        return y.sum()
+"""
+
+
+def test_a_warning_in_the_backward_is_shown_where_pytorchs_is(tmp_path: Path, capsys) -> None:
+    import runpy
+    import warnings
+
+    script = write_script(tmp_path, WARNS)
+
+    def shown(run) -> list[tuple[str, str, int]]:
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            run()
+        return sorted((str(w.message), w.filename, w.lineno) for w in got
+                      if str(w.message).startswith("noisy"))
+
+    theirs = shown(lambda: runpy.run_path(str(script))["main"]().backward())
+    ours = shown(lambda: run_cli(["torch", str(script), "--headless", "--quiet"], capsys))
+    assert len(theirs) == 4 and ours == theirs, (ours, theirs)
+    assert not any("/engine/" in f for _, f, _ in ours), ours

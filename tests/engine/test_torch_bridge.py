@@ -297,7 +297,8 @@ def test_the_bridge_is_layered_with_no_import_cycle() -> None:
              "compiled": {"convert"}, "ddp": {"convert"}, "nested": {"convert"},
              "stepped": {"convert"},
              "recompute": {"capture"},
-             "bridge": {"convert", "capture", "hooks", "queries", "saved", "ddp", "recompute"},
+             "bridge": {"convert", "capture", "hooks", "queries", "saved", "ddp", "recompute",
+                        "sites"},
              "inplace": {"convert", "capture"},
              "program": {"convert", "capture", "compiled", "hooks", "bridge", "inplace", "ddp"}}
     assert {p.stem for p in pkg.glob("*.py")} == {*below, "__init__"}
