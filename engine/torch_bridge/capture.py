@@ -169,15 +169,14 @@ class Registry:
                 for rid in before - left:  # a root all of whose parameters were given up
                     del self._roots[rid]
         owned_path = named[0] if named is not None and named[1] else None
-        # a model the program holds directly: its modules are named from the same root as
-        # its parameters (``enc.0`` beside ``enc.0.bias``), torch's alone (``_shown``)
+        # its modules are named from the same root as its parameters (``enc.0`` beside
+        # ``enc.0.bias``), torch's for a model alone (``_shown``)
         label = named[0] if named is not None and not named[1] else None
         names = {}
+        prefix = owned_path if owned_path is not None else label
         for mpath, m in root.named_modules():
-            if owned_path is not None:
-                mpath = f"{owned_path}.{mpath}".rstrip(".")
-            elif label is not None:
-                full = f"{label}.{mpath}".rstrip(".")
+            if prefix is not None:
+                full = f"{prefix}.{mpath}".rstrip(".")
                 self._alone[full] = mpath or type(root).__name__
                 mpath = full
             mpath = mpath or type(root).__name__

@@ -7,7 +7,9 @@ holds it, directly or as a part, with torch's own module path below it:
 
 - a variable holds a thing directly (``model``, ``q``), or as a part: a submodule
   (``model.trunk``), an item of a list, tuple or dict of it (``heads.1``, ``nets.0``,
-  ``flow.2``, a ``ModuleList`` as ``named_modules()`` spells it);
+  ``flow.2``, a ``ModuleList`` as ``named_modules()`` spells it), a model as an
+  attribute of an object of the program's (``trainer.net``; a method's ``self`` gives
+  the attribute alone, ``net``, where no other variable holds it);
 - among the holders, a variable that is not a ``for`` loop's or a comprehension's
   (``for p in params``, ``[hd(h) for hd in heads]``) is preferred; then the outermost
   of the program's frames in the forward pass (the entry's, ``main()``, with its module's
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import dis
 import sys
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -97,6 +100,15 @@ def _items(v: Any) -> list[tuple[str, Any]]:
     return []
 
 
+def _attrs(v: Any) -> list[tuple[str, Any]]:
+    """An object's attributes (``vars()``; not a Python module's, nor a class's, nor a big
+    one's), by name: where a program's object (a trainer) holds its model."""
+    d = getattr(v, "__dict__", None)
+    if not isinstance(d, dict) or isinstance(v, types.ModuleType) or len(d) > ITEMS_MAX:
+        return []
+    return [(a, e) for a, e in d.items() if isinstance(a, str) and not a.startswith("__")]
+
+
 def _named(k: str) -> bool:
     return k != "self" and not k.startswith(("_", "."))
 
@@ -127,15 +139,22 @@ def root_label(module: Any, stop: Any = None,
             if best is not None and best[0] < i:
                 break
             for k, v in list(scope.items()):
-                if not _named(k) or (k in loops) != loop:
+                if (k in loops) != loop:
                     continue
-                if v is module:
-                    return k, False
                 found = []
-                if isinstance(v, nn.Module):
+                if k == "self":  # a method's object: its attribute's name alone (``net``)
+                    if not isinstance(v, nn.Module):
+                        found += [(a, e) for a, e in _attrs(v) if isinstance(e, nn.Module)]
+                elif not _named(k):
+                    continue
+                elif v is module:
+                    return k, False
+                elif isinstance(v, nn.Module):
                     found.append((k, v))
-                else:
+                elif isinstance(v, (list, tuple, dict)):
                     found += [(f"{k}.{j}", e) for j, e in _items(v) if isinstance(e, nn.Module)]
+                else:
+                    found += [(f"{k}.{a}", e) for a, e in _attrs(v) if isinstance(e, nn.Module)]
                 for name, m in found:
                     path = name if m is module else paths(m).get(id(module))
                     if path is not None and m is not module:

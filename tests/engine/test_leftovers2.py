@@ -14,6 +14,9 @@ or two):
    (``engine/torch_bridge/hooks.py``), where plain PyTorch shows its own call into the C++
    engine (``torch/autograd/graph.py``).  Now each warning of the backward is shown where
    plain PyTorch shows it (the test compares the two runs of one script).
+5. A model held only as an object's attribute (a trainer's ``self.net``) was named by its
+   type (``Net.fc.weight``).  Now by the attribute: ``trainer.net.fc.weight``, or
+   ``net.fc.weight`` where only the method's ``self`` holds it.
 """
 
 from __future__ import annotations
@@ -153,3 +156,44 @@ def test_a_warning_in_the_backward_is_shown_where_pytorchs_is(tmp_path: Path, ca
     ours = shown(lambda: run_cli(["torch", str(script), "--headless", "--quiet"], capsys))
     assert len(theirs) == 4 and ours == theirs, (ours, theirs)
     assert not any("/engine/" in f for _, f, _ in ours), ours
+
+
+TRAINER = """
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    class Trainer:
+        def __init__(self):
+            self.net = Net()
+
+        def step(self, x):
+            return self.net(x).sum()
+
+    def main():
+        torch.manual_seed(0)
+        x = torch.randn(4, 3, requires_grad=True)
+        HELD
+"""
+
+
+@pytest.mark.parametrize("held, name", [
+    ("trainer = Trainer()\n        return trainer.step(x)", "trainer.net"),
+    ("return Trainer().step(x)", "net"),  # only the method's self holds it
+])
+def test_a_model_held_by_an_objects_attribute_is_named_by_it(tmp_path: Path, capsys,
+                                                             held: str, name: str) -> None:
+    script = write_script(tmp_path, TRAINER.replace("HELD", held))
+    code, out = run_cli(["torch", str(script), "--headless"], capsys)
+    assert code == 0, out
+    for param in ("fc.weight", "fc.bias"):
+        assert f"grad {name}.{param}: shape" in out, out
+    assert f"in {name}.fc (Linear), param {name}.fc.bias" in out, out
+    assert "Net." not in out, out

@@ -144,7 +144,8 @@ def test_a_leaf_a_modules_hook_made_is_named_by_the_module(tmp_path: Path, capsy
     script = str(_script(tmp_path, INPUT_REQUIRE_GRADS))
     code, out = _cli(["torch", script, "--headless", "--quiet"], capsys)
     assert code == 0, out
-    assert "grad embed (output): shape [1, 3, 4]" in out  # was "leaf [1, 3, 4]"
+    # was "leaf [1, 3, 4]"; the module by the root name its parameters have (lm.proj.weight)
+    assert "grad lm.embed (output): shape [1, 3, 4]" in out, out
     assert "leaf [" not in out
     code, out = _cli(["check-order", script, "--exact"], capsys)
     assert code == 0, out
