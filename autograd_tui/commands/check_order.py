@@ -47,6 +47,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from autograd_tui.engine.torch_bridge import TorchBridgeError
     from autograd_tui.scenarios import ScenarioError
+    from autograd_tui.session.grad_compare import mkl_note
     from autograd_tui.session.torch_script import check_order, load_entry
 
     try:
@@ -87,11 +88,8 @@ def run(args: argparse.Namespace) -> int:
         print_text(con, f"gradients differ ({how}): {bad[0]}")
         for more in bad[1:4]:
             print_text(con, f"  also: {more}")
-        if args.exact and _mkl_unpinned():
-            print_text(con, "note: MKL's results (PyTorch's CPU matrix products and "
-                            "convolutions) may differ in the last bits from one call to the "
-                            "next, by memory alignment; run with MKL_CBWR=AVX2,STRICT in the "
-                            "environment to make them reproducible and compare again")
+        if args.exact and (note := mkl_note()) is not None:
+            print_text(con, f"note: {note}")
     else:
         worst = res.worst()
         closest = f"; closest: {worst[0].text()}" if worst else ""
@@ -101,14 +99,3 @@ def run(args: argparse.Namespace) -> int:
         also = f"; {none} of them {have} no .grad in either run" if none else ""
         print_text(con, f"gradients: {len(res.grads)} leaves agree ({how}){closest}{also}")
     return EXIT_OK if res.agrees else EXIT_ERROR
-
-
-def _mkl_unpinned() -> bool:
-    """PyTorch calls MKL, and MKL's conditional numerical reproducibility is not set (a
-    maxvit_t's squeeze-excite convolutions differed in 7 elements of one gradient between
-    two backward passes on one forward pass, and not with it)."""
-    import os
-
-    import torch
-
-    return bool(torch.backends.mkl.is_available()) and not os.environ.get("MKL_CBWR")

@@ -11,6 +11,7 @@ never a file the recording names.  Several ranks' recordings (files, or the fold
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from autograd_tui.commands.common import (
@@ -147,6 +148,11 @@ def _reexecute(rec: Any, scenario: str | None) -> int:
         print_text(con, f"diverged at event {divergence.index}:", style="bold red")
         print_text(con, f"  expected: {divergence.expected}")
         print_text(con, f"  got:      {divergence.got}")
+        if "torch" in sys.modules:  # the scenario ran PyTorch's kernels: theirs may vary
+            from autograd_tui.session.grad_compare import mkl_note
+
+            if (note := mkl_note()) is not None:
+                print_text(con, f"note: {note}")
         return EXIT_ERROR
     finally:
         r.close()

@@ -109,3 +109,22 @@ def _bits(t: Any) -> Any:
         flat = torch.view_as_real(flat).contiguous()
     ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
     return flat.view(ints[flat.element_size()]).reshape(t.numel(), -1)
+
+
+def mkl_note() -> str | None:
+    """For a comparison of PyTorch's results bit for bit that found a difference
+    (``check-order --exact``, ``replay --reexecute`` of a PyTorch program): that MKL's may
+    differ from run to run, and the switch that pins them; None where PyTorch does not call
+    MKL or ``MKL_CBWR`` is set.  A maxvit_t's squeeze-excite convolutions differed in 7
+    elements of one gradient between two backward passes on one forward pass, and not with
+    it.  ``torch --headless`` compares nothing (its norms have 6 digits): no note there."""
+    import os
+
+    import torch
+
+    if not torch.backends.mkl.is_available() or os.environ.get("MKL_CBWR"):
+        return None
+    return ("MKL's results (PyTorch's CPU matrix products and convolutions) may differ in "
+            "the last bits from one call to the next, by memory alignment; run with "
+            "MKL_CBWR=AVX2,STRICT in the environment to make them reproducible and compare "
+            "again")

@@ -17,6 +17,10 @@ or two):
 5. A model held only as an object's attribute (a trainer's ``self.net``) was named by its
    type (``Net.fc.weight``).  Now by the attribute: ``trainer.net.fc.weight``, or
    ``net.fc.weight`` where only the method's ``self`` holds it.
+6. The MKL note (PyTorch's CPU kernels may differ in the last bits between runs) was said
+   by ``check-order --exact`` only; ``replay --reexecute`` of a PyTorch program compares
+   values bit for bit too, and its divergence said nothing of it.  Now both say it (one
+   text); ``torch --headless`` compares nothing, so has no note.
 """
 
 from __future__ import annotations
@@ -197,3 +201,43 @@ def test_a_model_held_by_an_objects_attribute_is_named_by_it(tmp_path: Path, cap
         assert f"grad {name}.{param}: shape" in out, out
     assert f"in {name}.fc (Linear), param {name}.fc.bias" in out, out
     assert "Net." not in out, out
+
+
+WOBBLE = """
+    import os
+    import torch
+
+    class Wobble(torch.autograd.Function):   # a backward whose last bits vary by run
+        @staticmethod
+        def forward(ctx, x):
+            return x * 3
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * (3 + 1e-6 * int(os.environ.get("WOBBLE", "0")))
+
+    def main():
+        w = torch.ones(4, requires_grad=True)
+        return Wobble.apply(w).sum()
+"""
+
+
+@pytest.mark.parametrize("cbwr", [None, "AVX2,STRICT"])
+def test_a_reexecuted_torch_program_that_diverges_names_mkls_switch(
+        tmp_path: Path, capsys, monkeypatch, cbwr: str | None) -> None:
+    """replay --reexecute compares a PyTorch program's values bit for bit, as check-order
+    --exact does: where they differ it says what MKL may do, as check-order says."""
+    script, rec = write_script(tmp_path, WOBBLE), tmp_path / "wobble.jsonl.gz"
+    monkeypatch.delenv("WOBBLE", raising=False)
+    code, _ = run_cli(["torch", str(script), "--headless", "--quiet", "--record", str(rec)],
+                      capsys)
+    assert code == 0
+    monkeypatch.setenv("WOBBLE", "1")
+    if cbwr is None:
+        monkeypatch.delenv("MKL_CBWR", raising=False)
+    else:
+        monkeypatch.setenv("MKL_CBWR", cbwr)
+    code, out = run_cli(["replay", str(rec), "--reexecute", "--scenario", str(script)], capsys)
+    assert code == 1 and "diverged at event" in out, out
+    said = "run with MKL_CBWR=AVX2,STRICT in the environment" in out
+    assert said == (cbwr is None and torch.backends.mkl.is_available()), out
