@@ -189,18 +189,21 @@ def test_seen_gone_at_the_same_poll_the_rank_killed_by_a_signal_failed_first() -
 
 def test_ctrl_c_ends_the_launcher_and_every_rank_and_only_loopback_listens(
         tmp_path: Path) -> None:
-    p, tag = launch(tmp_path, "--headless", DDP_TINY_HANG="1")
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    p, tag = launch(tmp_path, "--headless", DDP_TINY_HANG="1", DDP_TINY_READY=str(ready))
     try:
         deadline = time.monotonic() + 90
-        ranks: list[int] = []
-        while len(ranks) < 2:  # both ranks started and joined the process group
+        # Both ranks joined the process group and sleep in their forward: each says so
+        # (not a time: a loaded machine took 25 s to get there).  The torch command stops
+        # a forward that stands still 10 s as stuck, so the SIGINT goes now.
+        while len(list(ready.iterdir())) < 2:
             assert time.monotonic() < deadline and p.poll() is None, p.communicate()
-            time.sleep(0.3)
-            ranks = ranks_of(tag)
-            if len(ranks) == 2 and len(listening(tagged(tag))) < 3:
-                ranks = []  # the store and each rank's gloo: not all listening yet
-        addresses = listening(tagged(tag))
-        assert addresses and all(a.startswith("0100007F:") for a in addresses), addresses
+            time.sleep(0.05)
+        assert len(ranks_of(tag)) == 2
+        addresses = listening(tagged(tag))  # the store and each rank's gloo
+        assert len(addresses) >= 3 and all(a.startswith("0100007F:") for a in addresses), \
+            addresses
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=30)
     finally:
