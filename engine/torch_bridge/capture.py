@@ -254,10 +254,12 @@ class Registry:
         elif var is not None and self._leaf_vars.get(id(var), (None,))[0] is var:
             tensor = self._leaf_vars[id(var)][1]
         elif seq is not None and cls.__name__ != "AccumulateGrad":  # module_of, inlined
-            again = self._recomputed.get(id(fn))
+            again = self._recomputed.get(id(fn)) if self._recomputed else None
             owner = again[1] if again is not None and again[0] is fn else self._owner_at(seq)
             if owner is not None:
-                module, typ = self._shown(owner[0]), owner[1]
+                module, typ = owner
+                if self._alone and len(self._roots) == 1 and not self._leaf_vars:  # _shown
+                    module = self._alone.get(module, module)
         created, source, stack = self.sites.at(seq) if seq is not None else (None, None, [])
         return {"module": module, "module_type": typ, "tensor": tensor, "created": created,
                 "source": source, "saved": saved_lines(fn), "stack": stack}
