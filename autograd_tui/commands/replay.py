@@ -145,9 +145,12 @@ def _reexecute(rec: Any, scenario: str | None) -> int:
             print_text(con, f"re-executed {r.scenario.name}: {len(r.events)} events, "
                             "identical to the recording")
             return EXIT_OK
-        print_text(con, f"diverged at event {divergence.index}:", style="bold red")
-        print_text(con, f"  expected: {divergence.expected}")
-        print_text(con, f"  got:      {divergence.got}")
+        from autograd_tui.words import node_names
+
+        head, *rest = divergence.lines(node_names(rec.events))
+        print_text(con, head, style="bold red")
+        for line in rest:
+            print_text(con, line)
         if "torch" in sys.modules:  # the scenario ran PyTorch's kernels: theirs may vary
             from autograd_tui.session.grad_compare import mkl_note
 

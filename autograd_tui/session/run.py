@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from autograd_tui import engine, scenarios
@@ -23,6 +24,7 @@ from autograd_tui.engine.events import Event, summarize
 from autograd_tui.history import History
 from autograd_tui.history import recordings as trace
 from autograd_tui.scenarios import Scenario, ScenarioError
+from autograd_tui.words import format_event, plain
 
 ENGINE_OPTIONS = {
     "max_recursion_depth": int, "reentrant": str, "wake_owner": bool,
@@ -241,8 +243,49 @@ class Divergence:
     got: Event | None
 
     def __str__(self) -> str:
-        return (f"first divergence at event {self.index}: expected {self.expected}, "
-                f"got {self.got}")
+        return "\n".join(self.lines())
+
+    def lines(self, names: dict[int, str] | None = None) -> list[str]:
+        """What differs, in words: event k, each field that differs, the recorded and the
+        re-executed value as text (JSON for a summary: every digit, as the file has it;
+        the events keep summaries as raw JSON, whose repr says nothing).  ``names``: node
+        number -> name, for the events' words (``words.node_names``)."""
+        k, a, b = self.index, self.expected, self.got
+        head = f"diverged at event {k}:"
+        if a is None or b is None:
+            ended, other, e = ("recording", "re-execution", b) if a is None else \
+                ("re-execution", "recording", a)
+            return [head, f"  the {ended} ends at event {k - 1}; the {other} goes on:",
+                    f"  {format_event(e, names)}"]
+        out = [head, f"  recorded:    {format_event(a, names)}",
+               f"  re-executed: {format_event(b, names)}"]
+        da, db = _fields(a), _fields(b)
+        for key in (*da, *(x for x in db if x not in da)):
+            if da.get(key, _ABSENT) != db.get(key, _ABSENT):
+                out += [f"  {key} differs:", f"    recorded:    {_text(da.get(key, _ABSENT))}",
+                        f"    re-executed: {_text(db.get(key, _ABSENT))}"]
+        return out
+
+
+_ABSENT = object()
+_TEXT_MAX = 400  # a value's text in a divergence line; longer is cut, said with "..."
+
+
+def _fields(e: Event) -> dict[str, Any]:
+    """An event's fields by name, as plain values (summaries decoded), the kind first."""
+    d = e.to_dict()
+    return {"kind": d["kind"], **{k: d[k] for k in ("thread", "graph_task", "node", "queue")},
+            **d["data"]}
+
+
+def _text(v: Any) -> str:
+    if v is _ABSENT:
+        return "(no such field)"
+    try:
+        t = msgspec.json.encode(v).decode()
+    except (TypeError, ValueError, OverflowError):  # not JSON-able: repr says it in text
+        t = repr(v)
+    return plain(t if len(t) <= _TEXT_MAX else t[:_TEXT_MAX] + "...")
 
 
 #: steps run between two calls of ``reexecute``'s ``on_events``
