@@ -385,8 +385,11 @@ def _backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
     if create_graph or not _inside_ours():
         return _patched["backward"](tensors, grad_tensors, retain_graph, create_graph,
                                     grad_variables, inputs)
-    from_torch(*check_backward_args(tensors, grad_tensors, inputs), inputs).backward(
-        bool(retain_graph))
+    try:
+        from_torch(*check_backward_args(tensors, grad_tensors, inputs), inputs).backward(
+            bool(retain_graph))
+    finally:
+        recompute.graph_done(bool(retain_graph))
 
 
 def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any = None,
@@ -395,9 +398,12 @@ def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any
     if create_graph or is_grads_batched or materialize_grads or not _inside_ours():
         return _patched["grad"](outputs, inputs, grad_outputs, retain_graph, create_graph,
                                 only_inputs, allow_unused, is_grads_batched, materialize_grads)
-    g = from_torch(*check_backward_args(outputs, grad_outputs, inputs), inputs)
-    res = get_default_engine().execute(g.roots, g.grads, bool(retain_graph), False, False,
-                                       g.outputs)
+    try:
+        g = from_torch(*check_backward_args(outputs, grad_outputs, inputs), inputs)
+        res = get_default_engine().execute(g.roots, g.grads, bool(retain_graph), False, False,
+                                           g.outputs)
+    finally:
+        recompute.graph_done(bool(retain_graph))
     for i, r in enumerate(res):
         if r is None and not allow_unused:
             raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have "

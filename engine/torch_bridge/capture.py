@@ -128,6 +128,10 @@ class Registry:
                 self._recomputed.setdefault(id(fn), (fn, owner))
                 todo.extend(n for n, _ in fn.next_functions)
 
+    def forget_recomputed(self) -> None:
+        """Drop the claims and the nodes they hold (``recompute.graph_done``)."""
+        self._recomputed = {}
+
     def module_of(self, fn: Any) -> tuple[str, str] | None:
         """The innermost module call whose range of sequence numbers holds ``fn``'s (or the
         backward's recompute call that made it: ``claim``), its path as shown."""

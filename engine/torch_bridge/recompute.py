@@ -11,6 +11,13 @@ entry to exit, and, at exit, the nodes of that range reachable from its output a
 module's (the innermost call's: its hook runs first).  ``Registry.meta`` reads them.
 Paths are the forward's (``Registry.module_path``), so the module tree has one entry per
 module whichever pass made the node.
+
+The claims hold the nodes (a C++ node takes no weak reference), and so the recomputed
+forward's saved tensors, which our engine cannot release (``TorchNode.release_variables``).
+PyTorch drops that graph when its nested backward returns, and a checkpointed model keeps
+one block's activations at a time: so does the bridge, ``graph_done`` dropping the claims
+when a nested backward that does not retain its graph ends (its nodes' ``node_meta``, read
+as the backward began, keeps their modules for the views).
 """
 
 from __future__ import annotations
@@ -46,6 +53,13 @@ def uninstall() -> None:
             for h in _handles:
                 h.remove()
             _handles.clear()
+
+
+def graph_done(retain_graph: bool) -> None:
+    """A nested backward has ended: the graph a recompute made is PyTorch's to free, unless
+    the backward retains it (another backward may run it: its nodes keep their claims)."""
+    if not retain_graph:
+        current_registry().forget_recomputed()
 
 
 def _stack() -> list[tuple[str, str, int, set[int]]]:
