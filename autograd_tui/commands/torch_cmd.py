@@ -229,8 +229,10 @@ def _summary(con: Any, run: Any, result: Any) -> int:
         code = EXIT_ERROR
     elif result.status == "finished":
         con.print("[bold green]completed[/bold green]")
-        for k, v in run.gradients().items():
-            print_text(con, f"grad {k}: shape {list(v.shape)}, norm {_norm(v):.6g}")
+        for k, s in run.gradient_summaries().items():  # a huge sparse one: from its values
+            norm = s["norm"]
+            print_text(con, f"grad {k}: shape {s['shape']}, norm "
+                            f"{f'{norm:.6g}' if isinstance(norm, float) else norm}")
         for k, why in run.no_grad.items():
             print_text(con, f"no grad {k}: {why}")
         for line in never_ready_lines(run.events):  # DDP's unused-parameter failure
@@ -287,8 +289,3 @@ def _plain_errors() -> tuple[type[BaseException], ...]:
     return ScriptCalledBackward, TorchBridgeError
 
 
-def _norm(v: Any) -> float:
-    import numpy as np
-
-    a = np.asarray(v)
-    return float(np.linalg.norm(a if a.dtype.kind == "c" else a.astype(float)))  # |z| for complex

@@ -20,7 +20,7 @@ import numpy as np
 
 from autograd_tui import engine, scenarios
 from autograd_tui.control import Controller, StepResult
-from autograd_tui.engine.events import Event, summarize
+from autograd_tui.engine.events import Event, summary, summary_raw
 from autograd_tui.history import History
 from autograd_tui.history import recordings as trace
 from autograd_tui.scenarios import Scenario, ScenarioError
@@ -137,6 +137,12 @@ class Run:
                 out[k] = v.detach().to("cpu").numpy()
         return out
 
+    def gradient_summaries(self) -> dict[str, dict[str, Any]]:
+        """Each gradient's summary as the events make it (``summary_raw``): a sparse one
+        too big to densify (``torch_bridge.convert.SparseGrad``) from its values."""
+        return {k: summary(summary_raw(v)) for k, v in (self.result or {}).items()
+                if isinstance(v, engine.Tensor)}
+
     def header(self) -> dict[str, Any]:
         """The recording's header; a scenario file's ``FORWARD`` goes in it (a built-in
         lesson's is looked up by name), so its recording keeps the forward-op labels."""
@@ -152,7 +158,7 @@ class Run:
         return header
 
     def footer(self) -> dict[str, Any]:
-        grads = {k: summarize(v) for k, v in self.gradients().items()}
+        grads = self.gradient_summaries()
         status = "deadlock" if self.controller.report is not None else (
             "error" if self.error is not None else "completed" if self.finished else "running")
         return {"schedule": self.controller.schedule_string(), "gradients": grads,

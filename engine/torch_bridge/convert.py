@@ -7,8 +7,11 @@ is (no NumPy round trip, no device move).  A dtype NumPy cannot hold (bfloat16) 
 viewed as a float32 copy.  One of our own gradients reaches a PyTorch node as
 ``torch.from_numpy``, moved to its device.  A sparse COO gradient (``nn.Embedding(sparse=
 True)``'s) travels as the sparse tensor itself, and adds as ``InputBuffer::accumulate``
-adds it; what our engine and the views read is a dense copy, so one of more than
-``SPARSE_SHOWN`` elements is refused (a departure: PyTorch never densifies it).
+adds it; what our engine and the views read is a dense copy up to ``SPARSE_SHOWN``
+elements.  A bigger one (a 2,000,000-row embedding's) is never densified, as in PyTorch:
+our engine's checks read its shape and dtype from a one-element array broadcast to its
+shape, and its summary (``SparseGrad``: norm, first values, min, max, nnz) is computed
+from its values and indices.
 Every other module of the bridge imports this one; this one imports nothing of the bridge.
 
 torch is imported lazily (``torch_module``): ``import autograd_tui`` never needs it.
@@ -208,14 +211,10 @@ def to_ours(t: Any, fn: Any) -> Tensor | None:
         return None
     torch = _torch or torch_module()
     if t.layout != torch.strided:
-        if t.layout == torch.sparse_coo and t.numel() <= SPARSE_SHOWN:
+        if t.layout == torch.sparse_coo:
             return _sparse_grad(t, fn)
-        big = (f" of {t.numel():,} elements (the bridge shows a sparse gradient densified, "
-               f"up to {SPARSE_SHOWN:,})" if t.layout == torch.sparse_coo else "")
-        raise Unsupported(f"{node_label(fn)} produced a {t.layout} gradient{big}: the bridge "
-                          "handles dense (strided) tensors and small sparse COO ones only "
-                          "(nn.Embedding and EmbeddingBag with sparse=True make sparse "
-                          "ones; with sparse=False the same model steps)")
+        raise Unsupported(f"{node_label(fn)} produced a {t.layout} gradient: the bridge "
+                          "handles dense (strided) tensors and sparse COO ones only")
     if t.is_nested:
         raise Unsupported(f"{node_label(fn)} produced a nested tensor: the bridge "
                           "handles dense tensors only")
@@ -237,8 +236,8 @@ def to_ours(t: Any, fn: Any) -> Tensor | None:
 
 _new_grad = object.__new__
 
-#: the most elements a sparse gradient may have: our engine and the views read a dense
-#: NumPy copy of it (what PyTorch passes on is the sparse tensor itself)
+#: the most elements of a sparse gradient the views read densified (a NumPy copy; what
+#: PyTorch passes on is the sparse tensor itself); a bigger one is a ``SparseGrad``
 SPARSE_SHOWN = 1 << 22
 
 
@@ -249,13 +248,73 @@ def _sparse_grad(t: Any, fn: Any) -> TorchGrad:
     our engine's checks and the views read a dense copy (``data``)."""
     if t.requires_grad:
         t = t.detach()
+    device = "cpu" if t.is_cpu else device_str(t.device)
+    if t.numel() > SPARSE_SHOWN:
+        torch = _torch or torch_module()
+        # its shape and dtype for our engine's checks, in one element's memory
+        shape = np.broadcast_to(np.zeros((), numpy_dtype(torch, t.dtype, fn)), tuple(t.shape))
+        return SparseGrad(shape, device, t)
     dense = t.to_dense()
     arr = (dense if dense.is_cpu else dense.cpu())
     try:
         data = arr.numpy()
     except (TypeError, RuntimeError):
         data = _host_copy(_torch or torch_module(), arr, fn)
-    return TorchGrad(data, "cpu" if t.is_cpu else device_str(t.device), t)
+    return TorchGrad(data, device, t)
+
+
+class SparseGrad(TorchGrad):
+    """A sparse COO gradient too big to densify: ``data`` is zeros of its shape and dtype
+    (a broadcast view of one element: our engine's shape and dtype checks read it), and
+    the summary is computed from its values and indices (``sparse_summary``)."""
+
+    __slots__ = ()
+
+    def summary_once(self, full: bool, make: Any) -> Any:
+        from ..events import raw
+
+        version = self.held._version
+        s = self._summary
+        if s is None or s[0] != version:  # full or not: no element list for a huge one
+            s = self._summary = (version, full, raw(sparse_summary(self.held)))
+        return s[2]
+
+
+def sparse_summary(t: Any, n: int = 4) -> dict[str, Any]:
+    """``events.summarize`` of a sparse COO tensor without densifying it: its shape, dtype,
+    first ``n`` values (of the dense layout), norm, and ``nnz``, ``min``, ``max`` (an
+    implicit zero counts when some element is not stored).  Duplicate indices add, as
+    ``to_dense`` adds them (``coalesce``)."""
+    import math
+
+    torch = _torch or torch_module()
+    c = t.coalesce().cpu()
+    vals = c.values().to(torch.float64)  # (nnz, *dense dims)
+    nnz = c._nnz()
+    per = math.prod(c.shape[c.sparse_dim():])  # elements per stored index
+    fin = math.isfinite
+    norm = math.sqrt(float(vals.pow(2).sum())) if nnz else 0.0
+    stored = nnz * per
+    lo = float(vals.min()) if stored else 0.0
+    hi = float(vals.max()) if stored else 0.0
+    if stored < t.numel():  # an element not stored is a zero
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    # the first n elements of the dense layout: the stored rows whose flat index is first
+    rows = -(-min(n, t.numel()) // per) if per else 0
+    first = torch.zeros(rows * per, dtype=torch.float64)
+    if rows and nnz:
+        strides = torch.tensor([math.prod(c.shape[i + 1:c.sparse_dim()])
+                                for i in range(c.sparse_dim())], dtype=torch.int64)
+        lin = (c.indices() * strides[:, None]).sum(0)
+        at = (lin < rows).nonzero().flatten()
+        for j in at.tolist():
+            r = int(lin[j])
+            first[r * per:(r + 1) * per] = vals[j].reshape(-1)
+    values = [v if fin(v) else repr(v) for v in first[:n].tolist()]
+    shown = [x if fin(x) else repr(x) for x in (norm, lo, hi)]
+    return {"shape": list(t.shape), "dtype": str(numpy_dtype(torch, t.dtype, None)),
+            "values": values, "norm": shown[0], "nnz": nnz, "min": shown[1], "max": shown[2],
+            "sparse": True}
 
 
 def _host_copy(torch: Any, t: Any, fn: Any) -> np.ndarray:
@@ -282,7 +341,7 @@ def to_torch(t: Tensor | None, copy: bool = False) -> Any:
     ``copy``); ours shares the array unless ``copy`` (or it is read-only)."""
     if t is None:
         return None
-    if type(t) is TorchGrad:
+    if type(t) is TorchGrad or type(t) is SparseGrad:
         return t.held.clone() if copy else t.held
     torch = _torch or torch_module()
     arr = np.asarray(t.data)

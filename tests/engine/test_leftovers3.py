@@ -6,6 +6,11 @@
    blocks' at once by the end of its backward, where PyTorch holds one block's at a time.
    Now the claims go when the nested backward ends (``recompute.graph_done``), unless it
    retains its graph; the nodes' ``node_meta`` keeps their modules.
+3. A sparse gradient of more than ``SPARSE_SHOWN`` elements (4,194,304: a 2,000,000 x 64
+   ``nn.Embedding(sparse=True)``'s) was refused, the views reading a dense copy.  Now it
+   is never densified (``convert.SparseGrad``): its summary (norm, first values, min, max,
+   nnz) is computed from its values and indices; here the limit is lowered to make a
+   small one "big", its summary checked against the dense gradient's.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
 
 from autograd_tui import engine  # noqa: E402
-from autograd_tui.engine.torch_bridge import capture, from_torch  # noqa: E402
+from autograd_tui.engine.events import summarize, summary  # noqa: E402
+from autograd_tui.engine.torch_bridge import capture, convert, from_torch  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_thread_left")]
 
@@ -73,3 +79,36 @@ def test_a_checkpoints_recomputed_graph_is_freed_after_its_backward() -> None:
     modules = {e.module for e in events if e.kind == "node_meta" and e.graph_task in nested}
     assert {"model.0.fc", "model.0.act", "model.1.fc", "model.1.act"} <= modules, modules
 
+
+def test_a_sparse_gradient_too_big_to_densify_is_summarised_from_its_values(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(convert, "SPARSE_SHOWN", 16)  # 20 x 4 = 80 elements: "big"
+    torch.manual_seed(0)
+    emb, lin = torch.nn.Embedding(20, 4, sparse=True), torch.nn.Linear(4, 1)
+    ids = torch.tensor([[0, 5, 3], [19, 5, 7]])  # row 5 twice: duplicate indices add
+    eng, obs = engine.Engine(), engine.ListObserver()
+    eng.add_observer(obs)
+    try:
+        with capture():
+            loss = lin(emb(ids)).sum()
+        with engine.use_engine(eng):
+            from_torch(loss, None, None).backward()
+    finally:
+        eng.close()
+    got = emb.weight.grad
+    emb.weight.grad = None
+    lin(emb(ids)).sum().backward()  # plain PyTorch's
+    want = emb.weight.grad
+    assert got.is_sparse and torch.equal(got.to_dense(), want.to_dense())
+    dense = want.to_dense()
+    end = next(e for e in obs.events if e.kind == "node_end" and e.name == "EmbeddingBackward0")
+    s = summary(end.outputs)[0]
+    expect = summarize(dense.numpy())
+    assert (s["shape"], s["dtype"], s["values"]) == (expect["shape"], expect["dtype"],
+                                                     expect["values"]), s
+    assert s["norm"] == pytest.approx(expect["norm"], rel=1e-6)
+    assert (s["nnz"], s["min"], s["max"]) == (5, float(dense.min()), float(dense.max()))
+    # the leaf's .grad, as the views read it: the same summary, and no dense copy made
+    shown = convert.to_display(got)
+    assert type(shown) is convert.SparseGrad and shown.data.strides == (0, 0)
+    assert summary(engine.events.summary_raw(shown)) == s
