@@ -255,3 +255,43 @@ def test_trace_formats_real_example_is_the_real_recording(tmp_path: Path) -> Non
     n_events = len(lines) - 2
     stated = re.search(r"(\d+) lines: the header, (\d+) events, the footer", section)
     assert stated and (int(stated.group(1)), int(stated.group(2))) == (len(lines), n_events)
+
+
+def _epilog_examples(command: str) -> list[list[str]]:
+    """The example command lines of ``autograd-tui COMMAND --help`` (its epilog), split."""
+    import argparse
+    import shlex
+
+    from autograd_tui.commands import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    epilog = sub.choices[command].epilog or ""
+    return [shlex.split(line.split("#")[0])[1:] for line in epilog.splitlines()[1:]]
+
+
+def test_runs_help_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Each ``run --help`` example of a built-in scenario runs as shown (a schedule string
+    that no longer fits the scenario was a usage error, exit 2): its exit code is a run's
+    (0, or 4 where it stops at a non-finite value as it asks)."""
+    from autograd_tui.commands import main
+
+    monkeypatch.chdir(tmp_path)  # --record writes here
+    ran = []
+    for args in _epilog_examples("run"):
+        if any(a.endswith(".py") for a in args):  # the reader's own scenario file
+            continue
+        code = main(args)
+        out = capsys.readouterr()
+        assert code == (4 if "nonfinite" in args else 0), (args, out.out + out.err)
+        ran.append(args)
+    assert any("schedule:" in a for args in ran for a in args), ran
+
+
+def test_readmes_quickstart_prints_what_it_says(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (ROOT / "README.md").read_text()
+    code = re.search(r"python -c '([^']+)'", readme)
+    assert code is not None
+    exec(code.group(1), {})  # noqa: S102 - the README's own line
+    printed = capsys.readouterr().out.strip()
+    assert f"`{printed}`" in readme.split("## Quickstart")[1], printed

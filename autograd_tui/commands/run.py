@@ -49,7 +49,7 @@ def add_parser(sub: Any) -> None:
             "autograd-tui run linear-relu --headless",
             "autograd-tui run chain --param n=10 --headless",
             "autograd-tui run multi-device --policy random --seed 3 --headless",
-            "autograd-tui run multi-device --policy schedule:1:40,2:12,1:5 --headless",
+            "autograd-tui run multi-device --policy schedule:1:40,2:6,1:5 --headless",
             "autograd-tui run reentrant-deep --engine max_recursion_depth=10 --headless",
             "autograd-tui run linear-relu --headless --record run.jsonl.gz",
             "autograd-tui run ./my_scenario.py --headless",
