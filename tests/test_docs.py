@@ -269,23 +269,39 @@ def _epilog_examples(command: str) -> list[list[str]]:
     return [shlex.split(line.split("#")[0])[1:] for line in epilog.splitlines()[1:]]
 
 
-def test_runs_help_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                capsys: pytest.CaptureFixture[str]) -> None:
-    """Each ``run --help`` example of a built-in scenario runs as shown (a schedule string
-    that no longer fits the scenario was a usage error, exit 2): its exit code is a run's
-    (0, or 4 where it stops at a non-finite value as it asks)."""
+def _cli_md_runs() -> list[tuple[list[str], int]]:
+    """docs/cli.md's ``autograd-tui run`` lines, each with the exit code it says (0 unless
+    ``# exits with N``)."""
+    import shlex
+
+    out = []
+    for line in (DOCS / "cli.md").read_text().splitlines():
+        if line.startswith("autograd-tui run "):
+            cmd, _, note = line.partition("#")
+            said = re.search(r"exits with (\d)", note)
+            out.append((shlex.split(cmd)[1:], int(said.group(1)) if said else 0))
+    return out
+
+
+def test_run_examples_run_as_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Each ``run --help`` example and each of docs/cli.md's ``autograd-tui run`` lines of a
+    built-in scenario runs as shown (a schedule string that no longer fitted the scenario
+    was a usage error, exit 2), with the exit code it says (4 where ``run --help``'s stops
+    at a non-finite value)."""
     from autograd_tui.commands import main
 
     monkeypatch.chdir(tmp_path)  # --record writes here
+    cases = [(a, 4 if "nonfinite" in a else 0) for a in _epilog_examples("run")]
     ran = []
-    for args in _epilog_examples("run"):
-        if any(a.endswith(".py") for a in args):  # the reader's own scenario file
-            continue
+    for args, want in cases + _cli_md_runs():
+        if any(a.endswith(".py") for a in args) or "--headless" not in args:  # the reader's
+            continue  # own scenario file; the app
         code = main(args)
         out = capsys.readouterr()
-        assert code == (4 if "nonfinite" in args else 0), (args, out.out + out.err)
+        assert code == want, (args, out.out + out.err)
         ran.append(args)
-    assert any("schedule:" in a for args in ran for a in args), ran
+    assert sum("schedule:" in a for args in ran for a in args) == 2, ran
 
 
 def test_readmes_quickstart_prints_what_it_says(capsys: pytest.CaptureFixture[str]) -> None:
