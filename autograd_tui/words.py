@@ -181,7 +181,13 @@ def _short(s: Any) -> str:
     vals = ", ".join(f"{v:.4g}" if isinstance(v, float) else _short_text(v)
                      for v in s["values"])
     more = "…" if math.prod(s["shape"]) > len(s["values"]) else ""
-    return plain(f"[{vals}{more}]" if s["shape"] else vals)
+    text = f"[{vals}{more}]" if s["shape"] else vals
+    nnz = s.get("nnz")
+    if type(nnz) is int:  # a sparse gradient too big to densify, summarised from its values
+        lo, hi = (f"{v:.4g}" if isinstance(v, float) else _short_text(v)
+                  for v in (s.get("min"), s.get("max")))
+        text += f" (sparse: nnz {nnz}, min {lo}, max {hi})"
+    return plain(text)
 
 
 def _short_text(v: Any) -> str:

@@ -26,6 +26,7 @@ torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip
 from autograd_tui import engine  # noqa: E402
 from autograd_tui.engine.events import summarize, summary  # noqa: E402
 from autograd_tui.engine.torch_bridge import capture, convert, from_torch  # noqa: E402
+from autograd_tui.words import format_event  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_thread_left")]
 
@@ -108,6 +109,10 @@ def test_a_sparse_gradient_too_big_to_densify_is_summarised_from_its_values(
                                                      expect["values"]), s
     assert s["norm"] == pytest.approx(expect["norm"], rel=1e-6)
     assert (s["nnz"], s["min"], s["max"]) == (5, float(dense.min()), float(dense.max()))
+    # the trace and the app word it so (words.short_value)
+    lo, hi = float(dense.min()), float(dense.max())
+    assert f"(sparse: nnz 5, min {lo:.4g}, max {hi:.4g})" in format_event(end), \
+        format_event(end)
     # the leaf's .grad, as the views read it: the same summary, and no dense copy made
     shown = convert.to_display(got)
     assert type(shown) is convert.SparseGrad and shown.data.strides == (0, 0)
