@@ -25,7 +25,6 @@ from autograd_tui.commands.common import (
     exit_call,
     print_text,
 )
-from autograd_tui.commands.torch_cmd import add_script_options
 
 
 def add_parser(sub: Any) -> None:
@@ -38,6 +37,8 @@ def add_parser(sub: Any) -> None:
         epilog=examples("autograd-tui check-order my_model.py",
                         "autograd-tui check-order train.py --exact --backward 2 -- --epochs 1"))
     p.add_argument("script", metavar="SCRIPT.py")
+    from autograd_tui.session.plain_script import add_script_options
+
     add_script_options(p)
     p.add_argument("--exact", action="store_true",
                    help="gradients must be bitwise equal (default: as torch.testing."

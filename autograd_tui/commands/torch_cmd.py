@@ -66,6 +66,8 @@ def add_parser(sub: Any) -> None:
                         "autograd-tui torch ddp_model.py --ranks 2 --headless",
                         "autograd-tui check-order my_model.py"))
     p.add_argument("script", metavar="SCRIPT.py")
+    from autograd_tui.session.plain_script import add_script_options
+
     add_script_options(p)
     p.add_argument("--headless", action="store_true", help="no app: print a trace")
     p.add_argument("--quiet", action="store_true", help="--headless: the summary only")
@@ -78,21 +80,6 @@ def add_parser(sub: Any) -> None:
                         "127.0.0.1), record each; open the app on them side by side, or "
                         "with --headless print each rank's outcome")
     p.set_defaults(func=run)
-
-
-def add_script_options(p: Any) -> None:
-    """``--entry``, ``--backward`` and the script's own arguments after ``--`` (the
-    ``torch`` and ``check-order`` commands')."""
-    p.add_argument("--entry", metavar="NAME",
-                   help="the function that returns the loss (default: main, if the script "
-                        "has one that returns a value; else the script runs as it is)")
-    p.add_argument("--backward", type=int, metavar="N",
-                   help="run the script as it is (as `python SCRIPT ARGS`) and step its "
-                        "Nth backward call (loss.backward(), torch.autograd.backward); the "
-                        "script is stopped there (default for a script with no main() "
-                        "returning the loss: 1)")
-    p.add_argument("script_args", nargs="*", metavar="-- ARGS",
-                   help="the script's own arguments (its sys.argv[1:]), after --")
 
 
 def run(args: argparse.Namespace) -> int:

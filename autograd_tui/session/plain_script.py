@@ -33,8 +33,9 @@ def need_torch() -> Any:
 def is_plain(path: str, entry: str | None, backward: int | None) -> bool:
     """Whether the script runs whole, up to a backward call of its own: ``--backward``
     given, or no ``--entry`` and no top-level ``main`` that returns a value (a function
-    ``main`` bound another way, imported or assigned, is taken to be the entry).  A file
-    that cannot be read or parsed is not: importing it says what is wrong, as before."""
+    ``main`` bound another way, imported or assigned, is taken to be the entry; so is one
+    that returns nothing and that the script does not call).  A file that cannot be read
+    or parsed is not: importing it says what is wrong, as before."""
     if backward is not None:
         return True
     if entry is not None:
@@ -43,16 +44,18 @@ def is_plain(path: str, entry: str | None, backward: int | None) -> bool:
         tree = ast.parse(Path(path).read_text(errors="replace"))
     except (OSError, SyntaxError, ValueError):
         return False
-    return not _binds_entry(tree.body, "main")
+    return not _binds_entry(tree.body, "main") and (
+        not _defines(tree.body, "main") or _calls_at_top(tree.body, "main"))
 
 
 def _binds_entry(body: list[ast.stmt], name: str) -> bool:
     """``name`` bound at the module's top level (an ``if``/``try``/``with`` block's too)
     as a function that returns a value other than a constant (``sys.exit(main())``'s
     ``return 0`` is an exit code, not a loss), or bound by an import or an assignment."""
-    for st in body:
-        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st.name == name:
-            return _returns_value(st)
+    for st in _top(body):
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st.name == name \
+                and _returns_value(st):
+            return True
         if isinstance(st, (ast.Import, ast.ImportFrom)) and any(
                 (a.asname or a.name) == name for a in st.names):
             return True
@@ -60,12 +63,42 @@ def _binds_entry(body: list[ast.stmt], name: str) -> bool:
                 isinstance(t, ast.Name) and t.id == name
                 for t in (st.targets if isinstance(st, ast.Assign) else [st.target])):
             return True
-        blocks = [getattr(st, k, None) or [] for k in ("body", "orelse", "finalbody")]
-        blocks += [h.body for h in getattr(st, "handlers", None) or []]
-        if isinstance(st, (ast.If, ast.Try, ast.With)) and any(
-                _binds_entry(b, name) for b in blocks):
-            return True
     return False
+
+
+def _defines(body: list[ast.stmt], name: str) -> bool:
+    return any(isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st.name == name
+               for st in _top(body))
+
+
+def _calls_at_top(body: list[ast.stmt], name: str) -> bool:
+    """``name()`` called by the module itself (``if __name__ == "__main__": main()``,
+    ``sys.exit(main())``), not only inside its functions: a ``main()`` that returns
+    nothing and that the script never calls is an entry (run as it is, nothing would)."""
+    todo: list[ast.AST] = [st for st in body if not isinstance(
+        st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == name:
+            return True
+        todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _top(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The module's top-level statements, those of its ``if``/``try``/``with`` blocks too."""
+    out: list[ast.stmt] = []
+    for st in body:
+        out.append(st)
+        if isinstance(st, (ast.If, ast.Try, ast.With)):
+            for k in ("body", "orelse", "finalbody"):
+                out += _top(getattr(st, k, None) or [])
+            for h in getattr(st, "handlers", None) or []:
+                out += _top(h.body)
+    return out
 
 
 def _returns_value(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -142,3 +175,18 @@ def check_usage(entry: str | None, backward: int | None) -> None:
     if backward is not None and entry is not None:
         raise ScenarioError("--entry NAME steps the loss NAME() returns, --backward N the "
                             "script's own Nth backward call: give one of them", usage=True)
+
+
+def add_script_options(p: Any) -> None:
+    """``--entry``, ``--backward`` and the script's own arguments after ``--`` (the
+    ``torch`` and ``check-order`` commands')."""
+    p.add_argument("--entry", metavar="NAME",
+                   help="the function that returns the loss (default: main, if the script "
+                        "has one that returns a value; else the script runs as it is)")
+    p.add_argument("--backward", type=int, metavar="N",
+                   help="run the script as it is (as `python SCRIPT ARGS`) and step its "
+                        "Nth backward call (loss.backward(), torch.autograd.backward); the "
+                        "script is stopped there (default for a script with no main() "
+                        "returning the loss: 1)")
+    p.add_argument("script_args", nargs="*", metavar="-- ARGS",
+                   help="the script's own arguments (its sys.argv[1:]), after --")

@@ -103,8 +103,10 @@ def test_which_scripts_run_as_they_are(tmp_path: Path) -> None:
         return is_plain(str(write_script(tmp_path, body, "s.py")), entry, backward)
 
     assert not plain("def main():\n    return loss\n")
-    assert plain("def main():\n    train()\n    return 0\n")  # sys.exit(main())'s code
-    assert plain("def main():\n    def f():\n        return x\n    f()\n")  # nested return
+    assert plain("def main():\n    train()\n    return 0\n\nsys.exit(main())\n")
+    assert plain("def main():\n    def f():\n        return x\n    f()\n\n"
+                 "if __name__ == '__main__':\n    main()\n")  # f's return is not main's
+    assert not plain("def main():\n    train()\n")  # never called: the entry, as before
     assert plain("for i in range(3):\n    pass\n")
     assert not plain("from lib import main\n")
     assert not plain("if True:\n    def main():\n        return net(x).sum()\n")
