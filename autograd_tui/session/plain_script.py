@@ -135,7 +135,6 @@ def plain_scenario(path: str, argv: Sequence[str] = (), backward: int = 1) -> Sc
     our engine; what happened (which call, where) is said as soon as the script stops."""
     entry = script_entry(path, argv, backward)
     from autograd_tui.engine.torch_bridge import run_program
-    from autograd_tui.engine.torch_bridge.compiled import script_note
     from autograd_tui.engine.torch_bridge.program import func_note
     from autograd_tui.engine.torch_bridge.script_run import ordinal
 
@@ -144,7 +143,7 @@ def plain_scenario(path: str, argv: Sequence[str] = (), backward: int = 1) -> Sc
         doc = (ast.get_docstring(ast.parse(text)) or "").strip()
     except (SyntaxError, ValueError):
         doc = ""  # running it says where (located at its line)
-    banner = "; ".join(n for n in (script_note({}, text), func_note(text)) if n)
+    banner = func_note(text) or ""  # torch.compile: said once the script has called it
     what = f"the {ordinal(backward)} backward call of {path}"
     scenario = Scenario(
         name=Path(path).stem, title=Path(path).name, summary=what,

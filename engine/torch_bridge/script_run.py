@@ -16,6 +16,8 @@ checkpoint's backward inside a node) is not counted: PyTorch's engine runs it in
 the call that made it.  ``torch.autograd.grad`` is not a backward call here: it runs
 on PyTorch's engine and the notes say how many ran.  ``create_graph=True`` at the Nth
 call is stepped without the gradients' graph (the script stops there: nothing uses it).
+What the script compiles with ``torch.compile`` runs eagerly (``watch_compile``) and is
+said once it has been called (a script whose source names it may not call it).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .compiled import CompileWatch
 from .convert import TorchBridgeError, torch_module
 from .sites import PROGRAM, file_kind
 
@@ -95,10 +98,12 @@ class ScriptEntry:
         self.stopped: StoppedAt | None = None
         self.calls = 0  # backward calls run on PyTorch's engine before the stop
         self.grad_calls = 0  # torch.autograd.grad calls, run on PyTorch's engine
+        self.compiled = CompileWatch()
         self._local = threading.local()  # depth: a call inside a backward is nested
 
     def __call__(self) -> tuple[Any, Any, Any]:
         self.stopped, self.calls, self.grad_calls = None, 0, 0
+        self.compiled = CompileWatch()  # what the script compiled (run eagerly meanwhile)
         name = shown(self.path)
         try:
             with self._watching(), _as_main(self.path, self.argv):
@@ -145,6 +150,8 @@ class ScriptEntry:
             out.append(f"its {_plural(self.grad_calls, 'torch.autograd.grad call')} before "
                        "it ran on PyTorch's engine (not stepped)")
         out.append("the script was stopped there, the rest of it did not run")
+        if self.compiled.note():
+            out.append(str(self.compiled.note()))
         if s.create_graph:
             out.append("the call asked for create_graph=True: the stepped backward does not "
                        "build the gradients' graph (the script stops there: nothing uses it)")
@@ -154,7 +161,8 @@ class ScriptEntry:
     def _watching(self) -> Iterator[None]:
         """``torch.autograd.backward`` and ``grad`` counted on this thread; the Nth
         backward (and any after it, should the script catch the first stop) stops it."""
-        ag = torch_module().autograd
+        torch = torch_module()
+        ag, real_compile = torch.autograd, torch.compile
         real_backward, real_grad = ag.backward, ag.grad
         local, mine = self._local, threading.get_ident()
 
@@ -189,11 +197,16 @@ class ScriptEntry:
             finally:
                 local.depth = 0
 
-        ag.backward, ag.grad = backward, grad
+        def compile_(model: Any = None, **kwargs: Any) -> Any:
+            if model is not None:  # said after the run: the script may not compile at all
+                self.compiled.record(model)
+            return real_compile(model, **kwargs)
+
+        ag.backward, ag.grad, torch.compile = backward, grad, compile_
         try:
             yield
         finally:
-            ag.backward, ag.grad = real_backward, real_grad
+            ag.backward, ag.grad, torch.compile = real_backward, real_grad, real_compile
 
 
 @contextlib.contextmanager

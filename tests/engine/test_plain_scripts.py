@@ -279,3 +279,21 @@ def test_the_app_steps_a_plain_scripts_backward(tmp_path: Path) -> None:
     assert "stepped the script's 1st backward call" in seen["title"]
     assert seen["status"] == "completed", seen
     assert not Path(f"{p}.end").exists() and Path(f"{p}.finally").exists()
+
+
+def test_a_compiled_model_is_said_only_when_the_script_compiles(tmp_path: Path,
+                                                                capsys) -> None:
+    body = """\
+        import sys
+        import torch
+        net = torch.nn.Linear(3, 2)
+        if sys.argv[1:] == ["--compile"]:
+            net = torch.compile(net)
+        net(torch.ones(4, 3)).sum().backward()
+        """
+    p = write_script(tmp_path, body)
+    code, out = run_cli(["torch", str(p), "--headless", "--quiet"], capsys)
+    assert code == 0 and "torch.compile'd" not in out, out
+    code, out = run_cli(["torch", str(p), "--headless", "--quiet", "--", "--compile"], capsys)
+    assert code == 0, out
+    assert "stepped the eager graph of a torch.compile'd model: Linear (nn.Module)" in out

@@ -295,7 +295,7 @@ def test_the_bridge_is_layered_with_no_import_cycle() -> None:
              "sites": set(), "naming": {"sites"},
              "capture": {"convert", "saved", "sites", "naming"}, "hooks": {"convert"},
              "compiled": {"convert"}, "ddp": {"convert"}, "nested": {"convert"},
-             "stepped": {"convert"}, "script_run": {"convert", "sites"},
+             "stepped": {"convert"}, "script_run": {"convert", "sites", "compiled"},
              "bridge": {"convert", "capture", "hooks", "queries", "saved", "ddp"},
              "inplace": {"convert", "capture"},
              "program": {"convert", "capture", "compiled", "hooks", "bridge", "inplace", "ddp",
