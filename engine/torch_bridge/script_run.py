@@ -11,7 +11,9 @@ that call's ``(tensors, grad_tensors, inputs)``, as an entry function returns
 ``(loss, grad_outputs, inputs)``: ``run_program`` and ``check_order`` take it unchanged.
 
 Departs from ``python train.py``: the script runs on the calling thread (the app's
-program thread), and nothing after the Nth call runs.  A nested call (a reentrant
+program thread), and nothing after the Nth call runs.  Only the script's own thread is
+counted: a forked child's calls (``mnist_hogwild``'s trainers) run on PyTorch's engine
+in that child, as another thread's do.  A nested call (a reentrant
 checkpoint's backward inside a node) is not counted: PyTorch's engine runs it inside
 the call that made it.  ``torch.autograd.grad`` is not a backward call here: it runs
 on PyTorch's engine and the notes say how many ran.  ``create_graph=True`` at the Nth
@@ -164,12 +166,16 @@ class ScriptEntry:
         torch = torch_module()
         ag, real_compile = torch.autograd, torch.compile
         real_backward, real_grad = ag.backward, ag.grad
-        local, mine = self._local, threading.get_ident()
+        local, mine, pid = self._local, threading.get_ident(), os.getpid()
+
+        def counted() -> bool:  # this thread, not a nested call, not a forked child's
+            return threading.get_ident() == mine and not getattr(local, "depth", 0) \
+                and os.getpid() == pid
 
         def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
                      create_graph: bool = False, grad_variables: Any = None,
                      inputs: Any = None) -> Any:
-            if threading.get_ident() != mine or getattr(local, "depth", 0):
+            if not counted():
                 return real_backward(tensors, grad_tensors, retain_graph, create_graph,
                                      grad_variables, inputs=inputs)
             if self.stopped is None and self.calls + 1 == self.backward:
@@ -188,7 +194,7 @@ class ScriptEntry:
                 local.depth = 0
 
         def grad(*args: Any, **kwargs: Any) -> Any:
-            if threading.get_ident() != mine or getattr(local, "depth", 0):
+            if not counted():
                 return real_grad(*args, **kwargs)  # capture's mode calls it again: once
             self.grad_calls += 1
             local.depth = 1
