@@ -2,7 +2,9 @@
 
 ``run_program(entry)`` is what ``autograd-tui torch`` and the torch scenarios
 run; ``split_result`` reads what an entry returns; ``leaf_names`` is the one
-rule that names a leaf (``check-order`` names them the same way).
+rule that names a leaf (``check-order`` names them the same way).  An entry may be a
+whole script stopped at its Nth backward call (``script_run.ScriptEntry``); the
+backward passes an entry ran itself before are said (``program_notes``).
 
 Departs from a plain ``python`` run in one place: an ``allow_mutation_on_saved_tensors()``
 context the program leaves open is closed when ``run_program`` ends on a thread of its own
@@ -56,7 +58,8 @@ def split_result(out: Any) -> tuple[Any, Any, Any]:
 # transformers' Trainer.train() returns a TrainOutput, its backward passes already run
 _LOOP = ("a training loop that runs its backward passes itself (transformers' "
          "Trainer.train()) leaves none to step: return the loss of one more forward pass "
-         "(with a Trainer: trainer.compute_loss(model, batch))")
+         "(with a Trainer: trainer.compute_loss(model, batch)), or run the script as it "
+         "is and step its own Nth backward call: --backward N")
 
 
 def _tensors(torch: Any, loss: Any) -> bool:
