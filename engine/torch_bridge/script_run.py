@@ -119,7 +119,7 @@ class ScriptEntry:
         except BaseException:
             if self.stopped is None:  # the script's own error: located at its line
                 raise
-        if self.stopped is None:  # ran to its end (or swallowed every stop)
+        if self.stopped is None:  # ran to its end
             raise ScriptEnded(self._ended(name))
         return self.stopped.args
 
