@@ -297,3 +297,12 @@ def test_a_compiled_model_is_said_only_when_the_script_compiles(tmp_path: Path,
     code, out = run_cli(["torch", str(p), "--headless", "--quiet", "--", "--compile"], capsys)
     assert code == 0, out
     assert "stepped the eager graph of a torch.compile'd model: Linear (nn.Module)" in out
+
+
+def test_ranks_pass_the_backward_and_the_script_args_on(tmp_path: Path) -> None:
+    from autograd_tui.session.ranks import rank_command
+
+    cmd = rank_command("train.py", tmp_path, None, ["--backward", "2", "--", "--steps", "3"])
+    assert "--entry" not in cmd  # a plain script: no main() named for it
+    assert cmd[-5:] == ["--backward", "2", "--", "--steps", "3"]
+    assert rank_command("m.py", tmp_path, "build")[3:5] == ["--entry", "build"]
