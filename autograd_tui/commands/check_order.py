@@ -34,10 +34,12 @@ def add_parser(sub: Any) -> None:
         description="Run SCRIPT's backward pass with PyTorch's engine and with ours (driving "
                     "PyTorch's nodes); print whether the node orders and the gradients agree "
                     "(exit 0) or the first difference (exit 1).",
-        epilog=examples("autograd-tui check-order my_model.py"))
+        epilog=examples("autograd-tui check-order my_model.py",
+                        "autograd-tui check-order train.py --exact --backward 2 -- --epochs 1"))
     p.add_argument("script", metavar="SCRIPT.py")
-    p.add_argument("--entry", default="main",
-                   help="the function that returns the loss (default: main)")
+    from autograd_tui.session.plain_script import add_script_options
+
+    add_script_options(p)
     p.add_argument("--exact", action="store_true",
                    help="gradients must be bitwise equal (default: as torch.testing."
                         "assert_close, with its tolerances for each dtype)")
@@ -48,11 +50,14 @@ def run(args: argparse.Namespace) -> int:
     from autograd_tui.engine.torch_bridge import TorchBridgeError
     from autograd_tui.scenarios import ScenarioError
     from autograd_tui.session.grad_compare import mkl_note
-    from autograd_tui.session.torch_script import check_order, load_entry
+    from autograd_tui.session.plain_script import check_usage
+    from autograd_tui.session.torch_script import check_order
 
-    try:
-        entry, mod = load_entry(args.script, args.entry)
-        res = check_order(entry, args.exact, vars(mod))
+    check_usage(args.entry, args.backward)
+    try:  # a script with no main() returning the loss: run as it is, to its Nth backward
+        entry, namespace = checked_entry(args.script, args.entry, args.backward,
+                                         args.script_args)
+        res = check_order(entry, args.exact, namespace)
     except (TorchBridgeError, ScenarioError):  # already one plain message
         raise
     except SystemExit as e:  # the script's own (argparse's error at import): not a scenario's
@@ -65,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
             raise Failure(locate(e, file=args.script).headline()) from None
         raise Failure(f"{args.script}: {type(e).__name__} in {where}: {e}") from None
     con = console()
+    for note in entry.notes() if hasattr(entry, "notes") else ():  # a plain script's
+        print_text(con, f"note: {note}")
     print_text(con, f"PyTorch ran {len(res.torch_order)} nodes, ours {len(res.our_order)}")
     theirs, ours = res.nested
     if theirs or ours:  # a reentrant checkpoint's backward, run inside its node
@@ -99,3 +106,17 @@ def run(args: argparse.Namespace) -> int:
         also = f"; {none} of them {have} no .grad in either run" if none else ""
         print_text(con, f"gradients: {len(res.grads)} leaves agree ({how}){closest}{also}")
     return EXIT_OK if res.agrees else EXIT_ERROR
+
+
+def checked_entry(path: str, entry: str | None, backward: int | None,
+                  argv: list[str]) -> tuple[Any, dict[str, Any] | None]:
+    """What check-order runs: the entry function and the script's namespace, or the whole
+    script up to its Nth backward call (no namespace: nothing of it runs before)."""
+    from autograd_tui.session.plain_script import is_plain, script_entry
+    from autograd_tui.session.torch_script import load_entry
+
+    if is_plain(path, entry, backward):
+        return script_entry(path, argv, backward or 1), None
+    fn, mod = load_entry(path, entry or "main", argv)
+    return fn, vars(mod)
+

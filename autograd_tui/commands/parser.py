@@ -11,6 +11,7 @@ scenario's ``sys.exit(5)`` is an error in it (1, with a message), never our exit
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 
 from autograd_tui import __version__
@@ -70,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argparse's own usage errors (an unknown option, a missing argument) exit with 2
     through ``SystemExit``, as do ``--help`` and ``--version`` (with 0)."""
-    args = build_parser().parse_args(argv)
+    args = _parse(list(sys.argv[1:] if argv is None else argv))
     restore = _signals_interrupt()
     try:
         if args.command is None:
@@ -99,6 +100,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     finally:
         restore()
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed; a script's own arguments after ``--`` (``torch``, ``check-order``)
+    kept apart, as argparse cannot take a positional list after the options."""
+    words = [a for a in argv if not a.startswith("-")]
+    if "--" in argv and words and words[0] in ("torch", "check-order"):
+        cut = argv.index("--")
+        args = build_parser().parse_args(argv[:cut])
+        if hasattr(args, "script_args"):
+            args.script_args = [*args.script_args, *argv[cut + 1:]]
+            return args
+    return build_parser().parse_args(argv)
 
 
 class Terminated(KeyboardInterrupt):

@@ -53,16 +53,22 @@ def add_parser(sub: Any) -> None:
         formatter_class=FORMATTER,
         description="Run SCRIPT's entry function (it builds a model, runs the forward pass "
                     "and returns the loss), then its backward pass on our engine, each node "
-                    "computed by PyTorch. Opens the app, or with --headless prints the trace.",
+                    "computed by PyTorch. A script with no main() returning the loss (a "
+                    "training script as it is) runs as `python SCRIPT ARGS` would, up to its "
+                    "first backward call (--backward N: its Nth), and is stopped there: that "
+                    "backward is the one stepped. Opens the app, or with --headless prints "
+                    "the trace.",
         epilog=examples("autograd-tui torch my_model.py",
                         "autograd-tui torch my_model.py --entry build_and_run",
+                        "autograd-tui torch train.py --backward 3 -- --epochs 1 --lr 0.1",
                         "autograd-tui torch my_model.py --headless --record run.jsonl.gz",
                         "autograd-tui torch ddp_model.py --ranks 2 --record runs/",
                         "autograd-tui torch ddp_model.py --ranks 2 --headless",
                         "autograd-tui check-order my_model.py"))
     p.add_argument("script", metavar="SCRIPT.py")
-    p.add_argument("--entry", default="main",
-                   help="the function that returns the loss (default: main)")
+    from autograd_tui.session.plain_script import add_script_options
+
+    add_script_options(p)
     p.add_argument("--headless", action="store_true", help="no app: print a trace")
     p.add_argument("--quiet", action="store_true", help="--headless: the summary only")
     add_stop_option(p)
@@ -78,9 +84,11 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autograd_tui.commands.progress import progress
+    from autograd_tui.session.plain_script import check_usage
     from autograd_tui.session.run import Run
     from autograd_tui.session.torch_script import script_scenario
 
+    check_usage(args.entry, args.backward)
     if args.ranks is not None:
         from autograd_tui.commands.torch_ranks import run_ranks
 
@@ -99,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.headless:
         app_only_options(args, record)
     with progress(None, "importing torch and the script (a few seconds)"):
-        scenario = script_scenario(args.script, args.entry)  # on a terminal: a line meanwhile
+        scenario = script_scenario(args.script, args.entry, args.backward,  # on a terminal:
+                                   args.script_args)  # a line meanwhile
     if not args.headless:
         return open_app(scenario)
     r = _rank_run(Run)(scenario)
@@ -217,10 +226,7 @@ def _summary(con: Any, run: Any, result: Any) -> int:
         print_text(con, f"note: {run.scenario.banner}")
     con.print(f"events: {len(run.events)}")
     if isinstance(run.error, _plain_errors()):  # one plain message, no class path
-        from autograd_tui.engine.torch_bridge.convert import Unsupported
-
-        said = "not supported:" if isinstance(run.error, Unsupported) else "error in the script"
-        _error_lines(con, str(run.error), said)
+        _error_lines(con, str(run.error), _said(run.error))
         code = EXIT_ERROR
     elif run.error is not None:
         say_program_error(run)  # the script's file, line and source line, on stderr
@@ -252,10 +258,7 @@ def _say_failed_before_backward(run: Any) -> None:
     from autograd_tui.words import plain_lines
 
     if isinstance(run.error, _plain_errors()):
-        from autograd_tui.engine.torch_bridge.convert import Unsupported
-
-        said = "not supported:" if isinstance(run.error, Unsupported) else "error in the script"
-        text = f"{said} {run.error}"
+        text = f"{_said(run.error)} {run.error}".strip()
     elif say_program_error(run) is not None:  # the script's file, line and source line
         return
     else:
@@ -266,6 +269,16 @@ def _say_failed_before_backward(run: Any) -> None:
         print(f"    {line}", file=sys.stderr, flush=True)
 
 
+def _said(error: BaseException) -> str:
+    """What the bridge's own error is: not supported, an error in the script, or (the
+    script ended before the backward call asked for: its message says so) nothing."""
+    from autograd_tui.engine.torch_bridge.convert import Unsupported
+    from autograd_tui.engine.torch_bridge.script_run import ScriptEnded
+
+    return ("not supported:" if isinstance(error, Unsupported) else ""
+            if isinstance(error, ScriptEnded) else "error in the script")
+
+
 def _error_lines(con: Any, text: str, said: str = "error in the script") -> None:
     """``said`` (``error in the script``, ``not supported:``) and the error's first
     line; its further lines (a gloo error, PyTorch's "At:" trace) indented under it, each
@@ -274,7 +287,8 @@ def _error_lines(con: Any, text: str, said: str = "error in the script") -> None
     from autograd_tui.words import plain_lines
 
     first, *more = plain_lines(text) or [""]
-    con.print(f"[bold red]{said}[/bold red]", end=" ")
+    if said:
+        con.print(f"[bold red]{said}[/bold red]", end=" ")
     print_text(con, first)
     for line in more:
         print_text(con, CONTINUED + line)

@@ -57,6 +57,8 @@ def run_ranks(args: argparse.Namespace) -> int:
                              "--headless to print each rank's outcome instead")
     folder, temporary = _folder(args.record)
     extra = ["--stop-at", args.stop_at] if args.stop_at is not None else []
+    extra += ["--backward", str(args.backward)] if args.backward is not None else []
+    extra += ["--", *args.script_args] if args.script_args else []  # the script's own: last
     try:
         for k in range(n):  # what this run records, not a file of an earlier one
             record_path(folder, k).unlink(missing_ok=True)

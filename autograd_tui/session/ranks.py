@@ -52,11 +52,12 @@ def record_path(folder: str | os.PathLike[str], rank: int) -> Path:
     return Path(folder) / RECORD_NAME.format(rank=rank)
 
 
-def rank_command(script: str, folder: str | os.PathLike[str], entry: str = "main",
+def rank_command(script: str, folder: str | os.PathLike[str], entry: str | None = "main",
                  extra: Sequence[str] = ()) -> list[str]:
-    """What each rank runs (after ``python -m``): the headless ``torch`` command."""
-    return ["autograd_tui", "torch", script, "--entry", entry, "--headless", "--quiet",
-            "--record", str(Path(folder) / RECORD_NAME), *extra]
+    """What each rank runs (after ``python -m``): the headless ``torch`` command (no
+    ``--entry``: a script with no ``main()`` returning the loss runs as it is)."""
+    return ["autograd_tui", "torch", script, *(["--entry", entry] if entry else []),
+            "--headless", "--quiet", "--record", str(Path(folder) / RECORD_NAME), *extra]
 
 
 def launcher_command(n: int, port: int, logs: str | os.PathLike[str],
@@ -93,7 +94,7 @@ class Launch:
     process under it (also from ``finally``: Ctrl-C, an error)."""
 
     def __init__(self, n: int, script: str, folder: str | os.PathLike[str], *,
-                 entry: str = "main", extra: Sequence[str] = (),
+                 entry: str | None = "main", extra: Sequence[str] = (),
                  env: dict[str, str] | None = None) -> None:
         self.n = n
         self.folder = Path(folder)

@@ -1,98 +1,90 @@
 """A PyTorch script: its entry function as a scenario, and ``check-order``.
 
-A script defines a function (``main`` unless ``--entry`` names another) that
-builds a model, runs the forward pass and returns the loss (or ``(loss,
-grad_outputs[, inputs])``, or a dict).  ``script_scenario`` makes it a
-``Scenario`` whose program runs that forward pass under the bridge's ``capture``
-and the backward on our engine (``run_program``), so a ``Run``, the app, recordings
-and exports take it as they take a built-in one.  ``check_order`` runs the
-backward with PyTorch's engine and with ours and compares.
+A script's function (``main`` unless ``--entry`` names another) builds a model, runs
+the forward pass and returns the loss (or ``(loss, grad_outputs[, inputs])``, or a
+dict); a script with none is run as it is, up to a backward call (``plain_script``).
+``script_scenario`` makes it a ``Scenario`` whose program runs that forward pass under
+``capture`` and the backward on our engine (``run_program``), so a ``Run``, the app,
+recordings and exports take it as a built-in one.  ``check_order`` runs the backward
+with PyTorch's engine and with ours and compares.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autograd_tui.scenarios import Scenario, ScenarioError
 from autograd_tui.session.grad_compare import Worst, compare
+from autograd_tui.session.plain_script import INSTALL, is_plain, need_torch, noting, plain_scenario
 from autograd_tui.session.program_errors import import_file
 
-INSTALL = "pip install 'autograd-tui[torch]' (or: pip install torch)"
+__all__ = ["INSTALL", "check_order", "load_entry", "need_torch", "script_scenario"]
 
 
-def need_torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise ScenarioError(f"PyTorch is not installed: {INSTALL}") from None
-    return torch
-
-
-def load_entry(path: str, entry: str = "main") -> tuple[Callable[..., Any], Any]:
+def load_entry(path: str, entry: str = "main", argv: Sequence[str] = ()
+               ) -> tuple[Callable[..., Any], Any]:
     """Import the script and return its entry function (and the module)."""
     need_torch()
     p = Path(path)
-    with folder_on_path(p):
+    with folder_on_path(p, argv):
         mod = import_file(path, "Python script")
     fn = getattr(mod, entry, None)
-    if not callable(fn):
-        plain = ""
-        if re.search(r"\.backward\(|autograd\.backward\(", p.read_text(errors="replace")):
-            plain = ("; this script trains as it is run (its own .backward() calls ran on "
-                     "PyTorch's engine when it was imported): put the forward pass in a "
-                     f"function {entry}() that returns the loss instead of calling "
-                     ".backward() on it")
-        raise ScenarioError(f"{p}: defines no function {entry!r} (the entry: it builds the "
-                            "model, runs the forward pass and returns the loss; --entry "
-                            f"NAME picks another){plain}", usage=True)
+    if not callable(fn):  # --entry NAME, or a main bound by an import or an assignment
+        raise ScenarioError(f"{p}: defines no function {entry!r} (the entry: it returns the "
+                            "loss); without --entry, a script with no main() returning the "
+                            "loss runs as it is, up to its first backward call (--backward "
+                            "N: its Nth)", usage=True)
 
     @functools.wraps(fn)
     def entry_fn(*args: Any, **kwargs: Any) -> Any:
-        with folder_on_path(p):  # main() may import a sibling module too
+        with folder_on_path(p, argv):  # main() may import a sibling module too
             return fn(*args, **kwargs)
 
     return entry_fn, mod
 
 
 @contextlib.contextmanager
-def folder_on_path(script: Path) -> Iterator[None]:
-    """The script's folder first on ``sys.path`` and ``sys.argv`` ``[script]`` (as
-    ``python script.py`` puts them: an ``argparse`` at import gets its defaults, not our
-    command line), and both as they were afterwards."""
-    saved, argv = list(sys.path), sys.argv
+def folder_on_path(script: Path, argv: Sequence[str] = ()) -> Iterator[None]:
+    """The script's folder first on ``sys.path`` and ``sys.argv`` ``[script, *argv]`` (as
+    ``python script.py ARGV`` puts them: an ``argparse`` at import gets the script's
+    arguments, not our command line), and both as they were afterwards."""
+    saved, saved_argv = list(sys.path), sys.argv
     sys.path.insert(0, str(script.resolve().parent))
-    sys.argv = [str(script)]
+    sys.argv = [str(script), *argv]
     try:
         yield
     finally:
         sys.path[:] = saved
-        sys.argv = argv
+        sys.argv = saved_argv
 
 
-def script_scenario(path: str, entry: str = "main") -> Scenario:
-    """The script as a scenario: its program is the entry's forward, then our backward."""
-    fn, mod = load_entry(path, entry)
-    from autograd_tui.engine.torch_bridge import run_program
+def script_scenario(path: str, entry: str | None = None, backward: int | None = None,
+                    argv: Sequence[str] = ()) -> Scenario:
+    """The script as a scenario: its entry's forward, then our backward; or, a script
+    with no ``main()`` returning the loss (or ``backward`` given), the script run as it
+    is up to its Nth backward call (``plain_script``)."""
+    if is_plain(path, entry, backward):
+        return plain_scenario(path, argv, backward or 1)
+    entry = entry or "main"
+    fn, mod = load_entry(path, entry, argv)
     from autograd_tui.engine.torch_bridge.compiled import script_note
+    from autograd_tui.engine.torch_bridge.program import func_note, run_program
 
-    doc = (mod.__doc__ or "").strip()
-    from autograd_tui.engine.torch_bridge.program import func_note
-
-    text = Path(path).read_text(errors="replace")
+    doc, text = (mod.__doc__ or "").strip(), Path(path).read_text(errors="replace")
     banner = "; ".join(n for n in (script_note(vars(mod), text), func_note(text)) if n)
-    return Scenario(
+    scenario = Scenario(
         name=Path(path).stem, title=getattr(mod, "TITLE", Path(path).name),
         summary=doc.splitlines()[0] if doc else f"{entry}() of {path}", notes=doc,
         params={}, engine={}, threads=("cpu (owner)",), expect="complete",
-        program=lambda: run_program(fn), torch_program=None, source=str(path),
-        banner=banner)
+        program=lambda: None, torch_program=None, source=str(path), banner=banner)
+    scenario.program = lambda: run_program(fn, said=noting(scenario))
+    return scenario
 
 
 # --- check-order ------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ Layers (each imports only those below it, lazily or not; no cycle):
 =============  =================================================================
 ``program``    ``run_program``, ``split_result``, ``leaf_names`` (the one naming rule);
                a program that runs the backward itself refused (``ScriptCalledBackward``)
+``script_run`` a plain training script run as it is, stopped at its Nth backward call,
+               whose arguments ``run_program`` steps (``ScriptEntry``)
 ``inplace``    which in-place op changed a saved tensor (a hint for PyTorch's error)
 ``bridge``     ``TorchNode``, ``TorchAccumulateGrad``, ``from_torch``, ``TorchGraph``,
                the reentrant entry points (``reentrant_calls``)

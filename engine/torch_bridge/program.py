@@ -2,7 +2,9 @@
 
 ``run_program(entry)`` is what ``autograd-tui torch`` and the torch scenarios
 run; ``split_result`` reads what an entry returns; ``leaf_names`` is the one
-rule that names a leaf (``check-order`` names them the same way).
+rule that names a leaf (``check-order`` names them the same way).  An entry may be a
+whole script stopped at its Nth backward call (``script_run.ScriptEntry``); the
+backward passes an entry ran itself before are said (``program_notes``).
 
 Departs from a plain ``python`` run in one place: an ``allow_mutation_on_saved_tensors()``
 context the program leaves open is closed when ``run_program`` ends on a thread of its own
@@ -18,7 +20,7 @@ import re
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..tensor import Tensor
@@ -28,6 +30,7 @@ from .capture import Registry, capture, is_tool_file
 from .compiled import watch_compile
 from .convert import TorchBridgeError, device_str, torch_module
 from .inplace import inplace_log
+from .script_run import ScriptEntry, ordinal, shown
 
 
 def split_result(out: Any) -> tuple[Any, Any, Any]:
@@ -55,7 +58,8 @@ def split_result(out: Any) -> tuple[Any, Any, Any]:
 # transformers' Trainer.train() returns a TrainOutput, its backward passes already run
 _LOOP = ("a training loop that runs its backward passes itself (transformers' "
          "Trainer.train()) leaves none to step: return the loss of one more forward pass "
-         "(with a Trainer: trainer.compute_loss(model, batch))")
+         "(with a Trainer: trainer.compute_loss(model, batch)), or run the script as it "
+         "is and step its own Nth backward call: --backward N")
 
 
 def _tensors(torch: Any, loss: Any) -> bool:
@@ -155,6 +159,21 @@ class ProgramResult(dict[str, Tensor]):
     pass called that got no gradient, and why."""
 
     no_grad: dict[str, str]
+    notes: list[str]
+
+
+def program_notes(entry: Any, calls: BackwardCalls) -> list[str]:
+    """A plain script's (``ScriptEntry.notes``: which backward call was stepped), or the
+    backward passes an entry function ran itself on PyTorch's engine (training steps)
+    before returning the loss stepped."""
+    if isinstance(entry, ScriptEntry):
+        return entry.notes()
+    if not calls.count:
+        return []
+    name = getattr(entry, "__name__", "main")
+    passes = "pass" if calls.count == 1 else "passes"
+    return [f"{name}() ran {calls.count} backward {passes} of its own on PyTorch's engine "
+            f"({shown(calls.first)}) before the one stepped"]
 
 
 NOT_REACHED = "not reached by the backward"
@@ -167,17 +186,23 @@ CLEARED = ("its gradient was accumulated, then .grad set to None by the program 
            "post-accumulate-grad hook: an optimizer step in the backward?)")
 
 
-def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
+def run_program(entry: Any, *args: Any, said: Callable[[str], None] | None = None,
+                **kwargs: Any) -> ProgramResult:
     """Run ``entry`` (forward) under ``capture()`` and its backward on our engine; return
     each leaf's ``.grad`` (our Tensor) by ``leaf_names``' name, then the parameters whose
     gradient a nested GraphTask wrote (a reentrant checkpoint's); ``no_grad`` names the
-    parameters left without one."""
+    parameters left without one; ``notes`` what the forward pass did that the person
+    should know (backward passes it ran itself), each also given to ``said`` as soon as
+    the forward pass ends, before the backward."""
     torch_module()
     with closing_left_open():
         with forward_capture() as (reg, calls, log):
             out = entry(*args, **kwargs)
         loss, grad_outputs, inputs = split_result(out)
         refuse_backwarded(entry, loss, calls)
+        notes = program_notes(entry, calls)
+        for note in notes if said is not None else ():
+            said(note)
         g = build_graph(loss, grad_outputs, inputs)
         try:
             g.backward()
@@ -187,7 +212,7 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
                 e.add_note(note)
             raise
     grads = ProgramResult()
-    grads.no_grad = {}
+    grads.no_grad, grads.notes = {}, notes
     seen = set()
     asked = None if inputs is None else {id(t) for t in (
         [inputs] if isinstance(inputs, torch_module().Tensor) else inputs)}
@@ -270,31 +295,48 @@ class ScriptCalledBackward(TorchBridgeError):
     """The program ran the backward of the loss it returns with PyTorch's engine."""
 
 
+class BackwardCalls(dict[int, tuple[Any, str]]):
+    """Each root's node whose graph a backward call freed, and where it was called;
+    ``count``: the program's backward calls (not those nested in a backward), ``first``:
+    where the first was called (``file:line``)."""
+
+    count = 0
+    first = ""
+
+
 @contextlib.contextmanager
-def backward_calls() -> Iterator[dict[int, tuple[Any, str]]]:
+def backward_calls() -> Iterator[BackwardCalls]:
     """Watch ``torch.autograd.backward`` (``Tensor.backward`` calls it): each root's node
     and where the program called it (``file:line``)."""
     torch = torch_module()
-    calls: dict[int, tuple[Any, str]] = {}
+    calls = BackwardCalls()
     orig = torch.autograd.backward
+    inside = threading.local()  # a reentrant checkpoint's backward runs inside another
 
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(inside, "depth", 0):
+            return orig(tensors, *args, **kwargs)
+        f = sys._getframe(1)
+        while f is not None and is_tool_file(f.f_code.co_filename):
+            f = f.f_back
+        where = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
+        calls.count += 1
+        calls.first = calls.first or where
         # backward(tensors, grad_tensors, retain_graph, create_graph, ...): a graph kept
         # (retain_graph, which create_graph implies) may be backwarded again, as in PyTorch
         named = dict(zip(("grad_tensors", "retain_graph", "create_graph"), args)) | kwargs
         keep = named.get("retain_graph")
         if keep is None:
             keep = named.get("create_graph", False)
-        if keep:
+        if not keep:
+            for t in [tensors] if isinstance(tensors, torch.Tensor) else list(tensors):
+                if getattr(t, "grad_fn", None) is not None:
+                    calls.setdefault(id(t.grad_fn), (t.grad_fn, where))
+        inside.depth = 1
+        try:
             return orig(tensors, *args, **kwargs)
-        f = sys._getframe(1)
-        while f is not None and is_tool_file(f.f_code.co_filename):
-            f = f.f_back
-        where = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
-        for t in [tensors] if isinstance(tensors, torch.Tensor) else list(tensors):
-            if getattr(t, "grad_fn", None) is not None:
-                calls.setdefault(id(t.grad_fn), (t.grad_fn, where))
-        return orig(tensors, *args, **kwargs)
+        finally:
+            inside.depth = 0
 
     torch.autograd.backward = backward
     try:
@@ -308,6 +350,11 @@ def refuse_backwarded(entry: Any, loss: Any, calls: dict[int, tuple[Any, str]]) 
     torch = torch_module()
     for t in [loss] if isinstance(loss, torch.Tensor) else list(loss or ()):
         hit = calls.get(id(getattr(t, "grad_fn", None)))
+        if hit is not None and isinstance(entry, ScriptEntry):
+            raise ScriptCalledBackward(
+                f"{hit[1]}: the script's {ordinal(entry.backward)} backward call backwards a "
+                "graph an earlier call freed (PyTorch raises \"Trying to backward through "
+                "the graph a second time\"): keep it with .backward(retain_graph=True)")
         if hit is not None:
             name = getattr(entry, "__name__", "main")
             raise ScriptCalledBackward(

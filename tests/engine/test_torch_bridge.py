@@ -287,12 +287,13 @@ def test_the_bridge_is_layered_with_no_import_cycle() -> None:
              "sites": set(), "naming": {"sites"},
              "capture": {"convert", "saved", "sites", "naming"}, "hooks": {"convert"},
              "compiled": {"convert"}, "ddp": {"convert"}, "nested": {"convert"},
-             "stepped": {"convert"},
+             "stepped": {"convert"}, "script_run": {"convert", "sites", "compiled"},
              "recompute": {"capture"},
              "bridge": {"convert", "capture", "hooks", "queries", "saved", "ddp", "recompute",
                         "sites"},
              "inplace": {"convert", "capture"},
-             "program": {"convert", "capture", "compiled", "hooks", "bridge", "inplace", "ddp"}}
+             "program": {"convert", "capture", "compiled", "hooks", "bridge", "inplace", "ddp",
+                         "script_run"}}
     assert {p.stem for p in pkg.glob("*.py")} == {*below, "__init__"}
     for name, allowed in below.items():
         tree = ast.parse((pkg / f"{name}.py").read_text())
