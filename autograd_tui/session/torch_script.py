@@ -208,7 +208,7 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
         with recording_nested(g.torch_nodes.values()) as nested:
             run_backward(loss, gouts, retain_graph=True, inputs=inputs)
     except Exception as e:
-        if ours_error is None and _SAC in str(e):  # one backward per region: a fresh one
+        if ours_error is None and (_SAC in str(e) or _ONCE in str(e)):  # a fresh one
             sac = _fresh_backward(entry, before, g)
         elif ours_error is None and stepped is not None and _INPLACE in str(e):
             stepped.restore()  # ours stepped the parameters: PyTorch's from where ours began
@@ -247,7 +247,10 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
                               "program seeded?)")
         res.fresh_note = ("a region under selective activation checkpoint (checkpoint's "
                           "context_fn) allows one backward, and ours ran it: PyTorch's ran "
-                          "on a fresh forward pass (the entry run again)")
+                          "on a fresh forward pass (the entry run again)") if _SAC in str(
+            sac_error) else ("a region under checkpoint(debug=True) recomputes once (its "
+                             "context is used up), and ours ran it: PyTorch's ran on a "
+                             "fresh forward pass (the entry run again)")
     if same_error is not None and our_order[len(order):] == our_order[-1:] \
             and our_order[-1][0] == getattr(ours_error, "_autograd_node", None):
         # PyTorch's recorder, a node pre-hook, runs after the tensor pre-hooks: one that
@@ -262,6 +265,9 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
 
 _SAC = "selective activation checkpoint"
 _INPLACE = "modified by an inplace operation"
+# checkpoint(debug=True)'s recompute context is a generator context manager: a second
+# recompute (a second backward of one forward pass) re-enters it; PyTorch fails so too
+_ONCE = "'_GeneratorContextManager' object has no attribute 'args'"
 
 
 def _fresh_backward(entry: Callable[..., Any], before: dict[str, Any], g: Any,

@@ -221,11 +221,12 @@ def to_ours(t: Any, fn: Any) -> Tensor | None:
                           "handles dense tensors only")
     if t.requires_grad:
         t = t.detach()
+    shown = t if type(t) is torch.Tensor else subclass_shown(t, fn)
     cpu = t.is_cpu
     try:  # the common case: a cpu tensor NumPy can view as it is
-        arr = (t if cpu else t.cpu()).numpy()
+        arr = (shown if cpu else shown.cpu()).numpy()
     except (TypeError, RuntimeError):  # conjugate/negative bits, bfloat16
-        arr = _host_copy(torch, t, fn)
+        arr = _host_copy(torch, shown, fn)
     # TorchGrad(arr, device, t), without its two __init__ frames (one per gradient)
     g = _new_grad(TorchGrad)
     g.data, g.device, g.held, g._summary = arr, "cpu" if cpu else device_str(t.device), t, None
@@ -236,6 +237,24 @@ def to_ours(t: Any, fn: Any) -> Tensor | None:
 
 
 _new_grad = object.__new__
+
+
+def subclass_shown(t: Any, fn: Any) -> Any:
+    """What the views read of a tensor subclass's gradient (the subclass itself travels):
+    a DTensor's local tensor when it is the whole tensor (a mesh of one rank, or
+    replicated; FSDP2's ``fully_shard`` and ``distribute_tensor`` make them), else
+    refused, saying so (NumPy cannot view a subclass)."""
+    local = getattr(t, "to_local", None)
+    if local is not None:
+        whole = local()
+        if whole.shape == t.shape:
+            return whole
+        raise Unsupported(f"{node_label(fn)} produced a DTensor gradient of shape "
+                          f"{list(t.shape)} of which this rank holds {list(whole.shape)}: "
+                          "the bridge shows whole gradients only (a mesh of one rank, or "
+                          "replicated placements)")
+    raise Unsupported(f"{node_label(fn)} produced a gradient of the tensor subclass "
+                      f"{typename(t)}: the bridge reads gradients as plain tensors")
 
 #: the most elements a sparse gradient may have: our engine and the views read a dense
 #: NumPy copy of it (what PyTorch passes on is the sparse tensor itself)

@@ -26,7 +26,7 @@ from . import ddp
 from .bridge import TorchAccumulateGrad, TorchGraph, from_torch
 from .capture import Registry, capture, is_tool_file
 from .compiled import watch_compile
-from .convert import TorchBridgeError, device_str, torch_module
+from .convert import TorchBridgeError, device_str, subclass_shown, torch_module
 from .inplace import inplace_log
 
 
@@ -207,7 +207,9 @@ def run_program(entry: Any, *args: Any, **kwargs: Any) -> ProgramResult:
         while name in grads or name in grads.no_grad:  # two tensors, one name: both kept
             name += "'"
         if p.grad is not None:
-            grads[name] = Tensor(p.grad.detach().cpu().numpy(), device=device_str(p.grad.device))
+            g = p.grad.detach()  # a DTensor (fully_shard) is read as its local tensor
+            g = subclass_shown(g, p) if hasattr(g, "to_local") else g
+            grads[name] = Tensor(g.cpu().numpy(), device=device_str(p.grad.device))
         else:
             grads.no_grad[name] = NOT_REACHED if p.requires_grad else FROZEN
     return grads
