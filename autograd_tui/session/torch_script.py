@@ -55,8 +55,15 @@ def load_entry(path: str, entry: str = "main") -> tuple[Callable[..., Any], Any]
 
     @functools.wraps(fn)
     def entry_fn(*args: Any, **kwargs: Any) -> Any:
-        with folder_on_path(p):  # main() may import a sibling module too
-            return fn(*args, **kwargs)
+        # in sys.modules meanwhile, as `python SCRIPT` has __main__: dynamo (torch.cond)
+        # imports the module of the function it traces
+        mine = sys.modules.setdefault(mod.__name__, mod) is mod
+        try:
+            with folder_on_path(p):  # main() may import a sibling module too
+                return fn(*args, **kwargs)
+        finally:
+            if mine:
+                sys.modules.pop(mod.__name__, None)
 
     return entry_fn, mod
 

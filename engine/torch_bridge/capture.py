@@ -38,7 +38,7 @@ from typing import Any
 from . import saved as saved_hooks
 from .naming import leaf_holders, root_label
 from .saved import saved_lines, saved_summaries
-from .sites import Sites, is_tool_file, site_mode
+from .sites import HOP, Sites, is_tool_file, site_mode
 
 __all__ = ["Registry", "capture", "current_registry", "is_tool_file", "saved_summaries"]
 
@@ -290,7 +290,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
     names: dict[int, str] = {}
 
     def pre(module: Any, args: Any) -> None:
-        if threading.get_ident() != tid:
+        if HOP[0] or threading.get_ident() != tid:  # HOP: dynamo traces this (sites.py)
             return
         if not stack:
             names.update(reg.add_params(module))
@@ -303,7 +303,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         reg.owner(owner)
 
     def post(module: Any, args: Any, output: Any) -> None:
-        if not stack or threading.get_ident() != tid:
+        if HOP[0] or not stack or threading.get_ident() != tid:
             return
         if isinstance(output, torch.Tensor) and output.grad_fn is None:
             reg.leaf_outputs[id(output)] = (weakref.ref(output), stack[-1][0])

@@ -325,3 +325,13 @@ def node_metadata(fn: Any) -> tuple[list[tuple[tuple[int, ...], np.dtype, str]],
         ours.append((shape, numpy_dtype(torch, dtype, fn), check_device(m.device, fn)))
         theirs.append((shape, dtype))
     return ours, theirs
+
+
+def traced(outputs: Any) -> bool:
+    """Outputs of a tensor subclass (not a Parameter): torch tracing a graph inside a node
+    (``torch.cond``'s backward traces its branches' backward with functional tensors).
+    PyTorch's engine runs that backward: it runs no node of the program's graph."""
+    torch = _torch or torch_module()
+    seq = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    return any(isinstance(t, torch.Tensor) and type(t) not in (torch.Tensor, torch.nn.Parameter)
+               for t in seq)

@@ -25,6 +25,9 @@ _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # engine/
 _TOOL = (_HERE + os.sep, os.path.join(os.path.dirname(_HERE), "autograd_tui") + os.sep)
 _kind: dict[str, int] = {}  # filename -> PROGRAM, LIBRARY, TORCH or OURS
 PROGRAM, LIBRARY, TORCH, OURS = 0, 1, 2, 3
+#: [n]: n higher-order ops (torch.cond) are compiling or running (compiled.py): dynamo
+#: traces the capture's mode and module hooks, which then only call through
+HOP = [0]
 
 
 def file_kind(filename: str) -> int:
@@ -180,6 +183,8 @@ def site_mode(sites: Sites, inner: Any = None) -> Any:
     class SiteMode(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
+            if HOP[0]:  # a higher-order op: no site (its node's is its call's)
+                return func(*args, **(kwargs or {}))
             if inner is None:
                 out = func(*args, **(kwargs or {}))
             else:

@@ -8,6 +8,14 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
 - DTensor gradients (``distribute_tensor``, FSDP2's parameters): ``.numpy() is not
   supported for tensor subclasses``, called "error in the script".  A DTensor that is
   whole on this rank (one rank, or replicated) is now read as its local tensor.
+- ``torch.cond`` in an eager model: it runs by compiling a wrapper of its own.  The
+  tool's ``set_stance("force_eager")`` (for the program's compiled models) made its output
+  lose its ``grad_fn``; under ``capture()`` dynamo traced the module hooks and the site
+  mode (``threading.get_ident``: a graph break, which cond refuses); in its backward, cond
+  traces its branches' backward with functional tensors, and that ``autograd.grad`` call
+  came to our engine (``produced a gradient of the tensor subclass``); and dynamo imports
+  the module of the function it traces, which a script was not in (``No module named
+  '_user_file_...'``).
 - ``checkpoint(..., use_reentrant=False, debug=True)`` recomputes once: check-order's
   second backward of the one forward pass (PyTorch's) raised ``AttributeError:
   '_GeneratorContextManager' object has no attribute 'args'`` (PyTorch does too, on any
@@ -21,7 +29,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
 
 from autograd_tui import engine  # noqa: E402
-from autograd_tui.engine.torch_bridge import from_torch  # noqa: E402
+from autograd_tui.engine.torch_bridge import capture, from_torch  # noqa: E402
+from autograd_tui.engine.torch_bridge.compiled import watch_compile  # noqa: E402
 from autograd_tui.engine.torch_bridge.saved import saved_lines  # noqa: E402
 from autograd_tui.session.torch_script import check_order  # noqa: E402
 
@@ -103,6 +112,38 @@ def test_dtensor_gradients_step_on_a_mesh_of_one_rank(one_rank: object) -> None:
     w.grad = None
     loss().backward()
     assert torch.equal(ours, w.grad.to_local())
+
+
+class _Gate(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+
+    def forward(self, x: object) -> object:
+        return torch.cond(x.sum() > 0, lambda v: self.a(v).tanh(),
+                          lambda v: self.b(v).sigmoid(), (x,))
+
+
+def test_torch_cond_steps_under_the_tools_compile_watch() -> None:
+    """torch.cond under ``watch_compile(eager=True)`` (dynamo loaded: the stance forced at
+    once, as for a program that compiles) and ``capture()``, as ``autograd-tui torch``
+    runs a forward pass: cond's node is made, and our gradients are PyTorch's."""
+    import importlib
+
+    importlib.import_module("torch._dynamo")
+    torch.manual_seed(0)
+    gate = _Gate()
+    x = torch.randn(2, 3)
+    with watch_compile(eager=True), capture():
+        y = gate(x).pow(2).sum()
+    pow_fn = y.grad_fn.next_functions[0][0]
+    assert type(pow_fn.next_functions[0][0]).__name__ == "CondAutogradOpBackward"
+    _ours(y)
+    ours = [p.grad.clone() for p in gate.parameters()]
+    gate.zero_grad(set_to_none=True)
+    gate(x).pow(2).sum().backward()
+    theirs = [p.grad for p in gate.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
 
 
 def test_check_order_of_a_debug_checkpoint_runs_pytorchs_on_a_fresh_forward() -> None:
