@@ -36,9 +36,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import saved as saved_hooks
+from .convert import HOP
 from .naming import leaf_holders, root_label
 from .saved import saved_lines, saved_summaries
-from .sites import HOP, Sites, is_tool_file, site_mode
+from .sites import Sites, is_tool_file, site_mode
 
 __all__ = ["Registry", "capture", "current_registry", "is_tool_file", "saved_summaries"]
 
@@ -290,7 +291,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
     names: dict[int, str] = {}
 
     def pre(module: Any, args: Any) -> None:
-        if HOP[0] or threading.get_ident() != tid:  # HOP: dynamo traces this (sites.py)
+        if HOP[0] or threading.get_ident() != tid:  # HOP: dynamo traces this (convert.HOP)
             return
         if not stack:
             names.update(reg.add_params(module))
@@ -311,7 +312,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         reg.owner(stack[-1] if stack else None)
 
     reg.sites.stop = _entering_frame()  # the frame with `with capture()`: outermost kept
-    mode = site_mode(reg.sites, inner)
+    mode = site_mode(reg.sites, inner, HOP)
     with _lock:
         T.register_hook = register_hook
         T.retain_grad = retain_grad

@@ -16,11 +16,11 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+import types
 from collections.abc import Iterator
 from typing import Any
 
-from .convert import torch_module
-from .sites import HOP
+from .convert import HOP, torch_module
 
 NOTE = "stepped the eager graph of a torch.compile'd model"
 # torch.compile(...), or nn.Module.compile() with no arguments or torch.compile's keywords
@@ -87,7 +87,8 @@ def watch_compile(eager: bool = True, namespace: dict[str, Any] | None = None
     def compile_(model: Any = None, **kwargs: Any) -> Any:
         if model is None:  # @torch.compile(mode=...)
             return lambda m: compile_(m, **kwargs)
-        if getattr(model, "__module__", "").startswith("torch."):
+        if isinstance(model, types.FunctionType) and model.__module__.startswith(
+                "torch._higher_order_ops"):
             # torch's own: a higher-order op (torch.cond) runs eagerly by compiling a
             # wrapper; forced eager, its output had no grad_fn: not forced, not listed
             return _as_compiled(torch, real(model, **kwargs))
@@ -107,7 +108,7 @@ def watch_compile(eager: bool = True, namespace: dict[str, Any] | None = None
 
 def _as_compiled(torch: Any, compiled: Any) -> Any:
     """``compiled`` called under the default stance, whatever the program's, and with
-    the forward capture's hooks and mode stepping aside (``sites.HOP``): dynamo traces
+    the forward capture's hooks and mode stepping aside (``convert.HOP``): dynamo traces
     them, and what they call (``threading.get_ident``) breaks the graph, which a
     higher-order op refuses."""
 

@@ -33,6 +33,9 @@ class Unsupported(TorchBridgeError):
 
 
 _torch: Any = None  # torch, once imported
+#: [n]: n higher-order ops (torch.cond) compiling or running (compiled.py): dynamo traces
+#: the forward capture's mode and module hooks, which meanwhile only call through
+HOP = [0]
 
 
 def torch_module() -> Any:

@@ -238,7 +238,8 @@ def _tensor_summary(v: Any, torch: Any) -> str:
         n = v.numel()
         kind = _KINDS[key] = (
             f"Tensor{list(v.shape)} {str(v.dtype).replace('torch.', '')}",
-            f", {nbytes(n * v.element_size())}", 0 < n <= NORM_MAX and v.is_floating_point())
+            f", {nbytes(n * v.element_size())}",
+            0 < n <= NORM_MAX and (v.is_floating_point() or v.is_complex()))
     head, size, small_float = kind
     try:
         version = f", version {v._version}"

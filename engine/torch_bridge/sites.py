@@ -25,9 +25,6 @@ _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # engine/
 _TOOL = (_HERE + os.sep, os.path.join(os.path.dirname(_HERE), "autograd_tui") + os.sep)
 _kind: dict[str, int] = {}  # filename -> PROGRAM, LIBRARY, TORCH or OURS
 PROGRAM, LIBRARY, TORCH, OURS = 0, 1, 2, 3
-#: [n]: n higher-order ops (torch.cond) are compiling or running (compiled.py): dynamo
-#: traces the capture's mode and module hooks, which then only call through
-HOP = [0]
 
 
 def file_kind(filename: str) -> int:
@@ -173,17 +170,20 @@ class Sites:
         return text
 
 
-def site_mode(sites: Sites, inner: Any = None) -> Any:
+def site_mode(sites: Sites, inner: Any = None, hop: list[int] | None = None) -> Any:
     """A ``TorchFunctionMode`` that notes each call's site (``Sites.note``).  ``inner``:
     another mode's ``__torch_function__`` to run the call through (``program`` passes
-    the in-place log's), one Python dispatch per op instead of one per mode."""
+    the in-place log's), one Python dispatch per op instead of one per mode.  ``hop``:
+    ``[n]``, n higher-order ops (``torch.cond``) running: the mode only calls through
+    (dynamo traces it)."""
+    hop = [0] if hop is None else hop
     from torch import is_grad_enabled as grad_enabled
     from torch.overrides import TorchFunctionMode
 
     class SiteMode(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
-            if HOP[0]:  # a higher-order op: no site (its node's is its call's)
+            if hop[0]:  # a higher-order op: no site (its node's is its call's)
                 return func(*args, **(kwargs or {}))
             if inner is None:
                 out = func(*args, **(kwargs or {}))
