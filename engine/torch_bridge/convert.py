@@ -215,10 +215,10 @@ def to_ours(t: Any, fn: Any) -> Tensor | None:
             return _sparse_grad(t, fn)
         big = (f" of {t.numel():,} elements (the bridge shows a sparse gradient densified, "
                f"up to {SPARSE_SHOWN:,})" if t.layout == torch.sparse_coo else "")
+        hint = (" (nn.Embedding and EmbeddingBag with sparse=True make sparse ones; with "
+                "sparse=False the same model steps)" if t.layout == torch.sparse_coo else "")
         raise Unsupported(f"{node_label(fn)} produced a {t.layout} gradient{big}: the bridge "
-                          "handles dense (strided) tensors and small sparse COO ones only "
-                          "(nn.Embedding and EmbeddingBag with sparse=True make sparse "
-                          "ones; with sparse=False the same model steps)")
+                          f"handles dense (strided) tensors and small sparse COO ones only{hint}")
     if t.is_nested:
         raise Unsupported(f"{node_label(fn)} produced a nested tensor: the bridge "
                           "handles dense tensors only")

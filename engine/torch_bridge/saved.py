@@ -250,6 +250,7 @@ def _tensor_summary(v: Any, torch: Any) -> str:
     if small_float and v.is_cpu:
         if not _storage_holds(v):  # FSDP2 frees a parameter's storage after the forward
             return f"{head}{version}{size}, (storage freed: refilled when the node runs)"
-        norm = float(torch.linalg.vector_norm(v.detach(), dtype=torch.float64))
+        wide = torch.complex128 if v.is_complex() else torch.float64  # a real norm either way
+        norm = float(torch.linalg.vector_norm(v.detach(), dtype=wide))
         return f"{head}{version}{size}, |x|={norm:.4g}"
     return head + version + size

@@ -16,6 +16,10 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
   came to our engine (``produced a gradient of the tensor subclass``); and dynamo imports
   the module of the function it traces, which a script was not in (``No module named
   '_user_file_...'``).
+- A complex saved tensor's summary (its norm, added this round) asked ``vector_norm`` for
+  a float64 result of a complex input, which PyTorch refuses: every complex model failed.
+- A sparse CSR gradient was refused with a hint about ``nn.Embedding(sparse=True)``,
+  which makes COO ones only.
 - ``checkpoint(..., use_reentrant=False, debug=True)`` recomputes once: check-order's
   second backward of the one forward pass (PyTorch's) raised ``AttributeError:
   '_GeneratorContextManager' object has no attribute 'args'`` (PyTorch does too, on any
@@ -80,6 +84,22 @@ def test_a_saved_view_of_freed_storage_is_summarised_without_reading_it() -> Non
     y, _ = run()
     y.backward()
     assert torch.equal(ours, x.grad)
+
+
+def test_a_complex_saved_tensor_is_summarised_with_its_norm() -> None:
+    z = torch.tensor([3 + 4j, 0j], dtype=torch.cdouble, requires_grad=True)
+    y = z * z.conj()  # MulBackward0 saves both operands
+    lines = saved_lines(y.grad_fn)
+    assert any("complex128" in s and "|x|=5" in s for s in lines), lines
+
+
+def test_a_sparse_csr_gradient_is_refused_without_the_embedding_hint() -> None:
+    from autograd_tui.engine.torch_bridge.convert import Unsupported, to_ours
+
+    csr = torch.eye(3).to_sparse_csr()
+    with pytest.raises(Unsupported, match="sparse_csr gradient") as info:
+        to_ours(csr, None)
+    assert "Embedding" not in str(info.value)
 
 
 @pytest.fixture
