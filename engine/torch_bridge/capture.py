@@ -39,7 +39,7 @@ from . import saved as saved_hooks
 from .convert import HOP
 from .naming import leaf_holders, root_label
 from .saved import saved_lines, saved_summaries
-from .sites import Sites, is_tool_file, site_mode
+from .sites import Sites, is_tool_file, site_mode, warnings_at_callers
 
 __all__ = ["Registry", "capture", "current_registry", "is_tool_file", "saved_summaries"]
 
@@ -322,11 +322,14 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         # torch.compile(module) warns of global module hooks: ours, not the program's
         warnings.filterwarnings("ignore", _OWN_HOOKS_WARNING, UserWarning)
     saved_hooks.install()  # saved-tensor hooks entered now are guarded (saved.py)
+    shown_at = warnings_at_callers()
+    shown_at.__enter__()
     mode.__enter__()
     try:
         yield reg
     finally:
         mode.__exit__(None, None, None)
+        shown_at.__exit__(None, None, None)
         reg.name_leaves(reg.sites.program_frames())
         reg._walked.clear()  # the models it walked: not kept past the forward
         reg.sites.done()

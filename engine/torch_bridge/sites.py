@@ -13,11 +13,14 @@ Nodes made on another thread than the forward's get none.  Imports nothing of th
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import linecache
 import os
 import sys
 import sysconfig
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 STACK_MAX = 40  # frames kept in node_meta's stack: the innermost
@@ -194,6 +197,34 @@ def site_mode(sites: Sites, inner: Any = None, hop: list[int] | None = None) -> 
             return out
 
     return SiteMode()
+
+
+@contextlib.contextmanager
+def warnings_at_callers() -> Iterator[None]:
+    """A warning ATen raises in an op (``Sparse CSR tensor support is in beta state``) is
+    attributed to the innermost Python frame, which under the forward capture is the
+    mode's, in our file: shown at the frame that called the op instead, as without the
+    tool (ours and ``handle_torch_function``'s skipped)."""
+    orig = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: Any = None) -> None:
+        if file_kind(filename) == OURS:
+            f, dispatch = sys._getframe(1), _dispatch_code()
+            while f is not None and (file_kind(f.f_code.co_filename) == OURS
+                                     or f.f_code is dispatch or f.f_code.co_filename
+                                     == warnings.__file__):
+                f = f.f_back
+            if f is not None:
+                filename, lineno, line = f.f_code.co_filename, f.f_lineno, None
+        orig(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        if warnings.showwarning is show:  # the program's own replacement stays
+            warnings.showwarning = orig
 
 
 @functools.cache

@@ -20,6 +20,9 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
   a float64 result of a complex input, which PyTorch refuses: every complex model failed.
 - A sparse CSR gradient was refused with a hint about ``nn.Embedding(sparse=True)``,
   which makes COO ones only.
+- A warning ATen raises inside an op (``Sparse CSR tensor support is in beta state``) was
+  shown at the tool's own file (``sites.py:189``: the capture mode's frame was the
+  innermost Python one); now at the program's line, as without the tool.
 - ``checkpoint(..., use_reentrant=False, debug=True)`` recomputes once: check-order's
   second backward of the one forward pass (PyTorch's) raised ``AttributeError:
   '_GeneratorContextManager' object has no attribute 'args'`` (PyTorch does too, on any
@@ -27,6 +30,8 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
 """
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 
@@ -84,6 +89,24 @@ def test_a_saved_view_of_freed_storage_is_summarised_without_reading_it() -> Non
     y, _ = run()
     y.backward()
     assert torch.equal(ours, x.grad)
+
+
+def test_a_warning_from_inside_an_op_is_shown_at_the_programs_line() -> None:
+    import warnings
+
+    x = torch.randn(2, 3, 4, requires_grad=True)
+    was = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # ATen's warn-once warnings, every time
+    try:
+        with warnings.catch_warnings(record=True) as log:
+            warnings.simplefilter("always")
+            with capture():
+                line = sys._getframe().f_lineno + 1
+                x.T.sum()  # "The use of `x.T` on tensors of dimension other than 2" (ATen)
+    finally:
+        torch.set_warn_always(was)
+    assert [(w.filename, w.lineno) for w in log if "x.T" in str(w.message)] == [
+        (__file__, line)]
 
 
 def test_a_complex_saved_tensor_is_summarised_with_its_norm() -> None:
