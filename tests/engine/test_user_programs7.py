@@ -23,6 +23,10 @@ torch: the bridge must do what PyTorch does, or say plainly where it cannot.
 - A warning ATen raises inside an op (``Sparse CSR tensor support is in beta state``) was
   shown at the tool's own file (``sites.py:189``: the capture mode's frame was the
   innermost Python one); now at the program's line, as without the tool.
+- ``(loss, None, [get_gradient_edge(param), x])``: ``backward``'s ``inputs=`` takes a
+  ``GradientEdge``, but the returned triple was refused as the script's error, ``its inputs
+  is a list, not a tensor or a sequence of tensors``.  A leaf's edge is now the leaf (as
+  PyTorch treats it); a non-leaf's is refused, saying so.
 - ``checkpoint(..., use_reentrant=False, debug=True)`` recomputes once: check-order's
   second backward of the one forward pass (PyTorch's) raised ``AttributeError:
   '_GeneratorContextManager' object has no attribute 'args'`` (PyTorch does too, on any
@@ -187,6 +191,29 @@ def test_torch_cond_steps_under_the_tools_compile_watch() -> None:
     gate(x).pow(2).sum().backward()
     theirs = [p.grad for p in gate.parameters()]
     assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
+
+
+def test_a_leafs_gradient_edge_among_the_returned_inputs_steps() -> None:
+    from torch.autograd.graph import get_gradient_edge
+
+    from autograd_tui.engine.torch_bridge.convert import Unsupported
+    from autograd_tui.engine.torch_bridge.program import split_result
+
+    net = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2))
+
+    def entry() -> object:
+        torch.manual_seed(0)
+        x = torch.randn(3, 4, requires_grad=True)
+        return net(x).pow(2).sum(), None, [get_gradient_edge(net[0].weight), x]
+
+    res = check_order(entry, exact=True)
+    assert res.agrees, res.grad_differences()
+    theirs, ours = res.grads["net.0.weight"]
+    assert ours is not None and torch.equal(theirs, ours)
+    assert res.grads["net.2.weight"] == (None, None)  # not among inputs=: in neither run
+    h = torch.randn(2, requires_grad=True) * 2
+    with pytest.raises(Unsupported, match="GradientEdge of MulBackward0, not of a leaf"):
+        split_result((h.sum(), None, [get_gradient_edge(h)]))
 
 
 def test_check_order_of_a_debug_checkpoint_runs_pytorchs_on_a_fresh_forward() -> None:
