@@ -120,6 +120,7 @@ def test_a_complex_saved_tensor_is_summarised_with_its_norm() -> None:
     assert any("complex128" in s and "|x|=5" in s for s in lines), lines
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta state")
 def test_a_sparse_csr_gradient_is_refused_without_the_embedding_hint() -> None:
     from autograd_tui.engine.torch_bridge.convert import Unsupported, to_ours
 
