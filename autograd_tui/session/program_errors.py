@@ -15,11 +15,13 @@ A file that raises while it is imported (a scenario file, a script) is located t
 from __future__ import annotations
 
 import builtins
+import contextlib
 import difflib
 import linecache
 import os
+import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -170,3 +172,31 @@ def import_file(path: str | os.PathLike[str], what: str) -> ModuleType:
         return scenarios.import_file(path, what)
     except ImportRaised as e:
         raise located_import(e) from None
+
+
+@contextlib.contextmanager
+def in_modules(mod: ModuleType) -> Iterator[None]:
+    """``mod`` in ``sys.modules`` meanwhile (the entry running), as ``python SCRIPT`` has
+    ``__main__``: dynamo (``torch.cond``) imports the module of the code it traces."""
+    mine = sys.modules.setdefault(mod.__name__, mod) is mod
+    try:
+        yield
+    finally:
+        if mine:
+            sys.modules.pop(mod.__name__, None)
+
+
+#: PyTorch's errors of a second backward of one forward pass that a region allows once:
+#: check-order runs PyTorch's on a fresh forward pass, with this note (``one_backward``)
+_ONE_BACKWARD = {
+    "selective activation checkpoint": "a region under selective activation checkpoint "
+    "(checkpoint's context_fn) allows one backward",
+    # checkpoint(debug=True)'s recompute context, a generator context manager, re-entered
+    "'_GeneratorContextManager' object has no attribute 'args'": "a region under "
+    "checkpoint(debug=True) recomputes once (its context is used up)"}
+
+
+def one_backward(e: BaseException | None) -> str | None:
+    """Why PyTorch's backward, the second on one forward pass, failed where a fresh
+    forward pass would not (``_ONE_BACKWARD``), or None."""
+    return next((why for k, why in _ONE_BACKWARD.items() if k in str(e)), None)

@@ -22,7 +22,7 @@ from typing import Any
 from autograd_tui.scenarios import Scenario, ScenarioError
 from autograd_tui.session.grad_compare import Worst, compare
 from autograd_tui.session.plain_script import INSTALL, is_plain, need_torch, noting, plain_scenario
-from autograd_tui.session.program_errors import import_file
+from autograd_tui.session.program_errors import import_file, in_modules, one_backward
 
 __all__ = ["INSTALL", "check_order", "load_entry", "need_torch", "script_scenario"]
 
@@ -43,7 +43,7 @@ def load_entry(path: str, entry: str = "main", argv: Sequence[str] = ()
 
     @functools.wraps(fn)
     def entry_fn(*args: Any, **kwargs: Any) -> Any:
-        with folder_on_path(p, argv):  # main() may import a sibling module too
+        with folder_on_path(p, argv), in_modules(mod):  # main() may import a sibling module too
             return fn(*args, **kwargs)
 
     return entry_fn, mod
@@ -200,7 +200,7 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
         with recording_nested(g.torch_nodes.values()) as nested:
             run_backward(loss, gouts, retain_graph=True, inputs=inputs)
     except Exception as e:
-        if ours_error is None and _SAC in str(e):  # one backward per region: a fresh one
+        if ours_error is None and one_backward(e):  # one backward per region: a fresh one
             sac = _fresh_backward(entry, before, g)
         elif ours_error is None and stepped is not None and _INPLACE in str(e):
             stepped.restore()  # ours stepped the parameters: PyTorch's from where ours began
@@ -237,9 +237,8 @@ def check_order(entry: Callable[..., Any], exact: bool = False,
         if res.grad_differences() and sac_error is not None:  # not seeded?
             _twice(sac_error, " (and a fresh forward pass gave other gradients: is the "
                               "program seeded?)")
-        res.fresh_note = ("a region under selective activation checkpoint (checkpoint's "
-                          "context_fn) allows one backward, and ours ran it: PyTorch's ran "
-                          "on a fresh forward pass (the entry run again)")
+        res.fresh_note = (f"{one_backward(sac_error)}, and ours ran it: PyTorch's ran on a "
+                          "fresh forward pass (the entry run again)")
     if same_error is not None and our_order[len(order):] == our_order[-1:] \
             and our_order[-1][0] == getattr(ours_error, "_autograd_node", None):
         # PyTorch's recorder, a node pre-hook, runs after the tensor pre-hooks: one that

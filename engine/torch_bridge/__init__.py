@@ -112,9 +112,15 @@ Departures, and why:
 - ``torch.autograd.backward``/``grad`` called inside a node (a reentrant
   checkpoint) run on our engine, as a reentrant backward, while a bridged
   backward runs on that thread; with ``create_graph`` (or batched or
-  materialized grads) they stay PyTorch's.
+  materialized grads), or on tensor subclasses (``torch.cond`` tracing its
+  backward with functional tensors), they stay PyTorch's.
+- A higher-order op's own compile (``torch.cond``) runs compiled, not forced eager,
+  with the forward capture's mode and module hooks stepping aside (``convert.HOP``).
 - Only dense floating and complex tensors on cpu and cuda: anything else is a
-  ``TorchBridgeError`` naming the node.
+  ``TorchBridgeError`` naming the node; a DTensor gradient whole on this rank (FSDP2
+  or ``distribute_tensor`` on one rank) travels as itself, read as its local tensor.
+- A warning ATen raises in a forward op is shown at the program's frame, not at the
+  capture mode's (``sites.warnings_at_callers``).
 
 torch is imported lazily: ``import autograd_tui`` never needs it.
 """

@@ -36,6 +36,7 @@ from .convert import (
     to_ours,
     to_torch,
     torch_module,
+    traced,
     typename,
 )
 from .hooks import LeafView, RetainGrad, accumulate, install_hooks, probing
@@ -382,7 +383,7 @@ def _inside_ours() -> bool:
 def _backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
               create_graph: bool = False, grad_variables: Any = None, inputs: Any = None
               ) -> None:
-    if create_graph or not _inside_ours():
+    if create_graph or not _inside_ours() or traced(tensors):
         return _patched["backward"](tensors, grad_tensors, retain_graph, create_graph,
                                     grad_variables, inputs)
     try:
@@ -395,7 +396,8 @@ def _backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
 def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any = None,
           create_graph: bool = False, only_inputs: bool = True, allow_unused: Any = None,
           is_grads_batched: bool = False, materialize_grads: bool = False) -> Any:
-    if create_graph or is_grads_batched or materialize_grads or not _inside_ours():
+    if (create_graph or is_grads_batched or materialize_grads or not _inside_ours()
+            or traced(outputs)):
         return _patched["grad"](outputs, inputs, grad_outputs, retain_graph, create_graph,
                                 only_inputs, allow_unused, is_grads_batched, materialize_grads)
     try:

@@ -36,9 +36,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import saved as saved_hooks
+from .convert import HOP
 from .naming import leaf_holders, root_label
 from .saved import saved_lines, saved_summaries
-from .sites import Sites, is_tool_file, site_mode
+from .sites import Sites, is_tool_file, site_mode, warnings_at_callers
 
 __all__ = ["Registry", "capture", "current_registry", "is_tool_file", "saved_summaries"]
 
@@ -347,7 +348,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
     names = reg.paths
 
     def pre(module: Any, args: Any) -> None:
-        if threading.get_ident() != tid:
+        if HOP[0] or threading.get_ident() != tid:  # HOP: dynamo traces this (convert.HOP)
             return
         if not stack:
             names.update(reg.add_params(module))
@@ -359,7 +360,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         reg.owner(owner)
 
     def post(module: Any, args: Any, output: Any) -> None:
-        if not stack or threading.get_ident() != tid:
+        if HOP[0] or not stack or threading.get_ident() != tid:
             return
         if isinstance(output, torch.Tensor) and output.grad_fn is None:
             reg.leaf_outputs[id(output)] = (weakref.ref(output), stack[-1][0])
@@ -367,7 +368,7 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         reg.owner(stack[-1] if stack else None)
 
     reg.sites.stop = _entering_frame()  # the frame with `with capture()`: outermost kept
-    mode = site_mode(reg.sites, inner)
+    mode = site_mode(reg.sites, inner, HOP)
     with _lock:
         T.register_hook = register_hook
         T.retain_grad = retain_grad
@@ -377,11 +378,14 @@ def capture(inner: Any = None) -> Iterator[Registry]:
         # torch.compile(module) warns of global module hooks: ours, not the program's
         warnings.filterwarnings("ignore", _OWN_HOOKS_WARNING, UserWarning)
     saved_hooks.install()  # saved-tensor hooks entered now are guarded (saved.py)
+    shown_at = warnings_at_callers()
+    shown_at.__enter__()
     mode.__enter__()
     try:
         yield reg
     finally:
         mode.__exit__(None, None, None)
+        shown_at.__exit__(None, None, None)
         reg.name_leaves(reg.sites.program_frames())
         reg._walked.clear()  # the models it walked: not kept past the forward
         reg.sites.done()

@@ -5,7 +5,9 @@ whole backward graph, run by compiled code), so there is nothing to step inside 
 The bridge steps the *eager* graph instead: ``watch_compile(eager=True)`` runs the
 program's compiled modules and functions eagerly (``torch.compiler.set_stance
 ("force_eager")``) and records what was compiled (``torch.compile`` is watched, and
-``nn.Module.compile`` calls it), so that the tool can say so.  ``check-order``
+``nn.Module.compile`` calls it), so that the tool can say so.  Departs: torch's own
+compiles (``torch.cond`` and the other higher-order ops compile a wrapper to run eagerly)
+run compiled, and are not listed.  ``check-order``
 runs the program again compiled (``eager=False``) for PyTorch's gradients.
 """
 
@@ -14,10 +16,11 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+import types
 from collections.abc import Iterator
 from typing import Any
 
-from .convert import torch_module
+from .convert import HOP, torch_module
 
 NOTE = "stepped the eager graph of a torch.compile'd model"
 # torch.compile(...), or nn.Module.compile() with no arguments or torch.compile's keywords
@@ -84,6 +87,11 @@ def watch_compile(eager: bool = True, namespace: dict[str, Any] | None = None
     def compile_(model: Any = None, **kwargs: Any) -> Any:
         if model is None:  # @torch.compile(mode=...)
             return lambda m: compile_(m, **kwargs)
+        if isinstance(model, types.FunctionType) and model.__module__.startswith(
+                "torch._higher_order_ops"):
+            # torch's own: a higher-order op (torch.cond) runs eagerly by compiling a
+            # wrapper; forced eager, its output had no grad_fn: not forced, not listed
+            return _as_compiled(torch, real(model, **kwargs))
         watch.record(model)
         force_eager()
         return real(model, **kwargs)
@@ -96,6 +104,23 @@ def watch_compile(eager: bool = True, namespace: dict[str, Any] | None = None
             yield watch
     finally:
         torch.compile = real
+
+
+def _as_compiled(torch: Any, compiled: Any) -> Any:
+    """``compiled`` called under the default stance, whatever the program's, and with
+    the forward capture's hooks and mode stepping aside (``convert.HOP``): dynamo traces
+    them, and what they call (``threading.get_ident``) breaks the graph, which a
+    higher-order op refuses."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        HOP[0] += 1
+        try:
+            with torch.compiler.set_stance("default"):
+                return compiled(*args, **kwargs)
+        finally:
+            HOP[0] -= 1
+
+    return call
 
 
 def script_note(namespace: dict[str, Any], source: str) -> str | None:

@@ -36,6 +36,9 @@ class Unsupported(TorchBridgeError):
 
 
 _torch: Any = None  # torch, once imported
+#: [n]: n higher-order ops (torch.cond) compiling or running (compiled.py): dynamo traces
+#: the forward capture's mode and module hooks, which meanwhile only call through
+HOP = [0]
 
 
 def torch_module() -> Any:
@@ -220,11 +223,12 @@ def to_ours(t: Any, fn: Any) -> Tensor | None:
                           "handles dense tensors only")
     if t.requires_grad:
         t = t.detach()
+    shown = t if type(t) is torch.Tensor else subclass_shown(t, fn)
     cpu = t.is_cpu
     try:  # the common case: a cpu tensor NumPy can view as it is
-        arr = (t if cpu else t.cpu()).numpy()
+        arr = (shown if cpu else shown.cpu()).numpy()
     except (TypeError, RuntimeError):  # conjugate/negative bits, bfloat16
-        arr = _host_copy(torch, t, fn)
+        arr = _host_copy(torch, shown, fn)
     # TorchGrad(arr, device, t), without its two __init__ frames (one per gradient)
     g = _new_grad(TorchGrad)
     g.data, g.device, g.held, g._summary = arr, "cpu" if cpu else device_str(t.device), t, None
@@ -235,6 +239,25 @@ def to_ours(t: Any, fn: Any) -> Tensor | None:
 
 
 _new_grad = object.__new__
+
+
+def subclass_shown(t: Any, fn: Any) -> Any:
+    """What the views read of a tensor subclass's gradient (the subclass itself travels):
+    a DTensor's local tensor when it is the whole tensor (a mesh of one rank, or
+    replicated; FSDP2's ``fully_shard`` and ``distribute_tensor`` make them), else
+    refused, saying so (NumPy cannot view a subclass)."""
+    local = getattr(t, "to_local", None)
+    if local is not None:
+        whole = local()
+        if whole.shape == t.shape:
+            return whole
+        raise Unsupported(f"{node_label(fn)} produced a DTensor gradient of shape "
+                          f"{list(t.shape)} of which this rank holds {list(whole.shape)}: "
+                          "the bridge shows whole gradients only (a mesh of one rank, or "
+                          "replicated placements)")
+    raise Unsupported(f"{node_label(fn)} produced a gradient of the tensor subclass "
+                      f"{typename(t)}: the bridge reads gradients as plain tensors")
+
 
 #: the most elements of a sparse gradient the views read densified (a NumPy copy; what
 #: PyTorch passes on is the sparse tensor itself); a bigger one is a ``SparseGrad``
@@ -365,3 +388,13 @@ def node_metadata(fn: Any) -> tuple[list[tuple[tuple[int, ...], np.dtype, str]],
         ours.append((shape, numpy_dtype(torch, dtype, fn), check_device(m.device, fn)))
         theirs.append((shape, dtype))
     return ours, theirs
+
+
+def traced(outputs: Any) -> bool:
+    """Outputs of a tensor subclass (not a Parameter): torch tracing a graph inside a node
+    (``torch.cond``'s backward traces its branches' backward with functional tensors).
+    PyTorch's engine runs that backward: it runs no node of the program's graph."""
+    torch = _torch or torch_module()
+    seq = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    return any(isinstance(t, torch.Tensor) and type(t) not in (torch.Tensor, torch.nn.Parameter)
+               for t in seq)

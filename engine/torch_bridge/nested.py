@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..graph import UINT64_MAX
-from .convert import torch_module
+from .convert import torch_module, traced
 
 Order = list[tuple[str, int]]
 
@@ -61,7 +61,7 @@ def recording_nested(skip: Iterable[Any] = ()) -> Iterator[list[Order]]:
             return orig_backward(tensors, grad_tensors, retain_graph, create_graph,
                                  grad_variables, inputs)
 
-        return call() if create_graph else recorded(tensors, call)
+        return call() if create_graph or traced(tensors) else recorded(tensors, call)
 
     def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any = None,
              create_graph: bool = False, only_inputs: bool = True, allow_unused: Any = None,
@@ -70,7 +70,7 @@ def recording_nested(skip: Iterable[Any] = ()) -> Iterator[list[Order]]:
             return orig_grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
                              only_inputs, allow_unused, is_grads_batched, materialize_grads)
 
-        mine = not (create_graph or is_grads_batched or materialize_grads)
+        mine = not (create_graph or is_grads_batched or materialize_grads or traced(outputs))
         return recorded(outputs, call) if mine else call()
 
     ag.backward, ag.grad = backward, grad

@@ -28,7 +28,7 @@ from . import ddp
 from .bridge import TorchAccumulateGrad, TorchGraph, from_torch
 from .capture import Registry, capture, is_tool_file
 from .compiled import watch_compile
-from .convert import TorchBridgeError, device_str, torch_module
+from .convert import TorchBridgeError, Unsupported, device_str, subclass_shown, torch_module
 from .inplace import inplace_log
 from .script_run import ScriptEntry, ordinal, shown
 
@@ -41,11 +41,11 @@ def split_result(out: Any) -> tuple[Any, Any, Any]:
         return out, None, None
     if isinstance(out, dict):
         loss = out.get("loss", out.get("outputs"))
-        return loss, out.get("grad_outputs"), out.get("inputs")
+        return loss, out.get("grad_outputs"), _leaf_edges(torch, out.get("inputs"))
     if isinstance(out, (tuple, list)) and 1 <= len(out) <= 3 and _tensors(torch, out[0]):
         items = list(out) + [None] * (3 - len(out))
         _check_returned(torch, items)
-        return items[0], items[1], items[2]
+        return items[0], items[1], _leaf_edges(torch, items[2])
     what = type(out).__name__
     if isinstance(out, (tuple, list)) and out:  # a TrainOutput (global_step, training_loss, ...)
         first = type(out[0]).__name__
@@ -60,6 +60,29 @@ _LOOP = ("a training loop that runs its backward passes itself (transformers' "
          "Trainer.train()) leaves none to step: return the loss of one more forward pass "
          "(with a Trainer: trainer.compute_loss(model, batch)), or run the script as it "
          "is and step its own Nth backward call: --backward N")
+
+
+def _leaf_edges(torch: Any, inputs: Any) -> Any:
+    """``inputs`` with each ``GradientEdge`` of a leaf (``get_gradient_edge(param)``) as
+    the leaf itself, which PyTorch's backward treats alike (its ``AccumulateGrad`` runs);
+    an edge of a non-leaf is refused, saying so."""
+    from torch.autograd.graph import GradientEdge
+
+    if not isinstance(inputs, (tuple, list)) or not any(
+            isinstance(t, GradientEdge) for t in inputs):
+        return inputs
+    out = []
+    for t in inputs:
+        if isinstance(t, GradientEdge):
+            var = getattr(t.node, "variable", None)
+            if var is None:
+                raise Unsupported(f"backward's inputs= holds a GradientEdge of "
+                                  f"{type(t.node).__name__}, not of a leaf: the bridge "
+                                  "takes tensors and leaves' edges (get_gradient_edge of a "
+                                  "parameter)")
+            t = var
+        out.append(t)
+    return out
 
 
 def _tensors(torch: Any, loss: Any) -> bool:
@@ -77,11 +100,13 @@ def _check_returned(torch: Any, items: list[Any]) -> None:
     """A tuple's grad_outputs as PyTorch's ``backward`` would check them (its own
     ``_make_grads``: a shape that does not match the loss's is its error, not a backward
     that ours runs and PyTorch's refuses), each error with what the tuple was read as."""
+    from torch.autograd.graph import GradientEdge  # in inputs=, as backward takes them
+
     loss, gouts, inputs = items
     for what, v in (("grad_outputs", gouts), ("inputs", inputs)):
         vs = [v] if v is None or isinstance(v, torch.Tensor) else v
         if not isinstance(vs, (tuple, list)) or not all(
-                t is None or isinstance(t, torch.Tensor) for t in vs):
+                t is None or isinstance(t, (torch.Tensor, GradientEdge)) for t in vs):
             raise TorchBridgeError(f"{_TUPLE}; its {what} is a {type(v).__name__}, not a "
                                    "tensor or a sequence of tensors")
     if gouts is None:
@@ -232,7 +257,9 @@ def run_program(entry: Any, *args: Any, said: Callable[[str], None] | None = Non
         while name in grads or name in grads.no_grad:  # two tensors, one name: both kept
             name += "'"
         if p.grad is not None:
-            grads[name] = Tensor(p.grad.detach().cpu().numpy(), device=device_str(p.grad.device))
+            g = p.grad.detach()  # a DTensor (fully_shard) is read as its local tensor
+            g = subclass_shown(g, p) if hasattr(g, "to_local") else g
+            grads[name] = Tensor(g.cpu().numpy(), device=device_str(p.grad.device))
         else:
             grads.no_grad[name] = NOT_REACHED if p.requires_grad else FROZEN
     return grads

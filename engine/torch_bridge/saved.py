@@ -215,6 +215,18 @@ def _summary(v: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _storage_holds(v: Any) -> bool:
+    """Whether ``v``'s storage holds every element of the view: FSDP2's
+    ``fully_shard`` resizes an unsharded parameter's storage to 0 bytes after the forward
+    and refills it in a pre-backward hook, so a saved view of it (``AddmmBackward0``'s
+    ``mat2``) read before its node runs would read freed memory (a crash, not an error)."""
+    try:
+        last = v.storage_offset() + sum((n - 1) * s for n, s in zip(v.shape, v.stride()))
+        return v.untyped_storage().nbytes() >= (last + 1) * v.element_size()
+    except Exception:  # noqa: BLE001 - no storage to ask (a subclass): do not read it
+        return False
+
+
 def _tensor_summary(v: Any, torch: Any) -> str:
     """``Tensor[2, 3] float32, version 0, 24 B, |x|=1.234``: the parts fixed by shape and
     dtype made once (``_KINDS``), the norm in one ATen call (float64, as ``.4g``)."""
@@ -226,7 +238,8 @@ def _tensor_summary(v: Any, torch: Any) -> str:
         n = v.numel()
         kind = _KINDS[key] = (
             f"Tensor{list(v.shape)} {str(v.dtype).replace('torch.', '')}",
-            f", {nbytes(n * v.element_size())}", 0 < n <= NORM_MAX and v.is_floating_point())
+            f", {nbytes(n * v.element_size())}",
+            0 < n <= NORM_MAX and (v.is_floating_point() or v.is_complex()))
     head, size, small_float = kind
     try:
         version = f", version {v._version}"
@@ -235,6 +248,9 @@ def _tensor_summary(v: Any, torch: Any) -> str:
     if v.layout != torch.strided or v.is_nested:
         return f"{head} {v.layout}{version}"
     if small_float and v.is_cpu:
-        norm = float(torch.linalg.vector_norm(v.detach(), dtype=torch.float64))
+        if not _storage_holds(v):  # FSDP2 frees a parameter's storage after the forward
+            return f"{head}{version}{size}, (storage freed: refilled when the node runs)"
+        wide = torch.complex128 if v.is_complex() else torch.float64  # a real norm either way
+        norm = float(torch.linalg.vector_norm(v.detach(), dtype=wide))
         return f"{head}{version}{size}, |x|={norm:.4g}"
     return head + version + size

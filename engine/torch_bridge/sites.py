@@ -19,6 +19,7 @@ frame there (``warnings_as_pytorchs``).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import linecache
 import os
@@ -26,6 +27,7 @@ import sys
 import sysconfig
 import threading
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 STACK_MAX = 40  # frames kept in node_meta's stack: the innermost
@@ -178,16 +180,21 @@ class Sites:
         return text
 
 
-def site_mode(sites: Sites, inner: Any = None) -> Any:
+def site_mode(sites: Sites, inner: Any = None, hop: list[int] | None = None) -> Any:
     """A ``TorchFunctionMode`` that notes each call's site (``Sites.note``).  ``inner``:
     another mode's ``__torch_function__`` to run the call through (``program`` passes
-    the in-place log's), one Python dispatch per op instead of one per mode."""
+    the in-place log's), one Python dispatch per op instead of one per mode.  ``hop``:
+    ``[n]``, n higher-order ops (``torch.cond``) running: the mode only calls through
+    (dynamo traces it)."""
+    hop = [0] if hop is None else hop
     from torch import is_grad_enabled as grad_enabled
     from torch.overrides import TorchFunctionMode
 
     class SiteMode(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
+            if hop[0]:  # a higher-order op: no site (its node's is its call's)
+                return func(*args, **(kwargs or {}))
             if inner is None:
                 out = func(*args, **(kwargs or {}))
             else:
@@ -197,6 +204,34 @@ def site_mode(sites: Sites, inner: Any = None) -> Any:
             return out
 
     return SiteMode()
+
+
+@contextlib.contextmanager
+def warnings_at_callers() -> Iterator[None]:
+    """A warning ATen raises in an op (``Sparse CSR tensor support is in beta state``) is
+    attributed to the innermost Python frame, which under the forward capture is the
+    mode's, in our file: shown at the frame that called the op instead, as without the
+    tool (ours and ``handle_torch_function``'s skipped)."""
+    orig = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: Any = None) -> None:
+        if file_kind(filename) == OURS:
+            f, dispatch = sys._getframe(1), _dispatch_code()
+            while f is not None and (file_kind(f.f_code.co_filename) == OURS
+                                     or f.f_code is dispatch or f.f_code.co_filename
+                                     == warnings.__file__):
+                f = f.f_back
+            if f is not None:
+                filename, lineno, line = f.f_code.co_filename, f.f_lineno, None
+        orig(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        if warnings.showwarning is show:  # the program's own replacement stays
+            warnings.showwarning = orig
 
 
 @functools.cache
