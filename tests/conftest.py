@@ -27,6 +27,21 @@ def _engine_threads(exclude: set[threading.Thread] = frozenset()) -> list[thread
 RUN_FIRST = ("test_wheel.py",)
 
 
+#: Textual's Pilot waits after each key until a window of SLEEP_GRANULARITY (20 ms) passes
+#: with the process idle (SLEEP_IDLE of CPU at most), twice per key: most of an app test's
+#: wall time on an idle machine (test_app.py: 2,100 such windows, 42 s, beside 23 s of CPU).
+#: A 5 ms window, the same 1/20 of it idle, detects the same idleness sooner; the tests do
+#: not rely on it for the engine's work, which tests/app/pilot.py's settle() polls for.
+PILOT_IDLE_WINDOW_S = 0.005
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import textual._wait
+
+    textual._wait.SLEEP_GRANULARITY = PILOT_IDLE_WINDOW_S
+    textual._wait.SLEEP_IDLE = PILOT_IDLE_WINDOW_S / 20
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     first = [item for item in items if item.path.name in RUN_FIRST]
     if first:
