@@ -81,3 +81,49 @@ def test_a_damaged_script_field_is_refused_plainly(recorded, tmp_path: Path, cap
                          "--scenario", str(script)], capsys)
     assert code != 0 and "Traceback" not in out, out
     assert f"the recording's scenario.script is damaged: {says}" in out, out
+
+
+# FSDP2 on one rank: fully_shard registers sharded DTensor parameters and swaps in
+# unsharded plain ones for the forward; the graph's leaves are the unsharded ones
+FSDP2 = """\
+    import torch
+    from torch import nn
+    from torch.distributed.fsdp import fully_shard
+
+
+    def main():
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 3))
+        fully_shard(net[0])
+        fully_shard(net[2])
+        fully_shard(net)
+        return nn.functional.cross_entropy(net(torch.randn(4, 6)), torch.tensor([0, 1, 2, 0]))
+"""
+
+
+@pytest.fixture
+def one_rank() -> object:
+    """A gloo process group of one rank, in this process (no port: a HashStore)."""
+    dist = pytest.importorskip("torch.distributed")
+    assert dist.is_available() and not dist.is_initialized()
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield dist
+    finally:
+        dist.destroy_process_group()
+
+
+def test_fsdp2_unsharded_parameters_are_named_by_the_parameter(one_rank, tmp_path) -> None:
+    from autograd_tui.session.run import Run
+    from autograd_tui.session.torch_script import script_scenario
+
+    script = write_script(tmp_path, FSDP2, "fsdp2.py")
+    with Run(script_scenario(str(script))) as run:
+        run.run()
+        assert run.error is None and run.finished
+        metas = [e.tensor for e in run.events if e.kind == "node_meta" and e.tensor]
+        grads, no_grad = set(run.gradients()), set(run.no_grad)
+    params = {"0.weight", "0.bias", "2.weight", "2.bias"}
+    assert grads == params  # the sharded DTensors', reduce-scattered
+    assert no_grad == {f"{p} (unsharded)" for p in params}, no_grad  # was: leaf [12, 6]...
+    assert sorted(metas) == sorted(f"{p} (unsharded)" for p in params)
