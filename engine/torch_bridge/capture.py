@@ -276,10 +276,15 @@ class Registry:
 
 
 def _is_param(p: Any) -> bool:
-    """A real parameter: a leaf (not ``functional_call``'s computed weights) and not a
+    """A real parameter: a leaf (not ``functional_call``'s computed weights), not a
     ``torch.func`` wrapper (a leaf for the transform, with ``requires_grad`` its own: it was
-    named ``0.weight'`` and said to be frozen)."""
+    named ``0.weight'`` and said to be frozen), and not a fake one (``torch.export`` traces
+    its ``Wrapper`` with FakeTensor parameters: they were listed beside the exported
+    module's, as ``Wrapper._export_root.fc.weight``, never reached)."""
     if not p.is_leaf:
+        return False
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    if fake is not None and isinstance(p, fake.FakeTensor):
         return False
     functorch = getattr(sys.modules["torch"]._C, "_functorch", None)
     return functorch is None or not functorch.is_functorch_wrapped_tensor(p)

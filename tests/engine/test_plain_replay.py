@@ -1,7 +1,9 @@
 """``replay --reexecute`` of a recording made from a plain script (``torch SCRIPT
 --backward N -- ARGS``): the header keeps the Nth call and the script's arguments
 (``Scenario.script``), so the re-execution runs the same backward of the same run; a
-damaged value there is refused with one message (``plain_script.recorded_script``)."""
+damaged value there is refused with one message (``plain_script.recorded_script``).
+And two names of parameters: FSDP2's unsharded ones (``naming.unsharded_params``) and a
+``torch.export``'d module's (``capture._is_param``: export's fake ones are not)."""
 
 from __future__ import annotations
 
@@ -127,3 +129,40 @@ def test_fsdp2_unsharded_parameters_are_named_by_the_parameter(one_rank, tmp_pat
     assert grads == params  # the sharded DTensors', reduce-scattered
     assert no_grad == {f"{p} (unsharded)" for p in params}, no_grad  # was: leaf [12, 6]...
     assert sorted(metas) == sorted(f"{p} (unsharded)" for p in params)
+
+
+EXPORTED = """\
+    import torch
+    from torch import nn
+    from torch.export import export
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.fc(x).tanh()
+
+
+    def main():
+        torch.manual_seed(0)
+        gm = export(Net(), (torch.randn(3, 4),)).module()
+        return gm(torch.randn(3, 4)).pow(2).sum()
+"""
+
+
+def test_an_exported_modules_parameters_are_its_own(tmp_path: Path) -> None:
+    """export traces its Wrapper with FakeTensor parameters: they were listed beside the
+    exported module's (``fn._orig_mod._export_root.fc.weight``, not reached), which then
+    took a prefix (``gm.fc.weight``)."""
+    from autograd_tui.session.run import Run
+    from autograd_tui.session.torch_script import script_scenario
+
+    script = write_script(tmp_path, EXPORTED, "exported.py")
+    with Run(script_scenario(str(script))) as run:
+        run.run()
+        assert run.error is None and run.finished
+        grads, no_grad = set(run.gradients()), dict(run.no_grad)
+    assert grads == {"fc.weight", "fc.bias"} and not no_grad, (grads, no_grad)
