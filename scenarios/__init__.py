@@ -97,6 +97,9 @@ class Scenario:
     requires: tuple[str, ...] = ()  # modules it needs beyond ours (REQUIRES: "torch")
     forward: dict[int, tuple[str, ...]] = field(default_factory=dict)  # FORWARD, as tuples
     banner: str = ""  # said in the app's header and a headless summary (torch.compile)
+    # how a PyTorch script was run ({"entry"|"backward": ..., "args": [...]}): the
+    # recording keeps it, so that `replay --reexecute` runs the script the same way
+    script: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:

@@ -127,7 +127,7 @@ def _reexecute(rec: Any, scenario: str | None) -> int:
     from autograd_tui.session.run import reexecute
 
     # Only a scenario the person names on the command line may be a file.
-    named = _named(scenario) if scenario else None
+    named = _named(scenario, rec.header) if scenario else None
     try:
         with progress(len(rec.events), f"re-executing {rec.scenario or 'the recording'}") as bar:
             done = [0]
@@ -161,9 +161,10 @@ def _reexecute(rec: Any, scenario: str | None) -> int:
         r.close()
 
 
-def _named(source: str) -> Any:
+def _named(source: str, header: Any) -> Any:
     """The scenario ``--scenario`` names: a built-in, a scenario file, or a PyTorch script
-    (a file that imports torch: its ``main()``, as ``autograd-tui torch`` runs it)."""
+    (a file that imports torch: run as ``autograd-tui torch`` ran it for the recording,
+    with the entry or Nth backward call and the script's arguments its header keeps)."""
     from pathlib import Path
 
     from autograd_tui import scenarios
@@ -176,6 +177,8 @@ def _named(source: str) -> Any:
         with folder_on_path(Path(source)):  # a sibling module it imports, as `torch` finds it
             return load_scenario(source)
     except scenarios.ImportsTorch:
+        from autograd_tui.session.plain_script import recorded_script
         from autograd_tui.session.torch_script import script_scenario
 
-        return script_scenario(source)
+        entry, backward, argv = recorded_script(header)
+        return script_scenario(source, entry, backward, argv)

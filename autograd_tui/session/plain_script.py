@@ -149,9 +149,43 @@ def plain_scenario(path: str, argv: Sequence[str] = (), backward: int = 1) -> Sc
         name=Path(path).stem, title=Path(path).name, summary=what,
         notes=doc or f"_{what[0].upper()}{what[1:]}, stepped._", params={}, engine={},
         threads=("cpu (owner)",), expect="complete", program=lambda: None,
-        torch_program=None, source=str(path), banner=banner)
+        torch_program=None, source=str(path), banner=banner,
+        script={"backward": backward, "args": list(argv)})
     scenario.program = lambda: run_program(entry, said=noting(scenario))
     return scenario
+
+
+MAX_ARGS, MAX_ARG_CHARS, MAX_BACKWARD = 1000, 10_000, 10**9
+
+
+def recorded_script(header: Any) -> tuple[str | None, int | None, list[str]]:
+    """How the recording's script was run (``Scenario.script``, as the header keeps it):
+    its entry, its Nth backward call, its arguments.  A recording is untrusted data: a
+    value of the wrong type or out of range is refused with one message; a recording
+    made before the header kept them gives (None, None, []), as before."""
+    sc = header.get("scenario") if isinstance(header, dict) else None
+    script = sc.get("script") if isinstance(sc, dict) else None
+    if script is None:
+        return None, None, []
+
+    def bad(what: str) -> ScenarioError:
+        return ScenarioError(f"the recording's scenario.script is damaged: {what}")
+
+    if not isinstance(script, dict):
+        raise bad("not an object")
+    entry, backward, args = script.get("entry"), script.get("backward"), script.get("args", [])
+    if entry is not None and not (isinstance(entry, str) and entry.isidentifier()):
+        raise bad("its entry is not a function name")
+    if backward is not None and (not isinstance(backward, int) or isinstance(backward, bool)
+                                 or not 1 <= backward <= MAX_BACKWARD):
+        raise bad(f"its backward is not a call number from 1 to {MAX_BACKWARD}")
+    if entry is not None and backward is not None:
+        raise bad("it gives both an entry and a backward call")
+    if not isinstance(args, list) or len(args) > MAX_ARGS or not all(
+            isinstance(a, str) and len(a) <= MAX_ARG_CHARS and "\0" not in a for a in args):
+        raise bad(f"its args are not a list of at most {MAX_ARGS} strings of at most "
+                  f"{MAX_ARG_CHARS:,} characters")
+    return entry, backward, list(args)
 
 
 def noting(scenario: Scenario) -> Callable[[str], None]:

@@ -152,6 +152,8 @@ class Run:
             params=self.params, engine_options=self.engine.options(), policy=self.policy,
             seed=self.seed, serialized=self.serialized, events=self.events,
             full_tensors=self.full_tensors)
+        if self.scenario.script:  # a PyTorch script's entry or Nth backward, its arguments
+            header["scenario"]["script"] = dict(self.scenario.script)
         if self.scenario.forward and not self.scenario.source.startswith("scenarios."):
             header["scenario"]["forward"] = {str(k): list(v)
                                              for k, v in self.scenario.forward.items()}

@@ -82,7 +82,8 @@ def script_scenario(path: str, entry: str | None = None, backward: int | None = 
         name=Path(path).stem, title=getattr(mod, "TITLE", Path(path).name),
         summary=doc.splitlines()[0] if doc else f"{entry}() of {path}", notes=doc,
         params={}, engine={}, threads=("cpu (owner)",), expect="complete",
-        program=lambda: None, torch_program=None, source=str(path), banner=banner)
+        program=lambda: None, torch_program=None, source=str(path), banner=banner,
+        script={"entry": entry, "args": list(argv)})
     scenario.program = lambda: run_program(fn, said=noting(scenario))
     return scenario
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from . import saved as saved_hooks
 from .convert import HOP
-from .naming import leaf_holders, root_label
+from .naming import leaf_holders, root_label, unsharded_params
 from .saved import saved_lines, saved_summaries
 from .sites import Sites, is_tool_file, site_mode, warnings_at_callers
 
@@ -65,6 +65,7 @@ class Registry:
         self._bounds: list[int] = []
         self._owners: list[tuple[str, str] | None] = []
         self._leaf_vars: dict[int, tuple[Any, str]] = {}  # a leaf -> (it, the program's name)
+        self._unsharded: dict[int, tuple[Any, Any]] = {}  # FSDP2's -> (it, its sharded param)
         # a module's output with no graph, which a hook may make a leaf that requires grad
         # (transformers' enable_input_require_grads): -> (a weak reference, the module's path)
         self.leaf_outputs: dict[int, tuple[Any, str]] = {}
@@ -109,6 +110,8 @@ class Registry:
             if (v := ref()) is not None and v.is_leaf and v.requires_grad \
                     and id(v) not in self._params and id(v) not in self._leaf_vars:
                 self._leaf_vars[id(v)] = (v, f"{path} (output)")
+        for u, p in unsharded_params(self._kept):  # fully_shard's: by the parameter
+            self._unsharded[id(u)] = (u, p)
 
     def module_path(self, module: Any) -> str | None:
         """The path the forward pass gave ``module`` (``enc.0``), if it called it."""
@@ -258,6 +261,8 @@ class Registry:
             tensor = self.param_name(var) or (f"{module}.{pname}" if module else pname)
         elif var is not None and self._leaf_vars.get(id(var), (None,))[0] is var:
             tensor = self._leaf_vars[id(var)][1]
+        elif var is not None and self._unsharded.get(id(var), (None,))[0] is var:
+            tensor = f"{self.param_name(self._unsharded[id(var)][1]) or 'parameter'} (unsharded)"
         elif seq is not None and cls.__name__ != "AccumulateGrad":  # module_of, inlined
             again = self._recomputed.get(id(fn)) if self._recomputed else None
             owner = again[1] if again is not None and again[0] is fn else self._owner_at(seq)
@@ -271,10 +276,15 @@ class Registry:
 
 
 def _is_param(p: Any) -> bool:
-    """A real parameter: a leaf (not ``functional_call``'s computed weights) and not a
+    """A real parameter: a leaf (not ``functional_call``'s computed weights), not a
     ``torch.func`` wrapper (a leaf for the transform, with ``requires_grad`` its own: it was
-    named ``0.weight'`` and said to be frozen)."""
+    named ``0.weight'`` and said to be frozen), and not a fake one (``torch.export`` traces
+    its ``Wrapper`` with FakeTensor parameters: they were listed beside the exported
+    module's, as ``Wrapper._export_root.fc.weight``, never reached)."""
     if not p.is_leaf:
+        return False
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    if fake is not None and isinstance(p, fake.FakeTensor):
         return False
     functorch = getattr(sys.modules["torch"]._C, "_functorch", None)
     return functorch is None or not functorch.is_functorch_wrapped_tensor(p)

@@ -19,8 +19,10 @@ holds it, directly or as a part, with torch's own module path below it:
 - a thing no variable holds falls back to its type (a module: ``Linear``) or its shape.
 
 The variables are read when a model is first called (``root_label``) and when the forward
-pass ends (``leaf_holders``): a loop's variable then holds its last item.  Imports nothing
-of the bridge.
+pass ends (``leaf_holders``): a loop's variable then holds its last item.  FSDP2's
+``fully_shard`` registers a sharded DTensor parameter and swaps in, for each forward, an
+unsharded plain one (the leaf the graph holds): that one is named by the parameter it
+unshards (``unsharded_params``).  Imports nothing of the bridge.
 """
 
 from __future__ import annotations
@@ -189,6 +191,28 @@ def leaf_holders(frames: list[Any], skip: set[int] | dict[int, Any]) -> dict[int
                     if old is None or rank < old[0]:
                         best[id(t)] = (rank, t, name)
     return {key: (t, name) for key, (_, t, name) in best.items()}
+
+
+def unsharded_params(models: list[Any]) -> list[tuple[Any, Any]]:
+    """(unsharded, sharded) for each parameter FSDP2's ``fully_shard`` manages in
+    ``models`` (``FSDPParam``: ``sharded_param``, the registered DTensor, and
+    ``_unsharded_param``, which the forward's all-gather fills and PyTorch's
+    ``_setattr_on_modules`` swaps in).  Its private API: anything else gives none."""
+    if "torch.distributed.fsdp" not in sys.modules:
+        return []
+    out = []
+    for model in models:
+        for m in model.modules():
+            get = getattr(m, "_get_fsdp_state", None)
+            try:
+                group = get()._fsdp_param_group if callable(get) else None
+                for fp in group.fsdp_params if group is not None else ():
+                    u = fp.__dict__.get("_unsharded_param")  # made by the 1st all-gather
+                    if u is not None and u is not fp.sharded_param:
+                        out.append((u, fp.sharded_param))
+            except Exception:  # noqa: BLE001 - another torch's FSDP: no names, no error
+                continue
+    return out
 
 
 def _function_method(frame: Any) -> bool:
