@@ -47,8 +47,10 @@ def ref_summary(v) -> str:
         n = v.numel()
         size = f", {saved.nbytes(n * v.element_size())}"
         norm = ""
-        if n and n <= saved.NORM_MAX and v.is_floating_point() and v.device.type == "cpu":
-            norm = f", |x|={float(torch.linalg.vector_norm(v.detach(), dtype=torch.float64)):.4g}"
+        if n and n <= saved.NORM_MAX and (v.is_floating_point() or v.is_complex()) \
+                and v.device.type == "cpu":
+            wide = torch.complex128 if v.is_complex() else torch.float64  # a real norm
+            norm = f", |x|={float(torch.linalg.vector_norm(v.detach(), dtype=wide)):.4g}"
         return head + version + size + norm
     if isinstance(v, (tuple, list)) and v and all(isinstance(t, torch.Tensor) for t in v):
         return f"{len(v)} tensors: " + ", ".join(ref_summary(t) for t in v[:3]) + (
