@@ -311,3 +311,34 @@ def test_readmes_quickstart_prints_what_it_says(capsys: pytest.CaptureFixture[st
     exec(code.group(1), {})  # noqa: S102 - the README's own line
     printed = capsys.readouterr().out.strip()
     assert f"`{printed}`" in readme.split("## Quickstart")[1], printed
+
+
+def _blocks_after(text: str, heading: str) -> list[str]:
+    """The fenced blocks of ``text`` after ``heading``, in order."""
+    return re.findall(r"```(?:python)?\n(.*?)```", text.split(heading, 1)[1], re.S)
+
+
+def test_engine_mds_seed_004_trace_is_what_it_prints(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/engine.md's worked example of seed 004 (one thread: deterministic) prints the
+    trace shown under it, line for line (AccumulateGrad's UINT64_MAX reads ``seq max``),
+    and the event numbers its notes cite are those lines'."""
+    doc = (DOCS / "engine.md").read_text()
+    code, shown = _blocks_after(doc, "### The worked example of seed 004")[:2]
+    exec(code, {})  # noqa: S102 - the doc's own snippet
+    assert capsys.readouterr().out == shown
+    lines = {int(t.split()[0]): t for t in shown.splitlines()[:-1]}
+    notes = doc.split("How to read it against seed 004")[1].split("###")[0]
+    for k, what in [(2, "dependencies {"), (26, "not_ready += LinearBackward0#5"),
+                    (46, "add = [3]"), (47, "not_ready -= LinearBackward0#5"),
+                    (74, "outstanding_tasks -> 0")]:
+        assert f"seq {k}" in notes.replace("Seq", "seq") and what in lines[k], (k, lines[k])
+
+
+def test_engine_mds_custom_engine_prints_what_it_says(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (DOCS / "engine.md").read_text()
+    code = next(b for b in _blocks_after(doc, "## 4.") if "use_engine(eng)" in b)
+    exec(code, {})  # noqa: S102 - the doc's own snippet
+    said = code.rsplit("# ", 1)[1].strip()
+    assert capsys.readouterr().out.strip() == said
