@@ -14,6 +14,7 @@ import dataclasses
 import importlib
 import inspect
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -325,7 +326,10 @@ def test_engine_mds_seed_004_trace_is_what_it_prints(
     and the event numbers its notes cite are those lines'."""
     doc = (DOCS / "engine.md").read_text()
     code, shown = _blocks_after(doc, "### The worked example of seed 004")[:2]
-    exec(code, {})  # noqa: S102 - the doc's own snippet
+    # a fresh thread: sequence numbers count per thread from 0, as in a fresh program
+    t = threading.Thread(target=exec, args=(code, {}))  # the doc's own snippet
+    t.start()
+    t.join(30)
     assert capsys.readouterr().out == shown
     lines = {int(t.split()[0]): t for t in shown.splitlines()[:-1]}
     notes = doc.split("How to read it against seed 004")[1].split("###")[0]
@@ -342,3 +346,23 @@ def test_engine_mds_custom_engine_prints_what_it_says(
     exec(code, {})  # noqa: S102 - the doc's own snippet
     said = code.rsplit("# ", 1)[1].strip()
     assert capsys.readouterr().out.strip() == said
+
+
+def test_trace_formats_summary_keys_are_the_summaries() -> None:
+    """docs/trace-format.md section 5 lists every key a tensor summary can have: a dense
+    one's (``data`` with full tensors) and a big sparse gradient's (``nnz``, ``min``,
+    ``max``, ``sparse``: they were missing), no more."""
+    import numpy as np
+
+    from autograd_tui.engine.events import summarize
+
+    torch = pytest.importorskip("torch")
+    from autograd_tui.engine.torch_bridge.convert import sparse_summary
+
+    doc = (DOCS / "trace-format.md").read_text()
+    section = doc.split("## 5. Tensor summaries")[1].split("\n## ")[0]
+    (_, _, rows), = _tables(section)
+    documented = {k.strip("` ") for row in rows for k in row[0].split(",")}
+    sparse = torch.sparse_coo_tensor([[0, 2]], [1.0, -2.0], (5,), check_invariants=True)
+    made = set(summarize(np.ones(2), full=True)) | set(sparse_summary(sparse))
+    assert documented == made
