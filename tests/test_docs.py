@@ -366,3 +366,24 @@ def test_trace_formats_summary_keys_are_the_summaries() -> None:
     sparse = torch.sparse_coo_tensor([[0, 2]], [1.0, -2.0], (5,), check_invariants=True)
     made = set(summarize(np.ones(2), full=True)) | set(sparse_summary(sparse))
     assert documented == made
+
+
+def test_scenarios_md_code_keeps_its_comments() -> None:
+    """The generator moves the notes' headings below the scenario's: a ``# comment`` in a
+    code block is not one (it read ``### order == ...``)."""
+    in_code = False
+    for line in (DOCS / "scenarios.md").read_text().splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        assert not (in_code and line.startswith("##")), line
+
+
+def test_scenarios_mds_show_nodes_is_what_it_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/scenarios.md's ``show linear-relu --nodes`` table is the command's output (it
+    showed three rows of seven; AccumulateGrad's sequence_nr reads ``max``)."""
+    from autograd_tui.commands import main
+
+    doc = (DOCS / "scenarios.md").read_text()
+    block = _blocks_after(doc, "`autograd-tui show linear-relu --nodes` prints:")[0]
+    assert main(["show", "linear-relu", "--nodes"]) == 0
+    assert capsys.readouterr().out == block

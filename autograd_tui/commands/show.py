@@ -24,6 +24,7 @@ from autograd_tui.commands.common import (
     run_to_end,
 )
 from autograd_tui.commands.progress import is_terminal
+from autograd_tui.words import seq_text
 
 
 def add_parser(sub: Any) -> None:
@@ -91,10 +92,11 @@ def _nodes(scenario: Any, params: dict[str, str]) -> int:
     con = console(soft_wrap=True)
     rows = node_rows(scenario, params)
     width = max([len("node")] + [len(name) for _, name, _ in rows])
-    digits = max([len("sequence_nr")] + [len(str(seq)) for seq, _, _ in rows])
+    # AccumulateGrad's UINT64_MAX reads "max", as in the trace (it has no FORWARD key)
+    digits = max([len("sequence_nr")] + [len(seq_text(seq)) for seq, _, _ in rows])
     print_text(con, f"{'sequence_nr':>{digits}}  {'node':<{width}}  forward op (FORWARD)")
     for seq, name, label in rows:
-        print_text(con, f"{seq:>{digits}}  {name:<{width}}  {label}".rstrip())
+        print_text(con, f"{seq_text(seq):>{digits}}  {name:<{width}}  {label}".rstrip())
     print_text(con, f"{len(rows)} nodes; FORWARD = {{sequence_nr: (op name, input names...)}}"
                " (docs/scenarios.md)")
     return EXIT_OK
