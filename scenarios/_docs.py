@@ -112,7 +112,8 @@ autograd-tui: typo.py:8: AttributeError: 'Tensor' object has no attribute 'tahn'
 Mistakes that would otherwise pass in silence are errors too: a constant one slip away
 from one of the names above (`PARAM`, `SUMARY`: "did you mean PARAMS?"), a `program`
 whose arguments are not the `PARAMS` names, a program that never starts a backward
-pass, and `EXPECT = "deadlock"` on a run that completes.
+pass, and `EXPECT = "deadlock"` on a run that completes (with the file's own `PARAMS`
+defaults and `ENGINE`: a run with `--param` or `--engine` changed may be the fix).
 """
 
 OPS_INTRO = """

@@ -387,3 +387,32 @@ def test_scenarios_mds_show_nodes_is_what_it_prints(capsys: pytest.CaptureFixtur
     block = _blocks_after(doc, "`autograd-tui show linear-relu --nodes` prints:")[0]
     assert main(["show", "linear-relu", "--nodes"]) == 0
     assert capsys.readouterr().out == block
+
+
+def _lesson_fixes() -> list[tuple[str, list[str]]]:
+    """Each deadlock lesson's fix in docs/scenarios.md, as command-line options: its
+    ``--engine K=V`` and its ``Run with `K=V``` (a parameter)."""
+    doc = (DOCS / "scenarios.md").read_text()
+    out = []
+    for name, body in re.findall(r"\n### `([a-z-]+)`(.*?)(?=\n### `|\Z)", doc, re.S):
+        if "- expect: deadlock" not in body:
+            continue
+        args = [["--engine", kv] for kv in re.findall(r"`--engine (\w+=\w+)`", body)]
+        args += [["--param", kv] for kv in re.findall(r"Run with `(\w+=\w+)`", body)]
+        out += [(name, a) for a in args]
+    return out
+
+
+def test_each_deadlock_lessons_fix_completes(capsys: pytest.CaptureFixture[str]) -> None:
+    """What a deadlock lesson says to try (the real design's engine option, the fixed
+    program) completes, exit 0: it said "not what the scenario says" and exit 1, EXPECT
+    being the deadlock of the scenario as written (which still exits 3)."""
+    from autograd_tui.commands import main
+
+    fixes = _lesson_fixes()
+    assert len(fixes) >= 5, fixes
+    for name, args in fixes:
+        code = main(["run", name, "--headless", "--quiet", *args])
+        out = capsys.readouterr()
+        assert code == 0 and "completed" in out.out, (name, args, out.out + out.err)
+    assert main(["run", fixes[0][0], "--headless", "--quiet"]) == 3
