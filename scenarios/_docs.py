@@ -88,7 +88,7 @@ sequence_nr  node             forward op (FORWARD)
           4  SelectBackward0  -
           5  SumBackward0     -
         max  AccumulateGrad   -
-7 nodes; FORWARD = {sequence_nr: (op name, input names...)} (docs/scenarios.md)
+11 nodes in 7 rows (AccumulateGrads share one); FORWARD = {sequence_nr: (op name, input names...)} (docs/scenarios.md)
 ```
 
 (an input that is not a leaf has an empty name: `Linear2`'s first, Linear1's output).  A
