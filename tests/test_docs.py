@@ -416,3 +416,21 @@ def test_each_deadlock_lessons_fix_completes(capsys: pytest.CaptureFixture[str])
         out = capsys.readouterr()
         assert code == 0 and "completed" in out.out, (name, args, out.out + out.err)
     assert main(["run", fixes[0][0], "--headless", "--quiet"]) == 3
+
+
+def test_each_adds_about_n_nodes_as_its_parameter_says() -> None:
+    """A parameter's help that says "each adds about N nodes" (docs/scenarios.md) is
+    within a fifth of what one more adds (torch-attention's block adds 62: it said 45)."""
+    from autograd_tui import scenarios
+    from autograd_tui.commands.show import node_rows
+
+    said = []
+    for s in scenarios.builtins():
+        for k, p in s.params.items():
+            if m := re.search(r"each adds about (\d+) nodes", p.help or ""):
+                if s.name.startswith("torch-"):
+                    pytest.importorskip("torch")
+                one, two = (node_rows(s, {k: str(p.default + i)})[1] for i in (0, 1))
+                said.append(s.name)
+                assert abs((two - one) - int(m[1])) <= int(m[1]) / 5, (s.name, two - one)
+    assert len(said) >= 2, said
