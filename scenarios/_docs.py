@@ -77,17 +77,23 @@ A scenario module declares:
 `FORWARD` is keyed by each backward node's `sequence_nr` (the order the forward pass made
 the nodes, from 0).  `autograd-tui show FILE --nodes` runs the scenario and prints every
 node's sequence_nr, name and current label, a table to copy from (`--param K=V` as for
-`run`):
+`run`); `autograd-tui show linear-relu --nodes` prints:
 
 ```
 sequence_nr  node             forward op (FORWARD)
           0  LinearBackward0  Linear1, input, linear1.weight, linear1.bias
           1  ReluBackward0    ReLU
+          2  LinearBackward0  Linear2, , linear2.weight, linear2.bias
           3  AddBackward0     -
+          4  SelectBackward0  -
+          5  SumBackward0     -
+        max  AccumulateGrad   -
+11 nodes in 7 rows (AccumulateGrads share one); FORWARD = {sequence_nr: (op name, input names...)} (docs/scenarios.md)
 ```
 
-A leaf's `AccumulateGrad` has no key of its own (its sequence_nr is the largest, as in
-PyTorch): name it among the inputs of the op that used it.  A recording of a scenario
+(an input that is not a leaf has an empty name: `Linear2`'s first, Linear1's output).  A
+leaf's `AccumulateGrad` has no key of its own (its sequence_nr is the largest, as in
+PyTorch, `max`): name it among the inputs of the op that used it.  A recording of a scenario
 file keeps the file's `FORWARD` in its header, so `autograd-tui replay` shows the same
 labels without the file (a built-in lesson's are looked up by its name).
 
@@ -106,7 +112,8 @@ autograd-tui: typo.py:8: AttributeError: 'Tensor' object has no attribute 'tahn'
 Mistakes that would otherwise pass in silence are errors too: a constant one slip away
 from one of the names above (`PARAM`, `SUMARY`: "did you mean PARAMS?"), a `program`
 whose arguments are not the `PARAMS` names, a program that never starts a backward
-pass, and `EXPECT = "deadlock"` on a run that completes.
+pass, and `EXPECT = "deadlock"` on a run that completes (with the file's own `PARAMS`
+defaults and `ENGINE`: a run with `--param` or `--engine` changed may be the fix).
 """
 
 OPS_INTRO = """
@@ -162,10 +169,19 @@ def render() -> str:
         out.append("\n" + "\n".join(f"- {f}" for f in facts) + "\n")
         notes = s.notes.strip()
         if notes:
-            # The notes' own headings sit below the scenario's heading.
-            lines = ["##" + line if line.startswith("#") else line for line in notes.splitlines()]
-            out.append("\n" + "\n".join(lines) + "\n")
+            out.append("\n" + "\n".join(_demoted(notes)) + "\n")
     return "".join(out)
+
+
+def _demoted(notes: str) -> list[str]:
+    """The notes' lines, their own headings two levels down (below the scenario's heading);
+    a code block's lines as they are (its ``# comment`` is not a heading)."""
+    lines, in_code = [], False
+    for line in notes.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        lines.append("##" + line if line.startswith("#") and not in_code else line)
+    return lines
 
 
 def main() -> int:

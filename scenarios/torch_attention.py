@@ -7,7 +7,7 @@ NAME = "torch-attention"
 TITLE = "A PyTorch attention block"
 SUMMARY = "hand-written multi-head attention + MLP blocks (nn.Module per block), float64"
 THREADS = ("cpu (owner)",)
-PARAMS = {"layers": Param(1, "how many blocks (each adds about 45 nodes)"),
+PARAMS = {"layers": Param(1, "how many blocks (each adds about 60 nodes)"),
           "seq": Param(6, "tokens per sequence"), "d_model": Param(16, "model width")}
 NOTES = """
 ### An attention block

@@ -14,6 +14,7 @@ import dataclasses
 import importlib
 import inspect
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,125 @@ def test_readmes_quickstart_prints_what_it_says(capsys: pytest.CaptureFixture[st
     exec(code.group(1), {})  # noqa: S102 - the README's own line
     printed = capsys.readouterr().out.strip()
     assert f"`{printed}`" in readme.split("## Quickstart")[1], printed
+
+
+def _blocks_after(text: str, heading: str) -> list[str]:
+    """The fenced blocks of ``text`` after ``heading``, in order."""
+    return re.findall(r"```(?:python)?\n(.*?)```", text.split(heading, 1)[1], re.S)
+
+
+def test_engine_mds_seed_004_trace_is_what_it_prints(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/engine.md's worked example of seed 004 (one thread: deterministic) prints the
+    trace shown under it, line for line (AccumulateGrad's UINT64_MAX reads ``seq max``),
+    and the event numbers its notes cite are those lines'."""
+    doc = (DOCS / "engine.md").read_text()
+    code, shown = _blocks_after(doc, "### The worked example of seed 004")[:2]
+    # a fresh thread: sequence numbers count per thread from 0, as in a fresh program
+    t = threading.Thread(target=exec, args=(code, {}))  # the doc's own snippet
+    t.start()
+    t.join(30)
+    assert capsys.readouterr().out == shown
+    lines = {int(t.split()[0]): t for t in shown.splitlines()[:-1]}
+    notes = doc.split("How to read it against seed 004")[1].split("###")[0]
+    for k, what in [(2, "dependencies {"), (26, "not_ready += LinearBackward0#5"),
+                    (46, "add = [3]"), (47, "not_ready -= LinearBackward0#5"),
+                    (74, "outstanding_tasks -> 0")]:
+        assert f"seq {k}" in notes.replace("Seq", "seq") and what in lines[k], (k, lines[k])
+
+
+def test_engine_mds_custom_engine_prints_what_it_says(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (DOCS / "engine.md").read_text()
+    code = next(b for b in _blocks_after(doc, "## 4.") if "use_engine(eng)" in b)
+    exec(code, {})  # noqa: S102 - the doc's own snippet
+    said = code.rsplit("# ", 1)[1].strip()
+    assert capsys.readouterr().out.strip() == said
+
+
+def test_trace_formats_summary_keys_are_the_summaries() -> None:
+    """docs/trace-format.md section 5 lists every key a tensor summary can have: a dense
+    one's (``data`` with full tensors) and a big sparse gradient's (``nnz``, ``min``,
+    ``max``, ``sparse``: they were missing), no more."""
+    import numpy as np
+
+    from autograd_tui.engine.events import summarize
+
+    torch = pytest.importorskip("torch")
+    from autograd_tui.engine.torch_bridge.convert import sparse_summary
+
+    doc = (DOCS / "trace-format.md").read_text()
+    section = doc.split("## 5. Tensor summaries")[1].split("\n## ")[0]
+    (_, _, rows), = _tables(section)
+    documented = {k.strip("` ") for row in rows for k in row[0].split(",")}
+    sparse = torch.sparse_coo_tensor([[0, 2]], [1.0, -2.0], (5,), check_invariants=True)
+    made = set(summarize(np.ones(2), full=True)) | set(sparse_summary(sparse))
+    assert documented == made
+
+
+def test_scenarios_md_code_keeps_its_comments() -> None:
+    """The generator moves the notes' headings below the scenario's: a ``# comment`` in a
+    code block is not one (it read ``### order == ...``)."""
+    in_code = False
+    for line in (DOCS / "scenarios.md").read_text().splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        assert not (in_code and line.startswith("##")), line
+
+
+def test_scenarios_mds_show_nodes_is_what_it_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/scenarios.md's ``show linear-relu --nodes`` table is the command's output (it
+    showed three rows of seven; AccumulateGrad's sequence_nr reads ``max``)."""
+    from autograd_tui.commands import main
+
+    doc = (DOCS / "scenarios.md").read_text()
+    block = _blocks_after(doc, "`autograd-tui show linear-relu --nodes` prints:")[0]
+    assert main(["show", "linear-relu", "--nodes"]) == 0
+    assert capsys.readouterr().out == block
+
+
+def _lesson_fixes() -> list[tuple[str, list[str]]]:
+    """Each deadlock lesson's fix in docs/scenarios.md, as command-line options: its
+    ``--engine K=V`` and its ``Run with `K=V``` (a parameter)."""
+    doc = (DOCS / "scenarios.md").read_text()
+    out = []
+    for name, body in re.findall(r"\n### `([a-z-]+)`(.*?)(?=\n### `|\Z)", doc, re.S):
+        if "- expect: deadlock" not in body:
+            continue
+        args = [["--engine", kv] for kv in re.findall(r"`--engine (\w+=\w+)`", body)]
+        args += [["--param", kv] for kv in re.findall(r"Run with `(\w+=\w+)`", body)]
+        out += [(name, a) for a in args]
+    return out
+
+
+def test_each_deadlock_lessons_fix_completes(capsys: pytest.CaptureFixture[str]) -> None:
+    """What a deadlock lesson says to try (the real design's engine option, the fixed
+    program) completes, exit 0: it said "not what the scenario says" and exit 1, EXPECT
+    being the deadlock of the scenario as written (which still exits 3)."""
+    from autograd_tui.commands import main
+
+    fixes = _lesson_fixes()
+    assert len(fixes) >= 5, fixes
+    for name, args in fixes:
+        code = main(["run", name, "--headless", "--quiet", *args])
+        out = capsys.readouterr()
+        assert code == 0 and "completed" in out.out, (name, args, out.out + out.err)
+    assert main(["run", fixes[0][0], "--headless", "--quiet"]) == 3
+
+
+def test_each_adds_about_n_nodes_as_its_parameter_says() -> None:
+    """A parameter's help that says "each adds about N nodes" (docs/scenarios.md) is
+    within a fifth of what one more adds (torch-attention's block adds 62: it said 45)."""
+    from autograd_tui import scenarios
+    from autograd_tui.commands.show import node_rows
+
+    said = []
+    for s in scenarios.builtins():
+        for k, p in s.params.items():
+            if m := re.search(r"each adds about (\d+) nodes", p.help or ""):
+                if s.name.startswith("torch-"):
+                    pytest.importorskip("torch")
+                one, two = (node_rows(s, {k: str(p.default + i)})[1] for i in (0, 1))
+                said.append(s.name)
+                assert abs((two - one) - int(m[1])) <= int(m[1]) / 5, (s.name, two - one)
+    assert len(said) >= 2, said

@@ -199,13 +199,19 @@ def locate_program_error(run: Run) -> ProgramError | None:
 
 def outcome_problem(run: Run, result: StepResult) -> str | None:
     """A run that ended without an error but not as its scenario says it would: no
-    backward pass at all, or ``EXPECT = "deadlock"`` and it completed (None if neither)."""
+    backward pass at all, or ``EXPECT = "deadlock"`` and it completed with the scenario's
+    own parameters and engine options (None if neither): changed, they are the lesson's
+    fix (``--engine reentrant=nested``, ``--param fixed=true``), and completing is its point."""
+    from autograd_tui.session.run import engine_options
+
     if run.error is not None or result.status != "finished":
         return None
     if not any(e.kind == "graph_task_created" for e in run.events):
         return (f"{run.scenario.source}: the program never started a backward pass (no "
                 ".backward() or autograd.grad() ran), so there is nothing to show")
-    if run.scenario.expect == "deadlock":
+    as_written = (run.params == run.scenario.resolve_params()
+                  and run.options == engine_options(run.scenario))
+    if run.scenario.expect == "deadlock" and as_written:
         return (f"{run.scenario.source}: EXPECT = 'deadlock', but the run completed under "
                 f"this schedule ({run.controller.schedule_string()})")
     return None

@@ -24,6 +24,7 @@ from autograd_tui.commands.common import (
     run_to_end,
 )
 from autograd_tui.commands.progress import is_terminal
+from autograd_tui.words import seq_text
 
 
 def add_parser(sub: Any) -> None:
@@ -70,9 +71,11 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def node_rows(scenario: Any, params: dict[str, str]) -> list[tuple[int, str, str]]:
+def node_rows(scenario: Any, params: dict[str, str]
+              ) -> tuple[list[tuple[int, str, str]], int]:
     """``(sequence_nr, name, forward op)`` of each node of a run of ``scenario``, by
-    sequence_nr (AccumulateGrad's is the largest, as in PyTorch: it never leads)."""
+    sequence_nr (AccumulateGrad's is the largest, as in PyTorch: it never leads; the
+    leaves' share one row), and how many nodes there are."""
     from autograd_tui.history.recordings import graph_of
     from autograd_tui.session.run import Run
 
@@ -84,17 +87,19 @@ def node_rows(scenario: Any, params: dict[str, str]) -> list[tuple[int, str, str
         r.close()
     rows = {(n["seq"], n["name"]) for n in nodes}
     return [(seq, name, ", ".join(scenario.forward.get(seq, ())) or "-")
-            for seq, name in sorted(rows)]
+            for seq, name in sorted(rows)], len(nodes)
 
 
 def _nodes(scenario: Any, params: dict[str, str]) -> int:
     con = console(soft_wrap=True)
-    rows = node_rows(scenario, params)
+    rows, n_nodes = node_rows(scenario, params)
     width = max([len("node")] + [len(name) for _, name, _ in rows])
-    digits = max([len("sequence_nr")] + [len(str(seq)) for seq, _, _ in rows])
+    # AccumulateGrad's UINT64_MAX reads "max", as in the trace (it has no FORWARD key)
+    digits = max([len("sequence_nr")] + [len(seq_text(seq)) for seq, _, _ in rows])
     print_text(con, f"{'sequence_nr':>{digits}}  {'node':<{width}}  forward op (FORWARD)")
     for seq, name, label in rows:
-        print_text(con, f"{seq:>{digits}}  {name:<{width}}  {label}".rstrip())
-    print_text(con, f"{len(rows)} nodes; FORWARD = {{sequence_nr: (op name, input names...)}}"
-               " (docs/scenarios.md)")
+        print_text(con, f"{seq_text(seq):>{digits}}  {name:<{width}}  {label}".rstrip())
+    shared = "" if n_nodes == len(rows) else f" in {len(rows)} rows (AccumulateGrads share one)"
+    print_text(con, f"{n_nodes} nodes{shared}; FORWARD = {{sequence_nr: (op name, input "
+               "names...)} (docs/scenarios.md)")
     return EXIT_OK

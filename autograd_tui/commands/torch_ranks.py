@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from autograd_tui.commands.common import (
@@ -90,7 +92,7 @@ def run_ranks(args: argparse.Namespace) -> int:
                 for line in o.more:  # a multi-line error: its lines, each filtered
                     print_text(con, f"    {line}", style="red")
                 shown_lines = o.summary if o.ok and not args.quiet else ()
-                for line in (s for s in shown_lines if s != "completed"):
+                for line in summary_lines(shown_lines, temporary):
                     print_text(con, f"  {line}")
         if failed:
             root = launch.first_to_end([o.rank for o in failed],
@@ -117,6 +119,18 @@ def run_ranks(args: argparse.Namespace) -> int:
     finally:
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+#: a rank's last summary line, ``recorded N events to PATH`` (commands.common.report_headless)
+_RECORDED_TO = re.compile(r"^(recorded \d+ events) to .*$")
+
+
+def summary_lines(summary: Sequence[str], temporary: bool) -> list[str]:
+    """A rank's summary lines as this command prints them: without ``completed`` (its
+    outcome line says it) and, the recordings being in a temporary folder removed at the
+    end, without their path: the events counted, no file named that will not exist."""
+    lines = [s for s in summary if s != "completed"]
+    return [_RECORDED_TO.sub(r"\1", s) for s in lines] if temporary else lines
 
 
 def _folder(record: str | None) -> tuple[Path, bool]:

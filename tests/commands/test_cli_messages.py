@@ -143,7 +143,9 @@ def test_show_nodes_is_a_table_for_forward(capsys) -> None:
     assert rows[1] == ["1", "ReluBackward0", "ReLU"]
     assert ["3", "AddBackward0", "-"] in rows
     assert [ln for ln in lines if ln != ln.rstrip()] == []
-    assert lines[-1].startswith(f"{len(rows)} nodes; FORWARD = ")
+    # 11 nodes (linear-relu's 5 AccumulateGrads in one row, sequence_nr max)
+    assert rows[-1] == ["max", "AccumulateGrad", "-"]
+    assert lines[-1].startswith(f"11 nodes in {len(rows)} rows (AccumulateGrads share one)")
 
 
 def test_show_nodes_takes_params_and_scenario_files(tmp_path: Path, capsys) -> None:
