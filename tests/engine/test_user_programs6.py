@@ -9,11 +9,14 @@ where it cannot.
   machine; maxvit_tiny_rw, 31M, ran past 4 minutes).  A gradient that agrees bit for bit,
   the usual answer, is now told by its bits alone, with the same worst element (its first)
   the elementwise path finds.
+- A loss computed under ``torch.inference_mode()`` was said to be made "under no_grad,
+  detached, or by forward-mode AD"; now the message names the inference mode.
 """
 
 from __future__ import annotations
 
 import pytest
+from user_scripts import run_cli, write_script
 
 torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
 
@@ -66,3 +69,21 @@ def test_gradients_that_differ_still_name_their_worst_element() -> None:
     z = compare("z", e, torch.tensor([1.0, 2.0, -0.0]), exact=True)
     assert not z.ok and z.index == (2,)
     assert compare("z", e, torch.tensor([1.0, 2.0, -0.0]), exact=False).ok
+
+
+def test_a_loss_made_under_inference_mode_is_said_to_be(tmp_path, capsys) -> None:
+    """A loss computed under ``torch.inference_mode()`` (an evaluation helper's habit):
+    PyTorch's backward refuses it; the message named no_grad, detach and forward-mode AD,
+    and not the inference mode the program used."""
+    script = write_script(tmp_path, """
+        import torch
+
+        def main():
+            m = torch.nn.Linear(3, 1)
+            with torch.inference_mode():
+                return m(torch.randn(2, 3)).sum()
+    """)
+    for cmd in (["check-order", str(script)], ["torch", str(script), "--headless", "--quiet"]):
+        code, out = run_cli(cmd, capsys)
+        assert code != 0 and "nothing to differentiate" in out, out
+        assert "torch.inference_mode()" in out and "Traceback" not in out, out
