@@ -67,6 +67,14 @@ def compare(name: str, expected: Any, actual: Any, exact: bool = False) -> Worst
     import torch
 
     rtol, atol = (0.0, 0.0) if exact else tolerances(expected.dtype)
+    if expected.numel() == 0:
+        return None
+    if _same_bits(expected, actual):  # the usual answer, without the float64 copies below
+        first = _scalar(expected.detach().reshape(-1)[0])  # (which were 2/3 of check-order's
+        index = tuple(0 for _ in expected.shape)  # time on a resnet50, every leaf agreeing)
+        rel = 0.0 / abs(first) if first else 0.0  # as below: NaN beside a NaN
+        return Worst(name, index, first, first, 0.0, rel, rtol, atol,
+                     str(expected.dtype).replace("torch.", ""), True, 0, expected.numel(), exact)
     wide = torch.complex128 if expected.is_complex() else torch.float64
     e = expected.detach().cpu().to(wide)
     a = actual.detach().cpu().to(wide)
@@ -98,6 +106,15 @@ def compare(name: str, expected: Any, actual: Any, exact: bool = False) -> Worst
 def _scalar(t: Any) -> complex | float:
     v = t.item()
     return v if isinstance(v, complex) else float(v)
+
+
+def _same_bits(expected: Any, actual: Any) -> bool:
+    """Both tensors hold the same bits: every element equal, and a comparison's worst is its
+    first (a zero difference everywhere, as the elementwise path below finds)."""
+    import torch
+
+    return (expected.shape == actual.shape and expected.dtype == actual.dtype
+            and torch.equal(_bits(expected), _bits(actual)))
 
 
 def _bits(t: Any) -> Any:

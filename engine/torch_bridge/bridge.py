@@ -273,11 +273,12 @@ def from_torch(outputs: Any, grad_outputs: Any = None, inputs: Any = None) -> To
             raise TorchBridgeError(f"from_torch: output {i} is a {type(t).__name__}, not a "
                                    "torch.Tensor")
         if not t.requires_grad:
+            why = ("it was made under torch.inference_mode(), which records no graph: compute "
+                   "the loss outside it" if t.is_inference() else
+                   "a tensor made under torch.no_grad(), detached, or by forward-mode AD "
+                   "alone, torch.autograd.forward_ad or torch.func.jvp, has no backward graph")
             raise TorchBridgeError(f"from_torch: output {i} does not require grad and has no "
-                                   "grad_fn: nothing to differentiate (a tensor made under "
-                                   "torch.no_grad(), detached, or by forward-mode AD alone, "
-                                   "torch.autograd.forward_ad or torch.func.jvp, has no "
-                                   "backward graph)")
+                                   f"grad_fn: nothing to differentiate ({why})")
         root_fns.append(torch.autograd.graph.get_gradient_edge(t))
 
     # Every node reachable, children before parents (an edge sets topological_nr from
