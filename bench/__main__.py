@@ -7,6 +7,7 @@ import pkgutil
 import sys
 
 import bench
+from bench import _cli
 
 
 def discover() -> list[str]:
@@ -17,15 +18,19 @@ def discover() -> list[str]:
     )
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     names = discover()
+    doc = (__doc__ or "") + "\n\nEach with its defaults; for one module's options: " \
+        "python -m bench.<module> --help.\nModules: " + ", ".join(n[6:] for n in names)
+    _cli.parser("python -m bench", doc, "the sum of the modules': most of an hour").parse_args(
+        sys.argv[1:] if argv is None else argv)
     if not names:
         print("no benchmarks yet")
         return 0
     for name in names:
         print(f"=== {name} ===", flush=True)
         module = importlib.import_module(name)
-        module.main()
+        module.main([])  # the defaults: this command's own arguments are not theirs
         print(flush=True)
     return 0
 

@@ -54,7 +54,6 @@ recording, before at that commit).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import cProfile
 import inspect
@@ -69,6 +68,7 @@ from typing import Any
 from textual import events
 
 from autograd_tui.app import AutogradApp
+from bench import _cli
 
 STEPS = 200
 GOAL_MS = 50.0
@@ -349,7 +349,8 @@ def _report(r: dict[str, Any]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _cli.parser("python -m bench.bench_app", __doc__,
+                     "a few minutes (the million-event recording opened at the end dominates)")
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--profile", action="store_true",
                     help="profile the large scenario's steps even if it passes")

@@ -54,6 +54,7 @@ import numpy as np
 
 from autograd_tui import engine
 from autograd_tui.control import Controller
+from bench import _cli
 
 SEED = 20190219
 N_NODES = 10_000
@@ -254,10 +255,14 @@ def cpu_table() -> bool:
     return ok
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = _cli.parser("python -m bench.bench_controller", __doc__,
+                     "4 to 45 s on the 2-core machine")
+    ap.add_argument("--cpu", action="store_true", help="only the CPU table")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     t_start = time.perf_counter()
     run_plain(make_program(n_nodes=300), observe=True)  # warm-up (imports, caches)
-    if "--cpu" in sys.argv[1:]:
+    if args.cpu:
         cpu_table()
         return
     program = make_program()

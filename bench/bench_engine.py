@@ -50,6 +50,7 @@ import gc
 import os
 import pstats
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -58,7 +59,7 @@ from typing import Any
 
 from autograd_tui import engine
 from autograd_tui.engine.sync import start_thread
-from bench import baseline_2017
+from bench import _cli, baseline_2017
 from bench.engine_graphs import (  # noqa: F401  (re-exported: the programs' API)
     SEED,
     SHAPES,
@@ -292,7 +293,10 @@ def profile(size: int | None = None, top: int | None = None) -> None:
               f"{tt * 1e9 / nodes:>8.0f} {ct * 1e3:>10.1f}  {_where(key)}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    _cli.parser("python -m bench.bench_engine", __doc__,
+                "about a minute (the 100,000-node graphs dominate)").parse_args(
+        sys.argv[1:] if argv is None else argv)
     try:
         import torch
     except ImportError:  # the table still has ours and the 2017 loop

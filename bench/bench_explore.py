@@ -29,6 +29,7 @@ where it goes).  On a loaded machine, read the ratios, not the rates.
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from typing import Any
 
@@ -36,6 +37,7 @@ from autograd_tui import engine, scenarios
 from autograd_tui.control.explore import Budget, Explorer
 from autograd_tui.scenarios import Scenario
 from autograd_tui.session.run import RunSpec
+from bench import _cli
 
 BOUND = 2
 
@@ -156,7 +158,15 @@ def breakdown(reps: int = 5, n: int = 200) -> list[tuple[str, float]]:
     return list(best.items())
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = _cli.parser("python -m bench.bench_explore", __doc__,
+                     "a few minutes (each search is repeated for at least a second)")
+    ap.add_argument("--jobs", type=int, nargs="?", const=2, default=None, metavar="N",
+                    help="only the rows of the parallel search with N jobs (default 2)")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.jobs is not None:
+        jobs_rows(args.jobs)
+        return
     print(f"exhaustive search to preemption bound {BOUND}; every run a fresh engine; "
           "x: after over before (sched/s, sched/cpu-s), measured in this process")
     head = (f"{'scenario':<16}{'reduction':<10}{'substrate':<11}{'schedules':>10}{'runs':>7}"
@@ -266,10 +276,4 @@ def jobs_rows(jobs: int = 2) -> None:
               "(the ratio on an otherwise idle machine, waits aside)")
 
 if __name__ == "__main__":
-    import sys
-
-    if "--jobs" in sys.argv:  # python -m bench.bench_explore --jobs [N]: the jobs rows only
-        i = sys.argv.index("--jobs")
-        jobs_rows(int(sys.argv[i + 1]) if len(sys.argv) > i + 1 else 2)
-    else:
-        main()
+    main()

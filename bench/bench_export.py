@@ -16,6 +16,7 @@ The two are printed separately.
 from __future__ import annotations
 
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 from autograd_tui import export as gx
 from autograd_tui import scenarios
 from autograd_tui.session.run import Run
+from bench import _cli
 
 PREFERRED = "transformer-block"
 LAYERS = 60  # about 6 nodes per layer
@@ -61,7 +63,10 @@ def _scenario(tmp: Path) -> scenarios.Scenario:
     return scenarios.load(str(path))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    _cli.parser("python -m bench.bench_export", __doc__,
+                "under a minute (longer when Graphviz's dot is installed)").parse_args(
+        sys.argv[1:] if argv is None else argv)
     with tempfile.TemporaryDirectory(prefix="bench_export_") as d:
         tmp = Path(d)
         scenario = _scenario(tmp)

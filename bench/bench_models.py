@@ -27,7 +27,6 @@ process's CPU seconds, steadier than wall seconds on a machine others load);
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import json
@@ -41,6 +40,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from bench import _cli
 
 SIZES = (1_000, 5_000, 20_000, 100_000)
 CAPTURE_GOAL, BACKWARD_GOAL = 10.0, 5.0
@@ -258,7 +259,9 @@ def run_cli(layers: int, timeout: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m bench.bench_models")
+    p = _cli.parser("python -m bench.bench_models", __doc__,
+                    "several minutes to half an hour (the 100k-node model dominates; "
+                    "BENCH_MODELS_TIMEOUT caps each CLI run)")
     p.add_argument("--sizes", default=",".join(str(s) for s in SIZES),
                    help="node counts, comma-separated (default: %(default)s)")
     p.add_argument("--reps", type=int, default=3, help="repetitions (best taken)")

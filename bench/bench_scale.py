@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import _cli
+
 HERE = Path(__file__).resolve().parent
 WIDE = HERE / "scenarios" / "wide_queue.py"
 CLI = [sys.executable, "-m", "autograd_tui"]
@@ -84,7 +86,10 @@ CHAIN_GOAL_US = 10.0
 CHAIN_GOAL_N = 8_000
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    _cli.parser("python -m bench.bench_scale", __doc__,
+                "one to a few minutes (one fresh process per size)").parse_args(
+        sys.argv[1:] if argv is None else argv)
     sizes = os.environ.get("BENCH_SCALE_SIZES")
     small, goal = sizes == "small", sizes == "goal"
     widths = (100, 200, 400) if small else (250, 4_000) if goal else (250, 1_000, 4_000)

@@ -39,7 +39,6 @@ Run: ``.venv/bin/python -m bench.bench_trace`` (``--events N``, ``--profile``).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import cProfile
 import gc
@@ -65,6 +64,7 @@ from autograd_tui import engine
 from autograd_tui.engine.events import Event, ListObserver, make_event
 from autograd_tui.history import EngineState, History
 from autograd_tui.history import recordings as trace
+from bench import _cli
 
 SEED = 20240601
 TARGET_EVENTS = 1_000_000
@@ -329,12 +329,13 @@ def load_before_after(path: Path, n: int) -> list[tuple[str, str]]:
 # --- the report -----------------------------------------------------------------------------
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = _cli.parser("python -m bench.bench_trace", __doc__,
+                     "a few minutes (a million-event recording written, loaded, sought)")
     ap.add_argument("--events", type=int, default=TARGET_EVENTS,
                     help=f"events in the recording (default {TARGET_EVENTS:,})")
     ap.add_argument("--profile", action="store_true", help="profile trace.load in any case")
-    args = ap.parse_args()
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     t_start = time.perf_counter()
     t, base = timed(record_base)
     threads = sorted({e.thread for e in base})
