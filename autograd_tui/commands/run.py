@@ -99,7 +99,8 @@ def _summary(con: Any, run: Any, result: Any) -> int:
     # names, an error's message): a "[...]" in them is text, not a style
     print_text(con, f"scenario: {run.scenario.name}")
     con.print(f"events: {len(run.events)}")
-    print_text(con, f"threads: {', '.join(threads)}")
+    if threads:  # none when the program failed before any backward: no empty line
+        print_text(con, f"threads: {', '.join(threads)}")
     if result.status == "deadlock":
         con.print("[bold red]deadlock detected[/bold red]")
         print_text(con, result.report.explanation)

@@ -245,3 +245,13 @@ def test_the_app_without_a_terminal_says_use_headless(tmp_path: Path) -> None:
         assert p.returncode == 2, (argv, p.stderr)
         assert "needs a terminal" in p.stderr and "--headless" in p.stderr
         assert "Traceback" not in p.stderr and p.stdout == ""
+
+
+def test_a_program_that_fails_before_any_backward_prints_no_threads_line(
+        tmp_path: Path, capsys) -> None:
+    f = _scenario(tmp_path, "    engine.tensor(2.0, requires_grad=True)\n"
+                            "    raise ValueError('no backward today')")
+    assert main(["run", str(f), "--headless"]) == 1
+    out, err = capsys.readouterr()
+    assert "events: 0\n" in out and "no backward today" in out + err
+    assert "threads" not in out  # before: an empty "threads: " line
