@@ -212,3 +212,41 @@ def test_the_banner_reads_compile_calls_not_re_compile() -> None:
     assert script_note({}, "import re\nPAT = re.compile('x+')\n") is None
     for src in ("net = torch.compile(net)", "net.compile()", "net.compile(mode='max-autotune')"):
         assert (script_note({}, src) or "").startswith("stepped the eager graph"), src
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    import autograd_tui.session.torch_script as ts
+
+    calls: list[str] = []
+
+    def counted(name, *args):  # type: ignore[no-untyped-def]
+        calls.append(name)
+        return compare(name, *args)
+
+    monkeypatch.setattr(ts, "compare", counted)
+    return calls
+
+
+def test_worst_is_computed_once_per_leaf_until_a_gradient_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counting(monkeypatch)
+    t = torch.zeros(3)
+    res = _check({"a": (t, t.clone()), "b": (t, t + 1.0), "c": (None, None)})
+    first = res.worst()
+    assert [w.name for w in first] == ["b", "a"]  # the failing one first
+    assert not res.agrees and len(res.grad_differences()) == 1 and res.worst() == first
+    assert sorted(calls) == ["a", "b"]  # once each, not once per question
+    res.grads["b"] = (t, t.clone())  # compiled_grads replaces a gradient in place
+    assert res.agrees and sorted(calls) == ["a", "a", "b", "b"]
+    res.exact = True
+    res.worst()
+    assert len(calls) == 6
+
+
+def test_check_order_compares_each_leaf_once(tmp_path: Path, capsys,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counting(monkeypatch)
+    code, out = check(tmp_path, capsys, "return net(x).square().mean()")
+    assert code == 0, out
+    assert "gradients: 6 leaves agree (as torch.testing.assert_close, by dtype); closest: " in out
+    assert sorted(calls) == ["0.bias", "0.weight", "2.bias", "2.weight", "3.bias", "3.weight"]
