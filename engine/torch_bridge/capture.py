@@ -228,6 +228,11 @@ class Registry:
             return q[3]
         return f"{q[2]}.{q[3]}"
 
+    def sharded_of(self, var: Any) -> Any:
+        """The sharded parameter whose FSDP2 unsharded copy ``var`` is, else None."""
+        got = self._unsharded.get(id(var))
+        return got[1] if got is not None and got[0] is var else None
+
     def parameters(self) -> list[tuple[str, Any]]:
         """Every parameter of the models the forward pass called, by qualified name."""
         return [(self.param_name(p) or "", p) for p, _, _, _ in self._qual.values()]

@@ -209,6 +209,11 @@ FROZEN = "requires_grad is False"
 # PyTorch's tutorial fuses the optimizer into the backward this way (step, then zero_grad)
 CLEARED = ("its gradient was accumulated, then .grad set to None by the program (its "
            "post-accumulate-grad hook: an optimizer step in the backward?)")
+# FSDP2's post-backward reduce-scatters the unsharded copy's gradient into the sharded
+# parameter's .grad and frees the copy's: the gradient is there (in grads, by its name)
+UNSHARDED = ("FSDP2's unsharded copy of {}: its gradient was accumulated, then "
+             "reduce-scattered into the sharded parameter's .grad (fully_shard sets this "
+             "copy's .grad to None)")
 
 
 def run_program(entry: Any, *args: Any, said: Callable[[str], None] | None = None,
@@ -248,6 +253,8 @@ def run_program(entry: Any, *args: Any, said: Callable[[str], None] | None = Non
             grads[name] = grad
         elif asked is not None and id(node.variable.var) not in asked:
             grads.no_grad[name] = NOT_INPUT  # backward(inputs=[...]) on a subset
+        elif node.accumulated and (sharded := reg.sharded_of(node.variable.var)) is not None:
+            grads.no_grad[name] = UNSHARDED.format(reg.param_name(sharded) or "a parameter")
         else:
             grads.no_grad[name] = (CLEARED if node.accumulated else NONE_GRAD if node.reached
                                    else NOT_REACHED)

@@ -124,11 +124,17 @@ def test_fsdp2_unsharded_parameters_are_named_by_the_parameter(one_rank, tmp_pat
         run.run()
         assert run.error is None and run.finished
         metas = [e.tensor for e in run.events if e.kind == "node_meta" and e.tensor]
-        grads, no_grad = set(run.gradients()), set(run.no_grad)
+        grads, why = set(run.gradients()), dict(run.no_grad)
     params = {"0.weight", "0.bias", "2.weight", "2.bias"}
     assert grads == params  # the sharded DTensors', reduce-scattered
-    assert no_grad == {f"{p} (unsharded)" for p in params}, no_grad  # was: leaf [12, 6]...
+    assert set(why) == {f"{p} (unsharded)" for p in params}, why  # was: leaf [12, 6]...
     assert sorted(metas) == sorted(f"{p} (unsharded)" for p in params)
+    # FSDP moved the gradient to the sharded parameter: not "set to None by the program"
+    for p in params:
+        assert why[f"{p} (unsharded)"] == (
+            f"FSDP2's unsharded copy of {p}: its gradient was accumulated, then "
+            "reduce-scattered into the sharded parameter's .grad (fully_shard sets this "
+            "copy's .grad to None)"), why
 
 
 EXPORTED = """\
