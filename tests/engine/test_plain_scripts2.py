@@ -56,3 +56,24 @@ def test_children_said_when_too_few_own_calls_and_not_when_stepped(tmp_path: Pat
     code, out = run_cli(["check-order", str(script), "--exact"], capsys)  # the parent's 1st
     assert code == 0, out
     assert "node order: agrees" in out and "child process" not in out
+
+
+def test_inplace_op_on_an_inference_tensor_before_the_nth_call(tmp_path: Path,
+                                                                capsys) -> None:
+    # timm's train.py: validate() runs under torch.inference_mode between the epochs' steps,
+    # and its in-place ops on inference tensors went through the forward's in-place log,
+    # which read their version counter: "Inference tensors do not track version counter"
+    script = write_script(tmp_path, """\
+        import torch
+        w = torch.ones(3, requires_grad=True)
+        (w * 2).sum().backward()
+        with torch.inference_mode():
+            acc = torch.zeros(2)
+            acc.add_(1)
+            acc[0] = 5.0
+        (w * acc.sum()).sum().backward()
+        """, "validate_between.py")
+    code, out = run_cli(["torch", str(script), "--headless", "--quiet", "--backward", "2"],
+                        capsys)
+    assert code == 0, out
+    assert "stepped the script's 2nd backward call" in out and "grad w: shape [3]" in out
