@@ -148,8 +148,8 @@ class ScriptEntry:
             return ""
         n = self.children
         return (f"; it started {n} child process{'' if n == 1 else 'es'} (multiprocessing): "
-                "their backward calls ran there, on PyTorch's engine; only the script's own "
-                "process and thread are stepped")
+                f"{'its' if n == 1 else 'their'} backward calls ran there, on PyTorch's "
+                "engine; only the script's own process and thread are stepped")
 
     def notes(self) -> list[str]:
         """What happened, in words (one note), after a run that stopped."""
