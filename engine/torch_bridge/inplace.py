@@ -73,7 +73,9 @@ def inplace_log() -> Any:
                                kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             t = _target(func, tuple(args), kwargs, torch.Tensor)
-            if t is None:
+            # an inference tensor (made under torch.inference_mode: timm's validate) has no
+            # version counter to read, and no backward can save it
+            if t is None or t.is_inference():
                 return func(*args, **kwargs)
             gf, before = t.grad_fn, t._version
             out = func(*args, **kwargs)

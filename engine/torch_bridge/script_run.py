@@ -13,7 +13,8 @@ that call's ``(tensors, grad_tensors, inputs)``, as an entry function returns
 Departs from ``python train.py``: the script runs on the calling thread (the app's
 program thread), and nothing after the Nth call runs.  Only the script's own thread is
 counted: a forked child's calls (``mnist_hogwild``'s trainers) run on PyTorch's engine
-in that child, as another thread's do.  A nested call (a reentrant
+in that child, as another thread's do (the processes it started are counted, and said
+when the script ends before its Nth call).  A nested call (a reentrant
 checkpoint's backward inside a node) is not counted: PyTorch's engine runs it inside
 the call that made it.  ``torch.autograd.grad`` is not a backward call here: it runs
 on PyTorch's engine and the notes say how many ran.  ``create_graph=True`` at the Nth
@@ -25,6 +26,7 @@ said once it has been called (a script whose source names it may not call it).
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.process
 import os
 import runpy
 import sys
@@ -100,11 +102,12 @@ class ScriptEntry:
         self.stopped: StoppedAt | None = None
         self.calls = 0  # backward calls run on PyTorch's engine before the stop
         self.grad_calls = 0  # torch.autograd.grad calls, run on PyTorch's engine
+        self.children = 0  # processes the script started: their backward calls are not seen
         self.compiled = CompileWatch()
         self._local = threading.local()  # depth: a call inside a backward is nested
 
     def __call__(self) -> tuple[Any, Any, Any]:
-        self.stopped, self.calls, self.grad_calls = None, 0, 0
+        self.stopped, self.calls, self.grad_calls, self.children = None, 0, 0, 0
         self.compiled = CompileWatch()  # what the script compiled (run eagerly meanwhile)
         name = shown(self.path)
         try:
@@ -135,9 +138,18 @@ class ScriptEntry:
                      "PyTorch's engine: only backward calls are stepped (loss.backward(), "
                      "torch.autograd.backward)" if self.grad_calls else "")
             return (f"{name} ran to its end and called no backward (loss.backward(), "
-                    f"torch.autograd.backward): nothing to step{grads}")
+                    f"torch.autograd.backward): nothing to step{grads}{self._children_said()}")
         return (f"{name} ran to its end after {self._calls_said()}; --backward "
-                f"{self.backward} asks for a {ordinal(self.backward)}")
+                f"{self.backward} asks for a {ordinal(self.backward)}{self._children_said()}")
+
+    def _children_said(self) -> str:
+        # mnist_hogwild trains only in multiprocessing children: say why none was seen
+        if not self.children:
+            return ""
+        n = self.children
+        return (f"; it started {n} child process{'' if n == 1 else 'es'} (multiprocessing): "
+                f"{'its' if n == 1 else 'their'} backward calls ran there, on PyTorch's "
+                "engine; only the script's own process and thread are stepped")
 
     def notes(self) -> list[str]:
         """What happened, in words (one note), after a run that stopped."""
@@ -166,6 +178,8 @@ class ScriptEntry:
         torch = torch_module()
         ag, real_compile = torch.autograd, torch.compile
         real_backward, real_grad = ag.backward, ag.grad
+        process = multiprocessing.process.BaseProcess
+        real_start = process.start
         local, mine, pid = self._local, threading.get_ident(), os.getpid()
 
         def counted() -> bool:  # this thread, not a nested call, not a forked child's
@@ -208,11 +222,18 @@ class ScriptEntry:
                 self.compiled.record(model)
             return real_compile(model, **kwargs)
 
+        def start(proc: Any) -> None:
+            if os.getpid() == pid:
+                self.children += 1
+            real_start(proc)
+
         ag.backward, ag.grad, torch.compile = backward, grad, compile_
+        process.start = start  # type: ignore[method-assign]
         try:
             yield
         finally:
             ag.backward, ag.grad, torch.compile = real_backward, real_grad, real_compile
+            process.start = real_start  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
