@@ -125,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
             if record is not None:
                 from autograd_tui.files import shown
 
-                say(f"no recording written to {shown(record)}: the program failed before its "
-                    "backward pass began, so there is nothing to replay")
+                say(f"no recording written to {shown(record)}: {_why_no_backward(r.error)}, "
+                    "so there is nothing to replay")
             return EXIT_ERROR
         return report_headless(console(), r, result, args, record, _summary)
     finally:
@@ -292,6 +292,16 @@ def _error_lines(con: Any, text: str, said: str = "error in the script") -> None
     print_text(con, first)
     for line in more:
         print_text(con, CONTINUED + line)
+
+
+def _why_no_backward(error: BaseException) -> str:
+    """Why no backward was stepped: a plain script that ended before its Nth backward call
+    did not fail (its own message above says so), a failed forward pass did."""
+    from autograd_tui.engine.torch_bridge.script_run import ScriptEnded
+
+    if isinstance(error, ScriptEnded):
+        return "the script ended before the backward call asked for"
+    return "the program failed before its backward pass began"
 
 
 def _plain_errors() -> tuple[type[BaseException], ...]:
