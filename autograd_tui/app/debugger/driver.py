@@ -168,8 +168,8 @@ class Driver:
         self.shown.drive(what)
 
     def _follow_engine(self) -> None:
-        self.playback.stop()  # the view follows the engine again
-        self.shown.follow = True
+        self.playback.stop()  # the view follows the engine again, from the newest event
+        self.shown.show_event(self.shown.seen)  # now: a run that adds no event moved it too
 
     def say_finished(self, s: Session) -> None:
         self.shown.notify(f"the run has ended ({s.status}); r restarts, s picks another "
