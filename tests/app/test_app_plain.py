@@ -68,5 +68,13 @@ def test_a_training_loops_2nd_backward_notes_nodes_modules_and_c_from_the_histor
         await press(pilot, "enter", "escape", "c")  # view jumps back to the newest event
         assert app.said("the run ended: no event matched a breakpoint (module=0)"), app.notes
         assert shown(app) == (s.count(), s.count()) == (int(found.group(1)),) * 2
+        await press(pilot, "r", "b")  # the same breakpoint, in a fresh run: it says which
+        app.screen.query_one("#bp-node", Input).value = "module=0"
+        await press(pilot, "enter", "escape", "c")
+        s = app.debugger.session
+        assert s is not None and not s.finished, app.notes
+        e = s.event(s.count() - 1)
+        assert s.state_at(s.count()).node_meta[e.node]["module"] == "0"
+        assert app.said(f"breakpoint: {e.kind} (module=0)"), app.notes[-3:]
 
     run_app(app, script, size=(80, 24))
