@@ -87,7 +87,7 @@ def no_module(state: EngineState) -> str:
     """Why the shown node has no module: in a graph whose nodes name theirs, it ran
     outside every nn.Module (the loss's ops); a built-in scenario's nodes name none."""
     if any(isinstance(m, dict) and m.get("module") for m in state.node_meta.values()):
-        return "(it ran outside every nn.Module, as a loss's ops do; n steps to the next node)"
+        return "(it ran outside every nn.Module, as a loss's ops do)"
     return "(a PyTorch graph's nodes do)"
 
 
