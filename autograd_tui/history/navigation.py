@@ -83,6 +83,14 @@ def module_of(state: EngineState, node: int | None) -> str | None:
     return mod if isinstance(mod, str) and mod else None
 
 
+def no_module(state: EngineState) -> str:
+    """Why the shown node has no module: in a graph whose nodes name theirs, it ran
+    outside every nn.Module (the loss's ops); a built-in scenario's nodes name none."""
+    if any(isinstance(m, dict) and m.get("module") for m in state.node_meta.values()):
+        return "(it ran outside every nn.Module, as a loss's ops do)"
+    return "(a PyTorch graph's nodes do)"
+
+
 def _scan(src: Events, k: int, pred: Callable[[Event], bool]) -> int | None:
     """The first event after k for which ``pred`` holds (fed every event after k)."""
     n = src.count()
@@ -175,7 +183,7 @@ def finish_module(src: Events, k: int) -> Move:
     p = place(state)
     mod = module_of(state, p.node)
     if mod is None:
-        return Move(None, None, "a module: this node has none (a PyTorch graph's nodes do)")
+        return Move(None, None, f"a module: this node has none {no_module(state)}")
     for m in _parents(mod):
         left = _members(state, p.graph_task, m)
         if left:

@@ -168,8 +168,8 @@ class Driver:
         self.shown.drive(what)
 
     def _follow_engine(self) -> None:
-        self.playback.stop()  # the view follows the engine again
-        self.shown.follow = True
+        self.playback.stop()  # the view follows the engine again, from the newest event
+        self.shown.show_event(self.shown.seen)  # now: a run that adds no event moved it too
 
     def say_finished(self, s: Session) -> None:
         self.shown.notify(f"the run has ended ({s.status}); r restarts, s picks another "
@@ -217,8 +217,13 @@ class Driver:
                 which = matched(s, r.events[-1])
                 v.notify(f"breakpoint ({which}) at {r.events[-1].kind}, before "
                          f"{self.until_what}; b clears it", timeout=5)
+            elif r.events and s is not None:  # which one, unless it is the event's kind
+                e = r.events[-1]
+                which = matched(s, e)
+                said = "" if which in ("a breakpoint", f"kind={e.kind}") else f" ({which})"
+                v.notify(f"breakpoint: {e.kind}{said}", timeout=3)
             else:
-                v.notify(f"breakpoint: {r.events[-1].kind if r.events else ''}", timeout=3)
+                v.notify("breakpoint", timeout=3)
         elif r.status == "reached":  # a move (n, m, u) got where it went
             v.notify(f"at {self.until_what}", timeout=2)
         elif self._moving and s is not None and s.status == "completed":

@@ -71,5 +71,5 @@ class Moves:
         state = s.state_at(k)
         mod = navigation.module_of(state, navigation.place(state).node)
         if mod is None:
-            return "no module here: the shown event's node has none (a PyTorch graph's do)"
+            return f"no module here: the shown event's node has none {navigation.no_module(state)}"
         return f"no node of {mod} starts before event {k} in this GraphTask"
