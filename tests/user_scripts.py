@@ -21,3 +21,24 @@ def run_cli(args: list[str], capsys) -> tuple[int, str]:
     code = main(args)
     out = capsys.readouterr()
     return code, " ".join((out.out + out.err).split())
+
+
+#: a custom Function whose backward the environment nudges (WOBBLE=1: 1e-6 more), so a
+#: recording made without it diverges, bit for bit, when re-executed with it
+WOBBLE = """
+    import os
+    import torch
+
+    class Wobble(torch.autograd.Function):   # a backward whose result the environment sets
+        @staticmethod
+        def forward(ctx, x):
+            return x * 3
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * (3 + 1e-6 * int(os.environ.get("WOBBLE", "0")))
+
+    def main():
+        w = torch.ones(4, requires_grad=True)
+        return Wobble.apply(w).sum()
+"""

@@ -11,29 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from user_scripts import run_cli, write_script
+from user_scripts import WOBBLE, run_cli, write_script
 
 torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
 
 pytestmark = pytest.mark.timeout(120)
-
-WOBBLE = """
-    import os
-    import torch
-
-    class Wobble(torch.autograd.Function):   # a backward whose result the environment sets
-        @staticmethod
-        def forward(ctx, x):
-            return x * 3
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * (3 + 1e-6 * int(os.environ.get("WOBBLE", "0")))
-
-    def main():
-        w = torch.ones(4, requires_grad=True)
-        return Wobble.apply(w).sum()
-"""
 
 
 def test_a_divergence_says_the_field_and_both_values_in_words(

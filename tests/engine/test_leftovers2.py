@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from user_scripts import run_cli, write_script
+from user_scripts import WOBBLE, run_cli, write_script
 
 torch = pytest.importorskip("torch", reason="the torch bridge needs PyTorch (pip install torch)")
 
@@ -201,25 +201,6 @@ def test_a_model_held_by_an_objects_attribute_is_named_by_it(tmp_path: Path, cap
         assert f"grad {name}.{param}: shape" in out, out
     assert f"in {name}.fc (Linear), param {name}.fc.bias" in out, out
     assert "Net." not in out, out
-
-
-WOBBLE = """
-    import os
-    import torch
-
-    class Wobble(torch.autograd.Function):   # a backward whose last bits vary by run
-        @staticmethod
-        def forward(ctx, x):
-            return x * 3
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * (3 + 1e-6 * int(os.environ.get("WOBBLE", "0")))
-
-    def main():
-        w = torch.ones(4, requires_grad=True)
-        return Wobble.apply(w).sum()
-"""
 
 
 @pytest.mark.parametrize("cbwr", [None, "AVX2,STRICT"])
